@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Starts, stops and reports a private PostgreSQL 15 and RabbitMQ on loopback, on
+# non-default ports, with all their state in one folder of their own.
+#
+#   deploy/local/servers.sh start    # idempotent; waits until both accept clients
+#   deploy/local/servers.sh stop     # stops what start started, by pid
+#   deploy/local/servers.sh status
+#   deploy/local/servers.sh env      # prints the connection settings as shell exports
+#
+# Settings (environment): OUTBOX_LOCAL_DIR (default /tmp/outbox-relay-local),
+# OUTBOX_PG_PORT (default 35432), OUTBOX_AMQP_PORT (default 35673; its Erlang
+# distribution port is this + 20000, so keep it below 45535).
+set -euo pipefail
+
+DIR="${OUTBOX_LOCAL_DIR:-/tmp/outbox-relay-local}"
+PG_PORT="${OUTBOX_PG_PORT:-35432}"
+AMQP_PORT="${OUTBOX_AMQP_PORT:-35673}"
+PG_BIN=/usr/lib/postgresql/15/bin
+PG_DIR="$DIR/pg"
+RMQ_DIR="$DIR/rabbitmq"
+RMQ_NODE="outbox${AMQP_PORT}@localhost"
+
+as_user() { # as_user USER COMMAND...: run COMMAND as USER, keeping this script's environment
+  local user="$1"; shift
+  if [ "$(id -un)" = "$user" ]; then "$@"; else
+    su "$user" -s /bin/sh -c "$(printf '%q ' "$@")"; fi
+}
+
+rmq_env() { # rmq_env COMMAND...: run COMMAND (a function too) with the node's settings
+  ( export HOME=/var/lib/rabbitmq \
+    RABBITMQ_NODENAME="$RMQ_NODE" RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
+    RABBITMQ_NODE_PORT="$AMQP_PORT" RABBITMQ_DIST_PORT="$((AMQP_PORT + 20000))" \
+    RABBITMQ_MNESIA_BASE="$RMQ_DIR/mnesia" RABBITMQ_LOG_BASE="$RMQ_DIR/log" \
+    RABBITMQ_PID_FILE="$RMQ_DIR/rabbitmq.pid" \
+    RABBITMQ_ENABLED_PLUGINS_FILE="$RMQ_DIR/enabled_plugins" \
+    RABBITMQ_CONFIG_FILE="$RMQ_DIR/rabbitmq"
+    "$@" )
+}
+
+pg_running() { as_user postgres "$PG_BIN/pg_ctl" -D "$PG_DIR" status >/dev/null 2>&1; }
+rmq_pid() { cat "$RMQ_DIR/rabbitmq.pid" 2>/dev/null || true; }
+rmq_running() { local p; p=$(rmq_pid); [ -n "$p" ] && kill -0 "$p" 2>/dev/null; }
+
+start_pg() {
+  if pg_running; then echo "postgres: already running on 127.0.0.1:$PG_PORT"; return; fi
+  mkdir -p "$PG_DIR"; chown postgres:postgres "$PG_DIR"; chmod 700 "$PG_DIR"
+  if [ ! -f "$PG_DIR/PG_VERSION" ]; then
+    as_user postgres "$PG_BIN/initdb" -D "$PG_DIR" -A trust -U postgres >"$DIR/initdb.log" 2>&1 \
+      || { cat "$DIR/initdb.log"; exit 1; }
+    cat >>"$PG_DIR/postgresql.conf" <<CONF
+max_connections = 300
+shared_buffers = 256MB
+log_min_messages = warning
+CONF
+  fi
+  as_user postgres "$PG_BIN/pg_ctl" -D "$PG_DIR" -l "$PG_DIR/server.log" -w -t 60 \
+    -o "-p $PG_PORT -k $PG_DIR -c listen_addresses=127.0.0.1" start >/dev/null
+  echo "postgres: started on 127.0.0.1:$PG_PORT (pid $(head -1 "$PG_DIR/postmaster.pid"))"
+}
+
+start_rmq() {
+  if rmq_running; then echo "rabbitmq: already running on 127.0.0.1:$AMQP_PORT"; return; fi
+  mkdir -p "$RMQ_DIR/mnesia" "$RMQ_DIR/log"
+  echo "[]." >"$RMQ_DIR/enabled_plugins"
+  # Generous watermark: benchmarks push many persistent messages through a small machine.
+  printf 'loopback_users.guest = false\nvm_memory_high_watermark.relative = 0.6\n' >"$RMQ_DIR/rabbitmq.conf"
+  chown -R rabbitmq:rabbitmq "$RMQ_DIR"
+  rmq_env as_user rabbitmq /usr/lib/rabbitmq/bin/rabbitmq-server -detached >/dev/null 2>&1
+  for _ in $(seq 1 60); do [ -s "$RMQ_DIR/rabbitmq.pid" ] && break; sleep 0.5; done
+  if ! rmq_env as_user rabbitmq /usr/lib/rabbitmq/bin/rabbitmqctl -n "$RMQ_NODE" -q \
+      await_startup --timeout 90 >/dev/null 2>&1; then
+    echo "rabbitmq: did not start; log follows" >&2
+    tail -n 40 "$RMQ_DIR"/log/*.log >&2 || true
+    exit 1
+  fi
+  echo "rabbitmq: started on 127.0.0.1:$AMQP_PORT (pid $(rmq_pid))"
+}
+
+stop_pg() {
+  if pg_running; then as_user postgres "$PG_BIN/pg_ctl" -D "$PG_DIR" -m fast -w stop >/dev/null
+    echo "postgres: stopped"; else echo "postgres: not running"; fi
+}
+
+stop_rmq() {
+  local p; p=$(rmq_pid)
+  if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
+    kill "$p"
+    for _ in $(seq 1 60); do kill -0 "$p" 2>/dev/null || break; sleep 0.5; done
+    kill -9 "$p" 2>/dev/null || true
+    rm -f "$RMQ_DIR/rabbitmq.pid"
+    echo "rabbitmq: stopped (pid $p)"
+  else echo "rabbitmq: not running"; fi
+}
+
+print_env() {
+  cat <<ENV
+export OUTBOX_LOCAL_DIR='$DIR'
+export OUTBOX_PG_DSN='host=127.0.0.1 port=$PG_PORT user=postgres dbname=postgres'
+export OUTBOX_AMQP_URI='amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f'
+export OUTBOX_RABBITMQ_NODE='$RMQ_NODE'
+ENV
+}
+
+cmd="${1:-status}"
+case "$cmd" in
+  start)
+    mkdir -p "$DIR"; chmod 755 "$DIR"
+    start_pg; start_rmq
+    print_env >"$DIR/env.sh"
+    echo "connection settings (also in $DIR/env.sh):"; print_env ;;
+  stop) stop_rmq; stop_pg ;;
+  status)
+    pg_running && echo "postgres: running on 127.0.0.1:$PG_PORT" || echo "postgres: stopped"
+    rmq_running && echo "rabbitmq: running on 127.0.0.1:$AMQP_PORT (pid $(rmq_pid))" || echo "rabbitmq: stopped" ;;
+  env) print_env ;;
+  rabbitmqctl) shift; rmq_env as_user rabbitmq /usr/lib/rabbitmq/bin/rabbitmqctl -n "$RMQ_NODE" "$@" ;;
+  *) echo "usage: $0 start|stop|status|env|rabbitmqctl ARGS..." >&2; exit 2 ;;
+esac

@@ -1,0 +1,25 @@
+#pragma once
+// Error types of the outbox SDKs.
+
+#include <stdexcept>
+#include <string>
+
+namespace outbox {
+
+// Bad input from the caller (a message, a name, a setting). Thrown before anything
+// is written; the message names the field and the offending value, never a secret
+// or a payload. Retrying the same input fails the same way.
+class ValidationError : public std::invalid_argument {
+ public:
+  ValidationError(std::string field, const std::string& what)
+      : std::invalid_argument(field + ": " + what), field_(std::move(field)), detail_(what) {}
+  const std::string& field() const { return field_; }
+  // The message without the field name.
+  const std::string& detail() const { return detail_; }
+
+ private:
+  std::string field_;
+  std::string detail_;
+};
+
+}  // namespace outbox

@@ -1,0 +1,37 @@
+#pragma once
+// Message: what a producer hands to OutboxWriter::enqueue.
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "outbox/types.h"
+
+namespace outbox {
+
+struct Message {
+  Exchange exchange;            // AMQP exchange; required, at most 255 bytes
+  RoutingKey routing_key;       // required, at most 255 bytes
+  MessageType type;             // event type, e.g. "OrderPlaced"; required
+  std::string ordering_key;     // aggregate id (e.g. the order id); may be empty
+  std::string payload;          // opaque bytes, sent as the message body unchanged
+  std::string content_type = "application/json";
+  // Application headers. Names: 1-128 of [A-Za-z0-9_.-], not starting with
+  // "x-outbox-" (reserved for the relay). Values: at most 4096 bytes, no NUL.
+  std::map<std::string, std::string> headers;
+  std::optional<std::string> correlation_id;
+  // Canonical UUID text. Leave empty to have one assigned (UUIDv7) at enqueue; set it
+  // to keep an id the caller already handed out. Either way it never changes later.
+  std::optional<std::string> message_id;
+};
+
+// Limits applied by validate_message.
+struct MessageLimits {
+  std::size_t max_payload_bytes = 1024 * 1024;  // 1 MiB
+};
+
+// Throws ValidationError naming the first field at fault. Pure; thread-safe.
+void validate_message(const Message& message, const MessageLimits& limits);
+
+}  // namespace outbox

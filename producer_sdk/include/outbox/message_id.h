@@ -1,0 +1,37 @@
+#pragma once
+// MessageId: a UUID, generated once per message at enqueue (UUIDv7, time ordered).
+
+#include <array>
+#include <compare>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace outbox {
+
+// A 128-bit message id. Value type; thread-safe to copy and compare.
+class MessageId {
+ public:
+  // A new UUIDv7: 48-bit Unix milliseconds, then a 12-bit counter that keeps ids
+  // from one process strictly increasing within a millisecond, then 62 random bits.
+  // Thread-safe.
+  static MessageId generate_v7();
+
+  // Parses the canonical 8-4-4-4-12 hex form (either case).
+  // Throws ValidationError naming `field` when malformed.
+  static MessageId parse(std::string_view text, const std::string& field = "message_id");
+
+  // Lower-case canonical form.
+  std::string to_string() const;
+  int version() const { return bytes_[6] >> 4; }
+  // Milliseconds since the Unix epoch, for a v7 id.
+  std::uint64_t unix_ms() const;
+  const std::array<std::uint8_t, 16>& bytes() const { return bytes_; }
+
+  auto operator<=>(const MessageId&) const = default;
+
+ private:
+  std::array<std::uint8_t, 16> bytes_{};
+};
+
+}  // namespace outbox

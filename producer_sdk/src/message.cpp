@@ -1,0 +1,65 @@
+#include "outbox/message.h"
+
+#include "outbox/errors.h"
+#include "outbox/message_id.h"
+
+namespace outbox {
+namespace {
+
+constexpr std::size_t kShortStrMax = 255;  // AMQP shortstr
+constexpr std::size_t kHeaderNameMax = 128;
+constexpr std::size_t kHeaderValueMax = 4096;
+
+// Quotes at most 64 bytes of a user value for an error message.
+std::string shown(const std::string& v) {
+  return "'" + (v.size() > 64 ? v.substr(0, 64) + "..." : v) + "'";
+}
+
+void require_short(const std::string& field, const std::string& value, bool required) {
+  if (required && value.empty()) throw ValidationError(field, "must not be empty");
+  if (value.size() > kShortStrMax)
+    throw ValidationError(field, "is " + std::to_string(value.size()) +
+                                     " bytes, at most 255 allowed: " + shown(value));
+  if (value.find('\0') != std::string::npos)
+    throw ValidationError(field, "must not contain NUL bytes");
+}
+
+bool valid_header_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '_' || c == '-' || c == '.';
+}
+
+void validate_header(const std::string& name, const std::string& value) {
+  const std::string field = "headers[" + shown(name) + "]";
+  if (name.empty() || name.size() > kHeaderNameMax)
+    throw ValidationError(field, "header name must be 1-128 characters");
+  for (char c : name)
+    if (!valid_header_name_char(c))
+      throw ValidationError(field, "header name may only use [A-Za-z0-9_.-]");
+  if (name.rfind("x-outbox-", 0) == 0)
+    throw ValidationError(field, "header names starting with 'x-outbox-' are reserved");
+  if (value.size() > kHeaderValueMax)
+    throw ValidationError(field, "header value is " + std::to_string(value.size()) +
+                                     " bytes, at most 4096 allowed");
+  if (value.find('\0') != std::string::npos)
+    throw ValidationError(field, "header value must not contain NUL bytes");
+}
+
+}  // namespace
+
+void validate_message(const Message& m, const MessageLimits& limits) {
+  require_short("exchange", m.exchange.value(), true);
+  require_short("routing_key", m.routing_key.value(), true);
+  require_short("type", m.type.value(), true);
+  require_short("ordering_key", m.ordering_key, false);
+  require_short("content_type", m.content_type, true);
+  if (m.correlation_id) require_short("correlation_id", *m.correlation_id, true);
+  if (m.message_id) MessageId::parse(*m.message_id, "message_id");
+  if (m.payload.size() > limits.max_payload_bytes)
+    throw ValidationError("payload", "is " + std::to_string(m.payload.size()) +
+                                         " bytes, above the maximum of " +
+                                         std::to_string(limits.max_payload_bytes));
+  for (const auto& [name, value] : m.headers) validate_header(name, value);
+}
+
+}  // namespace outbox

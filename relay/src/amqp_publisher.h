@@ -1,0 +1,88 @@
+#pragma once
+// AmqpPublisher: one AMQP connection with one confirm-mode channel (rabbitmq-c).
+
+#include <amqp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "broker_event.h"
+#include "config.h"
+
+namespace relay {
+
+// The publish-side view of a claimed outbox row. Borrowed strings: the row owns them.
+struct OutboundMessage {
+  std::int64_t outbox_id = 0;
+  const std::string* message_id = nullptr;
+  const std::string* exchange = nullptr;
+  const std::string* routing_key = nullptr;
+  const std::string* type = nullptr;
+  const std::string* content_type = nullptr;
+  const std::string* correlation_id = nullptr;  // may be null
+  const std::vector<std::pair<std::string, std::string>>* headers = nullptr;
+  const std::string* payload = nullptr;
+  std::int64_t created_unix_s = 0;
+};
+
+// A failure of the connection or the channel. The text carries no credentials.
+class AmqpError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Publishes persistent, mandatory messages on a channel in confirm mode and decodes
+// what the broker sends back. Delivery tags are counted here from 1 per channel
+// (rabbitmq-c does not report them) and restart when the channel is reopened.
+//
+// Thread safety: none. One thread owns the publisher (rabbitmq-c connections must
+// not be shared). Owns a socket: not copyable.
+class AmqpPublisher {
+ public:
+  explicit AmqpPublisher(AmqpConfig config);
+  ~AmqpPublisher();
+  AmqpPublisher(const AmqpPublisher&) = delete;
+  AmqpPublisher& operator=(const AmqpPublisher&) = delete;
+
+  // Opens the connection, logs in, opens a channel and selects confirm mode.
+  // Throws AmqpError (message without password).
+  void connect();
+  bool connected() const { return conn_ != nullptr; }
+  // Drops the connection without waiting for the broker.
+  void disconnect();
+
+  // Publishes one message and returns its delivery tag.
+  // REQUIRES: connected(). Throws AmqpError when the socket fails.
+  std::uint64_t publish(const OutboundMessage& message);
+
+  // Waits up to `timeout` for one event (zero: only what is already readable).
+  // Heartbeats are serviced while waiting. A closed channel is reopened in confirm
+  // mode before kChannelClosed is returned; after kConnectionClosed the publisher is
+  // disconnected.
+  std::optional<BrokerEvent> next_event(std::chrono::milliseconds timeout);
+
+  // True between connection.blocked and connection.unblocked (a broker resource alarm).
+  bool blocked() const { return blocked_; }
+  // "host:port/vhost", for logs.
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  void open_channel();
+  std::optional<BrokerEvent> decode_method(const amqp_frame_t& frame);
+  BrokerEvent read_return(const amqp_frame_t& frame);
+  void check_rpc(amqp_rpc_reply_t reply, const char* what);
+
+  AmqpConfig config_;
+  std::string endpoint_;
+  amqp_connection_state_t conn_ = nullptr;
+  amqp_channel_t channel_ = 0;
+  std::uint64_t next_tag_ = 1;
+  bool blocked_ = false;
+};
+
+}  // namespace relay

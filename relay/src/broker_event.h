@@ -1,0 +1,24 @@
+#pragma once
+// BrokerEvent: what the broker tells a publishing relay, decoded from AMQP frames.
+
+#include <cstdint>
+#include <string>
+
+namespace relay {
+
+struct BrokerEvent {
+  enum class Kind {
+    kAck,               // basic.ack: the broker took responsibility up to `tag`
+    kNack,              // basic.nack: the broker refused; republish later
+    kReturn,            // basic.return: unroutable (mandatory); matched by message id
+    kChannelClosed,     // the broker closed the channel (e.g. 404 no exchange)
+    kConnectionClosed,  // connection.close from the broker, or a socket error
+  };
+  Kind kind;
+  std::uint64_t tag = 0;    // ack/nack
+  bool multiple = false;    // ack/nack: settles every outstanding tag <= tag
+  std::string message_id;   // return
+  std::string reason;       // return/close: reply code and text, one line
+};
+
+}  // namespace relay

@@ -1,0 +1,243 @@
+#include "config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "outbox/errors.h"
+#include "outbox/sql_identifier.h"
+
+namespace relay {
+namespace {
+
+// Reads one mapping, remembering which keys it consumed so that finish() can
+// reject the rest as unknown.
+class SectionReader {
+ public:
+  SectionReader(const YAML::Node& node, std::string path, const std::string& origin)
+      : node_(node), path_(std::move(path)), origin_(origin) {}
+
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& key, const std::string& what) const {
+    std::ostringstream msg;
+    msg << origin_;
+    if (at.IsDefined() && at.Mark().line >= 0) msg << ":" << at.Mark().line + 1;
+    msg << ": " << key << ": " << what;
+    throw ConfigError(msg.str());
+  }
+
+  std::string key_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+  void integer(const std::string& key, int& out, long long min, long long max) {
+    auto v = take(key);
+    if (!v) return;
+    long long n = 0;
+    if (!v.IsScalar() || !YAML::convert<long long>::decode(v, n))
+      fail(v, key_path(key), "expected an integer, got " + shown(v));
+    if (n < min || n > max)
+      fail(v, key_path(key), "must be between " + std::to_string(min) + " and " +
+                                 std::to_string(max) + ", got " + std::to_string(n));
+    out = static_cast<int>(n);
+  }
+
+  void real(const std::string& key, double& out, double min, double max) {
+    auto v = take(key);
+    if (!v) return;
+    double d = 0;
+    if (!v.IsScalar() || !YAML::convert<double>::decode(v, d))
+      fail(v, key_path(key), "expected a number, got " + shown(v));
+    if (!(d >= min && d <= max))
+      fail(v, key_path(key), "must be between " + fmt_double(min) + " and " + fmt_double(max) +
+                                 ", got " + v.Scalar());
+    out = d;
+  }
+
+  // `secret`: the value (and what ${ENV} expanded to) never appears in a message.
+  void string(const std::string& key, std::string& out, bool required, bool secret = false) {
+    auto v = take(key);
+    if (!v) {
+      if (required) fail(node_, key_path(key), "is required");
+      return;
+    }
+    if (!v.IsScalar()) fail(v, key_path(key), "expected a string, got a " + kind(v));
+    out = expand_env(v, key_path(key), v.Scalar());
+    if (required && out.empty())
+      fail(v, key_path(key), secret ? "must not be empty" : "must not be empty");
+  }
+
+  void one_of(const std::string& key, std::string& out, const std::set<std::string>& allowed) {
+    auto v = take(key);
+    if (!v) return;
+    if (!v.IsScalar() || !allowed.count(v.Scalar())) {
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      fail(v, key_path(key), "must be one of " + list + ", got " + shown(v));
+    }
+    out = v.Scalar();
+  }
+
+  void finish() const {
+    for (const auto& kv : node_) {
+      auto key = kv.first.as<std::string>();
+      if (!seen_.count(key)) fail(kv.first, key_path(key), "unknown key");
+    }
+  }
+
+  const YAML::Node& node() const { return node_; }
+
+ private:
+  YAML::Node take(const std::string& key) {
+    seen_.insert(key);
+    auto v = node_[key];
+    if (v && v.IsNull()) fail(v, key_path(key), "has no value");
+    return v;
+  }
+
+  std::string expand_env(const YAML::Node& at, const std::string& key, const std::string& raw) const {
+    std::string out;
+    for (std::size_t i = 0; i < raw.size();) {
+      if (raw.compare(i, 2, "${") == 0) {
+        auto end = raw.find('}', i + 2);
+        if (end == std::string::npos) fail(at, key, "unterminated ${ in value");
+        auto name = raw.substr(i + 2, end - i - 2);
+        const char* val = std::getenv(name.c_str());
+        if (name.empty() || !val) fail(at, key, "environment variable '" + name + "' is not set");
+        out += val;
+        i = end + 1;
+      } else {
+        out += raw[i++];
+      }
+    }
+    return out;
+  }
+
+  static std::string kind(const YAML::Node& v) {
+    return v.IsMap() ? "mapping" : v.IsSequence() ? "sequence" : "scalar";
+  }
+  static std::string shown(const YAML::Node& v) {
+    if (!v.IsScalar()) return "a " + kind(v);
+    auto s = v.Scalar();
+    return "'" + (s.size() > 64 ? s.substr(0, 64) + "..." : s) + "'";
+  }
+  static std::string fmt_double(double d) {
+    std::ostringstream o;
+    o << d;
+    return o.str();
+  }
+
+  YAML::Node node_;
+  std::string path_;
+  const std::string& origin_;
+  std::set<std::string> seen_;
+};
+
+constexpr long long kIntMax = std::numeric_limits<int>::max();
+
+YAML::Node section(SectionReader& root, const std::string& key, bool required) {
+  auto v = root.node()[key];
+  if (!v) {
+    if (required) root.fail(root.node(), key, "section is required");
+    return YAML::Node(YAML::NodeType::Map);
+  }
+  if (!v.IsMap()) root.fail(v, key, "expected a mapping of settings");
+  return v;
+}
+
+void read_postgres(const YAML::Node& n, const std::string& origin, PostgresConfig& c) {
+  SectionReader r(n, "postgres", origin);
+  r.string("dsn", c.dsn, true, true);
+  r.string("schema", c.schema, false);
+  try {
+    outbox::quoted_identifier(c.schema, "postgres.schema");
+  } catch (const outbox::ValidationError& e) {
+    r.fail(n["schema"], "postgres.schema", e.detail());
+  }
+  r.integer("statement_timeout_ms", c.statement_timeout_ms, 100, kIntMax);
+  r.integer("idle_in_transaction_timeout_ms", c.idle_in_transaction_timeout_ms, 1000, kIntMax);
+  r.integer("connect_timeout_s", c.connect_timeout_s, 1, 3600);
+  r.integer("keepalives_idle_s", c.keepalives_idle_s, 1, 7200);
+  r.finish();
+}
+
+void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c) {
+  SectionReader r(n, "amqp", origin);
+  r.string("uri", c.uri, true, true);
+  if (c.uri.rfind("amqp://", 0) != 0 && c.uri.rfind("amqps://", 0) != 0)
+    r.fail(n["uri"], "amqp.uri", "must start with amqp:// or amqps://");
+  r.integer("heartbeat_s", c.heartbeat_s, 0, 3600);
+  r.integer("confirm_timeout_ms", c.confirm_timeout_ms, 100, 3600000);
+  r.integer("publish_window", c.publish_window, 1, 65535);
+  r.integer("connect_timeout_ms", c.connect_timeout_ms, 100, 600000);
+  r.finish();
+  if (c.heartbeat_s > 0 && c.confirm_timeout_ms < c.heartbeat_s * 1000)
+    r.fail(n["confirm_timeout_ms"], "amqp.confirm_timeout_ms",
+           "must be at least amqp.heartbeat_s (" + std::to_string(c.heartbeat_s) +
+               " s), got " + std::to_string(c.confirm_timeout_ms) + " ms");
+}
+
+void read_relay(const YAML::Node& n, const std::string& origin, RelaySettings& c) {
+  SectionReader r(n, "relay", origin);
+  r.integer("batch_size", c.batch_size, 1, 100000);
+  r.integer("poll_interval_ms", c.poll_interval_ms, 1, 3600000);
+  r.integer("max_attempts", c.max_attempts, 1, 1000000);
+  r.integer("backoff_initial_ms", c.backoff_initial_ms, 1, 86400000);
+  r.integer("backoff_max_ms", c.backoff_max_ms, 1, 86400000);
+  r.real("backoff_factor", c.backoff_factor, 1.0, 100.0);
+  r.integer("summary_interval_s", c.summary_interval_s, 1, 86400);
+  r.finish();
+  if (c.backoff_max_ms < c.backoff_initial_ms)
+    r.fail(n["backoff_max_ms"], "relay.backoff_max_ms",
+           "must be at least relay.backoff_initial_ms (" + std::to_string(c.backoff_initial_ms) +
+               "), got " + std::to_string(c.backoff_max_ms));
+}
+
+void read_log(const YAML::Node& n, const std::string& origin, LogConfig& c) {
+  SectionReader r(n, "log", origin);
+  r.one_of("level", c.level, {"trace", "debug", "info", "warn", "error"});
+  r.one_of("format", c.format, {"text", "json"});
+  r.finish();
+}
+
+}  // namespace
+
+RelayConfig parse_config(const std::string& yaml_text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(origin + ":" + std::to_string(e.mark.line + 1) + ": malformed YAML: " + e.msg);
+  }
+  if (!root || root.IsNull()) throw ConfigError(origin + ": the file is empty");
+  if (!root.IsMap()) throw ConfigError(origin + ": the top level must be a mapping of sections");
+
+  RelayConfig c;
+  SectionReader top(root, "", origin);
+  read_postgres(section(top, "postgres", true), origin, c.postgres);
+  read_amqp(section(top, "amqp", true), origin, c.amqp);
+  read_relay(section(top, "relay", false), origin, c.relay);
+  read_log(section(top, "log", false), origin, c.log);
+  for (const auto& kv : root) {
+    auto key = kv.first.as<std::string>();
+    if (key != "postgres" && key != "amqp" && key != "relay" && key != "log")
+      top.fail(kv.first, key, "unknown section (expected postgres, amqp, relay, log)");
+  }
+  if (c.postgres.idle_in_transaction_timeout_ms <= c.amqp.confirm_timeout_ms)
+    top.fail(root["postgres"]["idle_in_transaction_timeout_ms"],
+             "postgres.idle_in_transaction_timeout_ms",
+             "must exceed amqp.confirm_timeout_ms (" + std::to_string(c.amqp.confirm_timeout_ms) +
+                 " ms): the claim transaction stays open while confirms are awaited");
+  return c;
+}
+
+RelayConfig load_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path + ": cannot read the configuration file");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return parse_config(buf.str(), path);
+}
+
+}  // namespace relay

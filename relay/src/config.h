@@ -1,0 +1,82 @@
+#pragma once
+// RelayConfig: the relay's YAML configuration, one plain struct per section.
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace relay {
+
+struct PostgresConfig {
+  // libpq connection string or URI. Required. Put the password in ${ENV} or a
+  // .pgpass file, not inline; it is never logged.
+  std::string dsn;
+  // Schema holding the outbox table; a plain identifier ([a-z_][a-z0-9_]*).
+  std::string schema = "outbox";
+  // Server-side cap on any one statement of the relay's session.
+  int statement_timeout_ms = 30000;
+  // The server ends a relay session idle inside a transaction this long, freeing
+  // its row locks. Must exceed amqp.confirm_timeout_ms: the relay waits for
+  // confirms while its claim transaction is open.
+  int idle_in_transaction_timeout_ms = 120000;
+  int connect_timeout_s = 5;
+  // TCP keepalive idle time, so a dead server (or relay) is noticed in seconds.
+  int keepalives_idle_s = 10;
+};
+
+struct AmqpConfig {
+  // amqp://user:password@host:port/vhost. Required; the password is never logged.
+  std::string uri;
+  // AMQP heartbeat; 0 turns heartbeats off (not recommended).
+  int heartbeat_s = 30;
+  // How long a published row may wait for its ack/nack. At least the heartbeat.
+  int confirm_timeout_ms = 30000;
+  // Most unconfirmed messages on the channel at once.
+  int publish_window = 1024;
+  int connect_timeout_ms = 5000;
+};
+
+struct RelaySettings {
+  // Rows claimed (and locked) per transaction.
+  int batch_size = 500;
+  // Sleep between claims when the last claim found nothing.
+  int poll_interval_ms = 200;
+  // After this many failed attempts a row is parked: never claimed again until requeued.
+  int max_attempts = 10;
+  // Retry delay: initial * factor^(attempts-1), capped at max, with +/-20% jitter.
+  int backoff_initial_ms = 1000;
+  int backoff_max_ms = 300000;
+  double backoff_factor = 2.0;
+  // Period of the info-level summary (published, failed, pending, oldest age).
+  int summary_interval_s = 30;
+};
+
+struct LogConfig {
+  std::string level = "info";   // trace, debug, info, warn, error
+  std::string format = "text";  // text or json (one JSON object per line)
+};
+
+struct RelayConfig {
+  PostgresConfig postgres;
+  AmqpConfig amqp;
+  RelaySettings relay;
+  LogConfig log;
+};
+
+// A configuration error: names the file, line and key path at fault. Never holds
+// the value of a secret (dsn, uri).
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Parses YAML text. `origin` names the source in messages (a file name).
+// ${NAME} in string values is replaced by the environment variable NAME.
+// Rejects unknown keys, wrong types, out-of-range values and broken cross-field
+// rules, naming the key path and its line. Throws ConfigError.
+RelayConfig parse_config(const std::string& yaml_text, const std::string& origin);
+
+// Reads and parses a file. Throws ConfigError (also when it cannot be read).
+RelayConfig load_config(const std::string& path);
+
+}  // namespace relay

@@ -1,0 +1,61 @@
+#include "confirm_tracker.h"
+
+namespace relay {
+
+void ConfirmTracker::reset(std::size_t rows) {
+  rows_.assign(rows, RowState{});
+  by_tag_.clear();
+  by_message_.clear();
+}
+
+void ConfirmTracker::on_published(std::size_t row, std::uint64_t tag, const std::string& message_id) {
+  by_tag_[tag] = row;
+  by_message_[message_id] = row;
+}
+
+void ConfirmTracker::settle(std::uint64_t tag, bool multiple, Outcome outcome,
+                            const std::string& reason) {
+  auto apply = [&](std::size_t row) {
+    auto& state = rows_[row];
+    if (state.outcome == Outcome::kReturned) return;  // its ack does not make it routed
+    state.outcome = outcome;
+    state.reason = reason;
+  };
+  if (!multiple) {
+    auto it = by_tag_.find(tag);
+    if (it == by_tag_.end()) return;  // unknown or already settled: nothing to do
+    apply(it->second);
+    by_tag_.erase(it);
+    return;
+  }
+  auto end = by_tag_.upper_bound(tag);
+  for (auto it = by_tag_.begin(); it != end; ++it) apply(it->second);
+  by_tag_.erase(by_tag_.begin(), end);
+}
+
+void ConfirmTracker::on_ack(std::uint64_t tag, bool multiple) {
+  settle(tag, multiple, Outcome::kAcked, "");
+}
+
+void ConfirmTracker::on_nack(std::uint64_t tag, bool multiple, const std::string& reason) {
+  settle(tag, multiple, Outcome::kNacked, reason);
+}
+
+void ConfirmTracker::on_return(const std::string& message_id, const std::string& reason) {
+  auto it = by_message_.find(message_id);
+  if (it == by_message_.end()) return;
+  rows_[it->second].outcome = Outcome::kReturned;
+  rows_[it->second].reason = reason;
+}
+
+void ConfirmTracker::fail_outstanding(const std::string& reason) {
+  for (const auto& [tag, row] : by_tag_) {
+    auto& state = rows_[row];
+    if (state.outcome == Outcome::kReturned) continue;
+    state.outcome = Outcome::kFailed;
+    state.reason = reason;
+  }
+  by_tag_.clear();
+}
+
+}  // namespace relay

@@ -1,0 +1,56 @@
+#pragma once
+// ConfirmTracker: which published rows the broker has settled, and how.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace relay {
+
+// Maps delivery tags to the rows of one batch and settles them from the broker's
+// acks, nacks and returns. A row counts as published only when the ack for its
+// own tag (or a multiple ack covering it) arrived and no basic.return named it.
+// Pure bookkeeping: no I/O. Not thread-safe.
+class ConfirmTracker {
+ public:
+  enum class Outcome {
+    kUnconfirmed,  // published (or not yet), no ack or nack so far
+    kAcked,        // the broker took responsibility: may be marked published
+    kNacked,       // refused by the broker
+    kReturned,     // unroutable: returned, whatever ack follows
+    kFailed,       // channel/connection lost or confirm timeout before settling
+  };
+
+  // Starts a batch of `rows` rows, all unconfirmed.
+  void reset(std::size_t rows);
+  // Row `row` was published with `tag` under `message_id`.
+  // REQUIRES: tags increase within a channel.
+  void on_published(std::size_t row, std::uint64_t tag, const std::string& message_id);
+  void on_ack(std::uint64_t tag, bool multiple);
+  void on_nack(std::uint64_t tag, bool multiple, const std::string& reason);
+  // basic.return carries no tag: the row is found by message id. Its ack follows.
+  void on_return(const std::string& message_id, const std::string& reason);
+  // Settles every outstanding row as failed (channel closed, timeout, lost link).
+  // The tag space restarts after a channel reopens, so nothing outstanding survives.
+  void fail_outstanding(const std::string& reason);
+
+  std::size_t outstanding() const { return by_tag_.size(); }
+  Outcome outcome(std::size_t row) const { return rows_[row].outcome; }
+  const std::string& reason(std::size_t row) const { return rows_[row].reason; }
+
+ private:
+  struct RowState {
+    Outcome outcome = Outcome::kUnconfirmed;
+    std::string reason;
+  };
+  void settle(std::uint64_t tag, bool multiple, Outcome outcome, const std::string& reason);
+
+  std::vector<RowState> rows_;
+  std::map<std::uint64_t, std::size_t> by_tag_;              // outstanding tags only
+  std::unordered_map<std::string, std::size_t> by_message_;  // for returns
+};
+
+}  // namespace relay

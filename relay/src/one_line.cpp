@@ -1,0 +1,26 @@
+#include "one_line.h"
+
+namespace relay {
+
+std::string one_line(std::string_view text, std::size_t max_bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (unsigned char c : text) {
+    if (out.size() >= max_bytes) {
+      out += "...";
+      break;
+    }
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out.push_back(digits[c >> 4]);
+      out.push_back(digits[c & 0x0F]);
+    } else out.push_back(static_cast<char>(c));
+  }
+  return out;
+}
+
+}  // namespace relay

@@ -1,0 +1,135 @@
+#include "outbox_store.h"
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "outbox/pg_array.h"
+#include "outbox/sql_identifier.h"
+
+namespace relay {
+
+std::string dsn_with_session_options(const PostgresConfig& c) {
+  const std::string options[][2] = {
+      {"application_name", "outbox-relay"},
+      {"connect_timeout", std::to_string(c.connect_timeout_s)},
+      {"keepalives", "1"},
+      {"keepalives_idle", std::to_string(c.keepalives_idle_s)},
+      {"keepalives_interval", "5"},
+      {"keepalives_count", "3"},
+  };
+  bool uri = c.dsn.rfind("postgresql://", 0) == 0 || c.dsn.rfind("postgres://", 0) == 0;
+  std::string out = c.dsn;
+  for (const auto& [key, value] : options) {
+    if (out.find(key + "=") != std::string::npos) continue;  // the user's choice wins
+    if (uri) out += (out.find('?') == std::string::npos ? "?" : "&") + key + "=" + value;
+    else out += " " + key + "=" + value;
+  }
+  return out;
+}
+
+OutboxStore::OutboxStore(PostgresConfig config)
+    : config_(std::move(config)), schema_(outbox::quoted_identifier(config_.schema, "postgres.schema")) {}
+
+OutboxStore::~OutboxStore() = default;
+
+bool OutboxStore::connected() const { return conn_ && conn_->is_open(); }
+
+void OutboxStore::disconnect() { conn_.reset(); }
+
+pqxx::connection& OutboxStore::connection() { return *conn_; }
+
+std::string OutboxStore::endpoint() const {
+  if (!conn_) return "(not connected)";
+  const char* host = conn_->hostname();
+  const char* port = conn_->port();
+  const char* db = conn_->dbname();
+  return std::string(host ? host : "?") + ":" + (port ? port : "?") + "/" + (db ? db : "?");
+}
+
+void OutboxStore::connect() {
+  conn_.reset();
+  auto conn = std::make_unique<pqxx::connection>(dsn_with_session_options(config_));
+  pqxx::nontransaction setup(*conn);
+  setup.exec("SET statement_timeout = " + std::to_string(config_.statement_timeout_ms));
+  setup.exec("SET idle_in_transaction_session_timeout = " +
+             std::to_string(config_.idle_in_transaction_timeout_ms));
+  setup.commit();
+  conn->prepare("outbox_claim",
+                "SELECT id, message_id::text, exchange, routing_key, message_type, ordering_key, "
+                "content_type, headers::text, correlation_id, payload, attempts, "
+                "extract(epoch from created_at)::bigint "
+                "FROM " + schema_ + ".outbox "
+                "WHERE published_at IS NULL AND parked_at IS NULL AND next_attempt_at <= now() "
+                "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED");
+  conn->prepare("outbox_mark_published",
+                "UPDATE " + schema_ + ".outbox SET published_at = now() WHERE id = ANY($1::bigint[])");
+  conn->prepare("outbox_mark_failed",
+                "UPDATE " + schema_ + ".outbox o SET attempts = o.attempts + f.counted, "
+                "next_attempt_at = now() + f.retry_in_ms * interval '1 millisecond', "
+                "last_error = f.error, "
+                "parked_at = CASE WHEN f.counted = 1 AND o.attempts + 1 >= $5 THEN now() END "
+                "FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::int[]) "
+                "AS f(id, error, retry_in_ms, counted) "
+                "WHERE o.id = f.id");
+  conn->prepare("outbox_stats",
+                "SELECT count(*) FILTER (WHERE parked_at IS NULL), "
+                "coalesce(extract(epoch from now() - min(created_at) FILTER (WHERE parked_at IS NULL)), 0), "
+                "(SELECT count(*) FROM " + schema_ + ".outbox WHERE parked_at IS NOT NULL) "
+                "FROM " + schema_ + ".outbox WHERE published_at IS NULL AND parked_at IS NULL");
+  conn_ = std::move(conn);
+}
+
+std::vector<ClaimedRow> OutboxStore::claim(pqxx::transaction_base& tx, int limit) {
+  auto result = tx.exec_prepared("outbox_claim", limit);
+  std::vector<ClaimedRow> rows;
+  rows.reserve(result.size());
+  for (const auto& r : result) {
+    ClaimedRow row;
+    row.id = r[0].as<std::int64_t>();
+    row.message_id = r[1].c_str();
+    row.exchange = r[2].c_str();
+    row.routing_key = r[3].c_str();
+    row.type = r[4].c_str();
+    row.ordering_key = r[5].c_str();
+    row.content_type = r[6].c_str();
+    std::string_view headers(r[7].c_str(), r[7].size());
+    if (headers != "{}") {
+      const auto parsed = nlohmann::json::parse(headers);
+      for (auto it = parsed.cbegin(); it != parsed.cend(); ++it)
+        row.headers.emplace_back(it.key(), it.value().get<std::string>());
+    }
+    if (!r[8].is_null()) row.correlation_id = r[8].c_str();
+    row.payload = pqxx::binarystring(r[9]).str();
+    row.attempts = r[10].as<int>();
+    row.created_unix_s = r[11].as<std::int64_t>();
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+void OutboxStore::mark_published(pqxx::transaction_base& tx, const std::vector<std::int64_t>& ids) {
+  if (ids.empty()) return;
+  tx.exec_prepared("outbox_mark_published", outbox::pg::bigint_array(ids));
+}
+
+void OutboxStore::mark_failed(pqxx::transaction_base& tx, const std::vector<FailedRow>& rows,
+                              int max_attempts) {
+  if (rows.empty()) return;
+  std::vector<std::int64_t> ids, delays, counted;
+  std::vector<std::string> errors;
+  for (const auto& r : rows) {
+    ids.push_back(r.id);
+    errors.push_back(r.error);
+    delays.push_back(r.retry_in_ms);
+    counted.push_back(r.counts_as_attempt ? 1 : 0);
+  }
+  tx.exec_prepared("outbox_mark_failed", outbox::pg::bigint_array(ids), outbox::pg::text_array(errors),
+                   outbox::pg::bigint_array(delays), outbox::pg::bigint_array(counted), max_attempts);
+}
+
+PendingStats OutboxStore::stats(pqxx::transaction_base& tx) {
+  auto r = tx.exec_prepared1("outbox_stats");
+  return PendingStats{r[0].as<std::int64_t>(), r[2].as<std::int64_t>(), r[1].as<double>()};
+}
+
+}  // namespace relay

@@ -1,0 +1,87 @@
+#pragma once
+// OutboxStore: the relay's PostgreSQL session: claim, mark, report.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config.h"
+
+#include <pqxx/connection>
+#include <pqxx/transaction_base>
+
+namespace relay {
+
+// One claimed outbox row, owned by the batch that claimed it.
+struct ClaimedRow {
+  std::int64_t id = 0;
+  std::string message_id, exchange, routing_key, type, ordering_key, content_type;
+  std::optional<std::string> correlation_id;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string payload;
+  int attempts = 0;
+  std::int64_t created_unix_s = 0;
+};
+
+// A row that was not published, with why, and when to try it again.
+struct FailedRow {
+  std::int64_t id = 0;
+  std::string error;  // one line, no payload, no secret
+  std::int64_t retry_in_ms = 0;
+  // True when the failure belongs to the message (nack, return, its exchange
+  // missing): attempts grows and the row may be parked. False for a lost link or
+  // a timeout: last_error is recorded, attempts stays, the row is due at once.
+  bool counts_as_attempt = true;
+};
+
+struct PendingStats {
+  std::int64_t pending = 0;         // neither published nor parked
+  std::int64_t parked = 0;
+  double oldest_pending_age_s = 0;  // 0 when none pending
+};
+
+// Owns one PostgreSQL connection. Its session has statement and
+// idle-in-transaction timeouts and TCP keepalives, so the server frees the row
+// locks of a relay that hangs or vanishes.
+//
+// Thread safety: none; one thread owns the store. Not copyable.
+class OutboxStore {
+ public:
+  explicit OutboxStore(PostgresConfig config);
+  ~OutboxStore();
+  OutboxStore(const OutboxStore&) = delete;
+  OutboxStore& operator=(const OutboxStore&) = delete;
+
+  // (Re)connects and prepares statements. Throws pqxx::broken_connection.
+  void connect();
+  bool connected() const;
+  void disconnect();
+  pqxx::connection& connection();
+
+  // Locks and returns up to `limit` due pending rows in id order, skipping rows
+  // other relays hold (FOR UPDATE SKIP LOCKED). The locks last until `tx` ends:
+  // they are the lease.
+  std::vector<ClaimedRow> claim(pqxx::transaction_base& tx, int limit);
+  // One set-based statement for all ids.
+  void mark_published(pqxx::transaction_base& tx, const std::vector<std::int64_t>& ids);
+  // attempts+1, next_attempt_at, last_error; parks rows reaching `max_attempts`.
+  void mark_failed(pqxx::transaction_base& tx, const std::vector<FailedRow>& rows, int max_attempts);
+  PendingStats stats(pqxx::transaction_base& tx);
+
+  // "host:port/dbname" of the session, for logs (never the password).
+  std::string endpoint() const;
+
+ private:
+  PostgresConfig config_;
+  std::string schema_;  // quoted
+  std::unique_ptr<pqxx::connection> conn_;
+};
+
+// Adds the relay's session options (keepalives, timeouts, application_name) to a
+// libpq DSN, in keyword or URI form. Pure.
+std::string dsn_with_session_options(const PostgresConfig& config);
+
+}  // namespace relay

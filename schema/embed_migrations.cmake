@@ -1,0 +1,15 @@
+# Writes OUT: a C++ source defining outbox::embedded_migrations() from FILES,
+# each named NNNN_description.sql (NNNN = version).
+set(body "// Generated from schema/migrations/*.sql; do not edit.\n#include \"outbox/embedded_migrations.h\"\n\nnamespace outbox {\nconst std::vector<EmbeddedMigration>& embedded_migrations() {\n  static const std::vector<EmbeddedMigration> all = {\n")
+foreach(f ${FILES})
+  get_filename_component(name ${f} NAME_WE)
+  string(REGEX MATCH "^([0-9]+)_(.*)$" _ ${name})
+  if(NOT CMAKE_MATCH_1)
+    message(FATAL_ERROR "migration file name must be NNNN_description.sql: ${f}")
+  endif()
+  math(EXPR version "${CMAKE_MATCH_1}")
+  file(READ ${f} sql)
+  string(APPEND body "    {${version}, \"${CMAKE_MATCH_2}\", R\"__sql__(${sql})__sql__\"},\n")
+endforeach()
+string(APPEND body "  };\n  return all;\n}\n}  // namespace outbox\n")
+file(WRITE ${OUT} "${body}")

@@ -1,0 +1,160 @@
+#include <doctest/doctest.h>
+
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "outbox/embedded_migrations.h"
+#include "outbox/errors.h"
+#include "outbox/migrator.h"
+#include "outbox/outbox_writer.h"
+#include "test_env.h"
+
+using namespace outbox;
+using testenv::ScopedSchema;
+using testenv::sql_value;
+
+namespace {
+
+Message order_placed(int n) {
+  Message m;
+  m.exchange = Exchange("orders");
+  m.routing_key = RoutingKey("order.placed");
+  m.type = MessageType("OrderPlaced");
+  m.ordering_key = "order-" + std::to_string(n);
+  m.payload = R"({"order_id":)" + std::to_string(n) + "}";
+  m.headers["tenant"] = "acme";
+  m.correlation_id = "req-" + std::to_string(n);
+  return m;
+}
+
+std::string count(const ScopedSchema& s) { return sql_value("SELECT count(*) FROM \"" + s.name() + "\".outbox"); }
+
+}  // namespace
+
+TEST_CASE("a committed enqueue leaves exactly the row the message describes") {
+  ScopedSchema schema;
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  auto m = order_placed(7);
+  m.payload = std::string("bin\0\xff\x01", 6);
+  auto id = writer.enqueue(tx, m);
+  tx.commit();
+
+  pqxx::nontransaction q(conn);
+  auto r = q.exec1("SELECT message_id::text, exchange, routing_key, message_type, ordering_key, content_type, "
+                   "headers->>'tenant', correlation_id, payload, attempts, published_at IS NULL "
+                   "FROM \"" + schema.name() + "\".outbox");
+  CHECK(r[0].as<std::string>() == id.to_string());
+  CHECK(r[1].as<std::string>() == "orders");
+  CHECK(r[2].as<std::string>() == "order.placed");
+  CHECK(r[3].as<std::string>() == "OrderPlaced");
+  CHECK(r[4].as<std::string>() == "order-7");
+  CHECK(r[5].as<std::string>() == "application/json");
+  CHECK(r[6].as<std::string>() == "acme");
+  CHECK(r[7].as<std::string>() == "req-7");
+  CHECK(pqxx::binarystring(r[8]).str() == std::string("bin\0\xff\x01", 6));
+  CHECK(r[9].as<int>() == 0);
+  CHECK(r[10].as<bool>());
+}
+
+TEST_CASE("a rolled-back transaction leaves no outbox row, together with the business row") {
+  ScopedSchema schema;
+  testenv::sql_exec("CREATE TABLE \"" + schema.name() + "\".orders (id int primary key)");
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  {
+    pqxx::work tx(conn);
+    tx.exec("INSERT INTO \"" + schema.name() + "\".orders VALUES (1)");
+    writer.enqueue(tx, order_placed(1));
+    tx.abort();
+  }
+  CHECK(count(schema) == "0");
+  CHECK(sql_value("SELECT count(*) FROM \"" + schema.name() + "\".orders") == "0");
+}
+
+TEST_CASE("a batch writes every message in one statement with distinct ids in input order") {
+  ScopedSchema schema;
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  std::vector<Message> batch;
+  for (int i = 0; i < 300; ++i) batch.push_back(order_placed(i));
+  batch[5].message_id = "0190b2b2-7c1e-7abc-8def-000000000005";
+  pqxx::work tx(conn);
+  auto ids = writer.enqueue_batch(tx, batch);
+  tx.commit();
+  REQUIRE(ids.size() == 300);
+  CHECK(ids[5].to_string() == "0190b2b2-7c1e-7abc-8def-000000000005");
+  CHECK(count(schema) == "300");
+  CHECK(sql_value("SELECT count(DISTINCT message_id) FROM \"" + schema.name() + "\".outbox") == "300");
+  // Identity order follows input order, so the relay publishes a batch in the order given.
+  CHECK(sql_value("SELECT ordering_key FROM \"" + schema.name() + "\".outbox ORDER BY id LIMIT 1") == "order-0");
+  CHECK(sql_value("SELECT message_id::text FROM \"" + schema.name() + "\".outbox WHERE ordering_key = 'order-5'") ==
+        ids[5].to_string());
+}
+
+TEST_CASE("a batch with one bad message writes nothing") {
+  ScopedSchema schema;
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  std::vector<Message> batch = {order_placed(1), order_placed(2)};
+  batch[1].routing_key = RoutingKey("");
+  pqxx::work tx(conn);
+  CHECK_THROWS_AS(writer.enqueue_batch(tx, batch), ValidationError);
+  tx.commit();
+  CHECK(count(schema) == "0");
+}
+
+TEST_CASE("re-enqueueing a message id that exists fails instead of duplicating it") {
+  ScopedSchema schema;
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  auto m = order_placed(1);
+  {
+    pqxx::work tx(conn);
+    m.message_id = writer.enqueue(tx, m).to_string();
+    tx.commit();
+  }
+  pqxx::work tx(conn);
+  CHECK_THROWS_AS(writer.enqueue(tx, m), pqxx::unique_violation);
+}
+
+TEST_CASE("migrating twice is a no-op and concurrent migrators both succeed") {
+  auto name = testenv::unique_name("mig");
+  std::vector<Migrator::Result> results(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back([&, i] {
+      pqxx::connection conn(testenv::pg_dsn());
+      results[i] = Migrator(name).migrate(conn);
+    });
+  for (auto& t : threads) t.join();
+  CHECK(results[0].applied.size() + results[1].applied.size() == embedded_migrations().size());
+  CHECK(results[0].version == results[1].version);
+  pqxx::connection conn(testenv::pg_dsn());
+  auto again = Migrator(name).migrate(conn);
+  CHECK(again.applied.empty());
+  CHECK(sql_value("SELECT count(*) FROM \"" + name + "\".outbox_migrations") ==
+        std::to_string(embedded_migrations().size()));
+  testenv::sql_exec("DROP SCHEMA \"" + name + "\" CASCADE");
+}
+
+TEST_CASE("the claim reads the pending-only index, not the published history") {
+  ScopedSchema schema;
+  const std::string t = "\"" + schema.name() + "\".outbox";
+  testenv::sql_exec("INSERT INTO " + t + " (message_id, exchange, routing_key, message_type, payload, published_at) "
+                    "SELECT gen_random_uuid(), 'x', 'k', 'T', '\\x00', now() FROM generate_series(1, 50000)");
+  testenv::sql_exec("INSERT INTO " + t + " (message_id, exchange, routing_key, message_type, payload) "
+                    "SELECT gen_random_uuid(), 'x', 'k', 'T', '\\x00' FROM generate_series(1, 100)");
+  testenv::sql_exec("ANALYZE " + t);
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  auto plan = tx.exec("EXPLAIN SELECT id FROM " + t +
+                      " WHERE published_at IS NULL AND parked_at IS NULL AND next_attempt_at <= now() "
+                      "ORDER BY id LIMIT 500 FOR UPDATE SKIP LOCKED");
+  std::string text;
+  for (const auto& row : plan) text += std::string(row[0].c_str()) + "\n";
+  MESSAGE(text);
+  CHECK(text.find("outbox_pending_idx") != std::string::npos);
+  CHECK(text.find("Seq Scan") == std::string::npos);
+}

@@ -1,0 +1,110 @@
+#include <doctest/doctest.h>
+
+#include "backoff.h"
+#include "confirm_tracker.h"
+#include "one_line.h"
+
+using relay::ConfirmTracker;
+using Outcome = ConfirmTracker::Outcome;
+
+namespace {
+
+ConfirmTracker published(std::size_t n) {
+  ConfirmTracker t;
+  t.reset(n);
+  for (std::size_t i = 0; i < n; ++i) t.on_published(i, i + 1, "m" + std::to_string(i));
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("a multiple ack settles every tag up to N and no further") {
+  auto t = published(5);
+  t.on_ack(3, true);
+  CHECK(t.outcome(0) == Outcome::kAcked);
+  CHECK(t.outcome(1) == Outcome::kAcked);
+  CHECK(t.outcome(2) == Outcome::kAcked);
+  CHECK(t.outcome(3) == Outcome::kUnconfirmed);
+  CHECK(t.outstanding() == 2);
+}
+
+TEST_CASE("a single ack settles only its own tag, in any order") {
+  auto t = published(3);
+  t.on_ack(3, false);
+  CHECK(t.outcome(2) == Outcome::kAcked);
+  CHECK(t.outcome(0) == Outcome::kUnconfirmed);
+  t.on_ack(1, false);
+  CHECK(t.outcome(0) == Outcome::kAcked);
+  CHECK(t.outstanding() == 1);
+}
+
+TEST_CASE("a nack leaves the row unpublished with the reason, multiple included") {
+  auto t = published(4);
+  t.on_nack(2, true, "nacked by broker");
+  CHECK(t.outcome(0) == Outcome::kNacked);
+  CHECK(t.outcome(1) == Outcome::kNacked);
+  CHECK(t.reason(1) == "nacked by broker");
+  t.on_ack(4, true);
+  CHECK(t.outcome(0) == Outcome::kNacked);  // already settled tags are not re-settled
+  CHECK(t.outcome(3) == Outcome::kAcked);
+}
+
+TEST_CASE("a returned message stays unpublished even though its ack follows") {
+  auto t = published(2);
+  t.on_return("m1", "returned by broker: 312 NO_ROUTE");
+  t.on_ack(2, true);
+  CHECK(t.outcome(0) == Outcome::kAcked);
+  CHECK(t.outcome(1) == Outcome::kReturned);
+  CHECK(t.reason(1) == "returned by broker: 312 NO_ROUTE");
+}
+
+TEST_CASE("acks for unknown or repeated tags change nothing") {
+  auto t = published(2);
+  t.on_ack(7, false);
+  t.on_ack(1, false);
+  t.on_ack(1, false);
+  CHECK(t.outcome(0) == Outcome::kAcked);
+  CHECK(t.outcome(1) == Outcome::kUnconfirmed);
+}
+
+TEST_CASE("a lost channel fails every outstanding row and keeps settled ones") {
+  auto t = published(3);
+  t.on_ack(1, false);
+  t.fail_outstanding("channel closed by broker: 404 NOT_FOUND");
+  CHECK(t.outcome(0) == Outcome::kAcked);
+  CHECK(t.outcome(1) == Outcome::kFailed);
+  CHECK(t.outcome(2) == Outcome::kFailed);
+  CHECK(t.outstanding() == 0);
+}
+
+TEST_CASE("rows never published stay unconfirmed") {
+  ConfirmTracker t;
+  t.reset(3);
+  t.on_published(0, 1, "a");
+  t.on_ack(1, false);
+  CHECK(t.outcome(1) == Outcome::kUnconfirmed);
+  CHECK(t.outcome(2) == Outcome::kUnconfirmed);
+}
+
+TEST_CASE("backoff grows by the factor, is capped, and jitters within 20 percent") {
+  relay::RelaySettings s;
+  s.backoff_initial_ms = 100;
+  s.backoff_max_ms = 1000;
+  s.backoff_factor = 3.0;
+  relay::Backoff b(s);
+  CHECK(b.base_ms(1) == doctest::Approx(100));
+  CHECK(b.base_ms(2) == doctest::Approx(300));
+  CHECK(b.base_ms(3) == doctest::Approx(900));
+  CHECK(b.base_ms(4) == doctest::Approx(1000));
+  for (int i = 0; i < 200; ++i) {
+    auto d = b.delay(2).count();
+    CHECK(d >= 240);
+    CHECK(d <= 360);
+    CHECK(b.delay(10).count() <= 1000);
+  }
+}
+
+TEST_CASE("one_line escapes line breaks and control characters and caps length") {
+  CHECK(relay::one_line("a\nb\rc\x01") == "a\\nb\\rc\\x01");
+  CHECK(relay::one_line(std::string(2000, 'x'), 100).size() == 103);
+}

@@ -1,0 +1,92 @@
+// The outbox-relay binary's command line: usage errors and bad configuration files
+// exit non-zero with a message naming the key at fault.
+#include <doctest/doctest.h>
+
+#include "relay_process.h"
+
+using testenv::run_relay_command;
+using testenv::write_temp_file;
+
+namespace {
+
+const std::string kGood =
+    "postgres:\n  dsn: host=127.0.0.1 user=postgres password=pg-secret-1\n"
+    "amqp:\n  uri: amqp://guest:amqp-secret-2@127.0.0.1:5672/\n";
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+testenv::CommandResult check_config(const std::string& yaml) {
+  return run_relay_command({"check-config", write_temp_file(yaml)});
+}
+
+}  // namespace
+
+TEST_CASE("check-config says a valid file is valid and exits 0") {
+  auto r = check_config(kGood);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "valid"));
+}
+
+TEST_CASE("bad configuration files exit 2 and name the key, never the secret") {
+  struct Case {
+    std::string yaml, expected;
+  };
+  std::vector<Case> cases = {
+      {"postgres: [\n", "malformed YAML"},
+      {kGood + "relay:\n  batch_sise: 10\n", "relay.batch_sise: unknown key"},
+      {kGood + "relay:\n  batch_size: ten\n", "relay.batch_size: expected an integer, got 'ten'"},
+      {kGood + "relay:\n  batch_size: 0\n", "relay.batch_size: must be between 1 and 100000, got 0"},
+      {kGood + "relay:\n  poll_interval_ms: -1\n", "relay.poll_interval_ms: must be between"},
+      {"postgres:\n  dsn: x\n  schema: \"a;drop\"\namqp:\n  uri: amqp://h/\n", "postgres.schema: 'a;drop' is not a plain identifier"},
+      {kGood + "amqp2:\n  x: 1\n", "amqp2: unknown section"},
+      {"postgres:\n  dsn: x\namqp:\n  uri: amqp://h/\n  heartbeat_s: 60\n  confirm_timeout_ms: 1000\n",
+       "amqp.confirm_timeout_ms: must be at least amqp.heartbeat_s"},
+      {"postgres:\n  dsn: ${OUTBOX_SURELY_UNSET_VAR}\namqp:\n  uri: amqp://h/\n",
+       "postgres.dsn: environment variable 'OUTBOX_SURELY_UNSET_VAR' is not set"},
+  };
+  for (const auto& c : cases) {
+    auto r = check_config(c.yaml);
+    CHECK_MESSAGE(r.exit_code == 2, c.expected);
+    CHECK_MESSAGE(contains(r.output, c.expected), r.output);
+    CHECK_FALSE(contains(r.output, "pg-secret-1"));
+    CHECK_FALSE(contains(r.output, "amqp-secret-2"));
+  }
+}
+
+TEST_CASE("run and migrate refuse a bad file before connecting") {
+  auto path = write_temp_file(kGood + "relay:\n  batch_size: 0\n");
+  for (std::string cmd : {"run", "migrate"}) {
+    auto r = run_relay_command({cmd, "--config", path});
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "relay.batch_size"));
+  }
+  auto missing = run_relay_command({"run", "--config", "/nonexistent/relay.yaml"});
+  CHECK(missing.exit_code == 2);
+  CHECK(contains(missing.output, "/nonexistent/relay.yaml: cannot read"));
+}
+
+TEST_CASE("unknown commands and flags exit 2 with the usage") {
+  auto r = run_relay_command({"publish-everything"});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "unknown command 'publish-everything'"));
+  CHECK(contains(r.output, "usage:"));
+  r = run_relay_command({"run", "--config", "x.yaml", "--fast"});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "unknown argument '--fast'"));
+  r = run_relay_command({"run"});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "run needs --config FILE"));
+  r = run_relay_command({});
+  CHECK(r.exit_code == 2);
+  CHECK(run_relay_command({"--help"}).exit_code == 0);
+}
+
+TEST_CASE("an unreachable database makes migrate fail with exit 1 and no password in the output") {
+  auto path = write_temp_file(
+      "postgres:\n  dsn: host=127.0.0.1 port=1 user=postgres password=pg-secret-1 connect_timeout=2\n"
+      "amqp:\n  uri: amqp://guest:amqp-secret-2@127.0.0.1:1/\n");
+  auto r = run_relay_command({"migrate", "--config", path});
+  CHECK(r.exit_code == 1);
+  CHECK(contains(r.output, "migrate failed"));
+  CHECK_FALSE(contains(r.output, "pg-secret-1"));
+}

@@ -1,0 +1,170 @@
+#include "test_env.h"
+
+#include <amqp_framing.h>
+#include <amqp_tcp_socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <pqxx/pqxx>
+#include <random>
+#include <stdexcept>
+
+#include "outbox/migrator.h"
+
+namespace testenv {
+namespace {
+
+std::string required_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v)
+    throw std::runtime_error(std::string(name) +
+                             " is not set: start the servers with deploy/local/servers.sh start "
+                             "and source the env file it prints");
+  return v;
+}
+
+std::string str(amqp_bytes_t b) { return std::string(static_cast<const char*>(b.bytes), b.len); }
+
+void check(amqp_rpc_reply_t r, const char* what) {
+  if (r.reply_type != AMQP_RESPONSE_NORMAL)
+    throw std::runtime_error(std::string("test broker: ") + what + " failed");
+}
+
+amqp_connection_state_t open_connection() {
+  std::string uri = amqp_uri();
+  amqp_connection_info info;
+  amqp_default_connection_info(&info);
+  if (amqp_parse_url(uri.data(), &info) != AMQP_STATUS_OK) throw std::runtime_error("bad OUTBOX_AMQP_URI");
+  auto conn = amqp_new_connection();
+  auto sock = amqp_tcp_socket_new(conn);
+  if (amqp_socket_open(sock, info.host, info.port) != AMQP_STATUS_OK)
+    throw std::runtime_error("test broker: cannot connect");
+  check(amqp_login(conn, info.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, info.user, info.password),
+        "login");
+  amqp_channel_open(conn, 1);
+  check(amqp_get_rpc_reply(conn), "channel.open");
+  return conn;
+}
+
+}  // namespace
+
+std::string pg_dsn() { return required_env("OUTBOX_PG_DSN"); }
+std::string amqp_uri() { return required_env("OUTBOX_AMQP_URI"); }
+
+std::string unique_name(const std::string& prefix) {
+  static std::atomic<int> counter{0};
+  static const unsigned salt = std::random_device{}() % 100000;
+  return prefix + "_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" +
+         std::to_string(salt);
+}
+
+ScopedSchema::ScopedSchema(const std::string& prefix) : name_(unique_name(prefix)) {
+  pqxx::connection conn(pg_dsn());
+  outbox::Migrator(name_).migrate(conn);
+}
+
+ScopedSchema::~ScopedSchema() {
+  try {
+    sql_exec("DROP SCHEMA IF EXISTS \"" + name_ + "\" CASCADE");
+  } catch (...) {
+  }
+}
+
+std::string sql_value(const std::string& sql) {
+  pqxx::connection conn(pg_dsn());
+  pqxx::nontransaction tx(conn);
+  auto r = tx.exec(sql);
+  if (r.empty() || r[0][0].is_null()) return "";
+  return r[0][0].c_str();
+}
+
+void sql_exec(const std::string& sql) {
+  pqxx::connection conn(pg_dsn());
+  pqxx::nontransaction tx(conn);
+  tx.exec(sql);
+}
+
+TestBroker::TestBroker(const std::string& prefix, const std::string& routing_key)
+    : exchange_(unique_name(prefix + "_x")), queue_(unique_name(prefix + "_q")), routing_key_(routing_key) {
+  conn_ = open_connection();
+  amqp_exchange_declare(conn_, 1, amqp_cstring_bytes(exchange_.c_str()), amqp_cstring_bytes("direct"),
+                        0, 1, 0, 0, amqp_empty_table);
+  check(amqp_get_rpc_reply(conn_), "exchange.declare");
+  amqp_queue_declare(conn_, 1, amqp_cstring_bytes(queue_.c_str()), 0, 1, 0, 0, amqp_empty_table);
+  check(amqp_get_rpc_reply(conn_), "queue.declare");
+  amqp_queue_bind(conn_, 1, amqp_cstring_bytes(queue_.c_str()), amqp_cstring_bytes(exchange_.c_str()),
+                  amqp_cstring_bytes(routing_key_.c_str()), amqp_empty_table);
+  check(amqp_get_rpc_reply(conn_), "queue.bind");
+}
+
+TestBroker::~TestBroker() {
+  if (!conn_) return;
+  try {
+    auto cleanup = open_connection();  // the consuming channel may be busy
+    amqp_queue_delete(cleanup, 1, amqp_cstring_bytes(queue_.c_str()), 0, 0);
+    amqp_get_rpc_reply(cleanup);
+    amqp_exchange_delete(cleanup, 1, amqp_cstring_bytes(exchange_.c_str()), 0);
+    amqp_get_rpc_reply(cleanup);
+    amqp_connection_close(cleanup, AMQP_REPLY_SUCCESS);
+    amqp_destroy_connection(cleanup);
+  } catch (...) {
+  }
+  amqp_destroy_connection(conn_);
+}
+
+void TestBroker::start_consuming() {
+  if (consuming_) return;
+  amqp_basic_qos(conn_, 1, 0, 1000, 0);
+  check(amqp_get_rpc_reply(conn_), "basic.qos");
+  amqp_basic_consume(conn_, 1, amqp_cstring_bytes(queue_.c_str()), amqp_empty_bytes, 0, 1, 0,
+                     amqp_empty_table);
+  check(amqp_get_rpc_reply(conn_), "basic.consume");
+  consuming_ = true;
+}
+
+std::vector<Received> TestBroker::receive(std::size_t count, std::chrono::milliseconds idle) {
+  start_consuming();
+  std::vector<Received> out;
+  while (out.size() < count) {
+    amqp_envelope_t env;
+    amqp_maybe_release_buffers(conn_);
+    timeval tv{static_cast<time_t>(idle.count() / 1000), static_cast<suseconds_t>((idle.count() % 1000) * 1000)};
+    auto r = amqp_consume_message(conn_, &env, &tv, 0);
+    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT) break;
+    if (r.reply_type != AMQP_RESPONSE_NORMAL) throw std::runtime_error("test broker: consume failed");
+    Received m;
+    m.body = str(env.message.body);
+    const auto& p = env.message.properties;
+    if (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) m.message_id = str(p.message_id);
+    if (p._flags & AMQP_BASIC_TYPE_FLAG) m.type = str(p.type);
+    if (p._flags & AMQP_BASIC_CONTENT_TYPE_FLAG) m.content_type = str(p.content_type);
+    if (p._flags & AMQP_BASIC_CORRELATION_ID_FLAG) m.correlation_id = str(p.correlation_id);
+    if (p._flags & AMQP_BASIC_TIMESTAMP_FLAG) m.timestamp = p.timestamp;
+    m.persistent = (p._flags & AMQP_BASIC_DELIVERY_MODE_FLAG) && p.delivery_mode == 2;
+    if (p._flags & AMQP_BASIC_HEADERS_FLAG) {
+      for (int i = 0; i < p.headers.num_entries; ++i) {
+        const auto& e = p.headers.entries[i];
+        if (e.value.kind == AMQP_FIELD_KIND_UTF8 || e.value.kind == AMQP_FIELD_KIND_BYTES)
+          m.headers[str(e.key)] = str(e.value.value.bytes);
+        else if (e.value.kind == AMQP_FIELD_KIND_I64)
+          m.headers[str(e.key)] = std::to_string(e.value.value.i64);
+      }
+    }
+    out.push_back(std::move(m));
+    amqp_destroy_envelope(&env);
+  }
+  return out;
+}
+
+std::uint32_t TestBroker::ready_count() {
+  auto c = open_connection();
+  auto* ok = amqp_queue_declare(c, 1, amqp_cstring_bytes(queue_.c_str()), 1, 0, 0, 0, amqp_empty_table);
+  check(amqp_get_rpc_reply(c), "queue.declare passive");
+  std::uint32_t n = ok->message_count;
+  amqp_connection_close(c, AMQP_REPLY_SUCCESS);
+  amqp_destroy_connection(c);
+  return n;
+}
+
+}  // namespace testenv

@@ -1,0 +1,77 @@
+#pragma once
+// Test support: connection settings for the real local servers, unique names,
+// and scoped resources that clean up after each test.
+
+#include <amqp.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace testenv {
+
+// From OUTBOX_PG_DSN / OUTBOX_AMQP_URI (deploy/local/servers.sh env). Throws when
+// unset: a test that needs a server fails loudly rather than skipping.
+std::string pg_dsn();
+std::string amqp_uri();
+
+// prefix_<pid>_<counter>_<random>: unique across processes and runs, lower case.
+std::string unique_name(const std::string& prefix);
+
+// A schema migrated with the outbox tables, dropped (CASCADE) on destruction.
+class ScopedSchema {
+ public:
+  explicit ScopedSchema(const std::string& prefix = "t");
+  ~ScopedSchema();
+  ScopedSchema(const ScopedSchema&) = delete;
+  ScopedSchema& operator=(const ScopedSchema&) = delete;
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+};
+
+// A message as a consumer sees it.
+struct Received {
+  std::string body;
+  std::string message_id;
+  std::string type;
+  std::string content_type;
+  std::string correlation_id;
+  std::uint64_t timestamp = 0;
+  bool persistent = false;
+  std::map<std::string, std::string> headers;  // string values; x-outbox-id as decimal
+};
+
+// A test's own exchange (direct) and queue bound with `routing_key`, deleted on
+// destruction. Consumes with its own connection.
+class TestBroker {
+ public:
+  explicit TestBroker(const std::string& prefix = "t", const std::string& routing_key = "rk");
+  ~TestBroker();
+  TestBroker(const TestBroker&) = delete;
+  TestBroker& operator=(const TestBroker&) = delete;
+
+  const std::string& exchange() const { return exchange_; }
+  const std::string& queue() const { return queue_; }
+  const std::string& routing_key() const { return routing_key_; }
+
+  // Receives until `count` messages arrived or nothing arrived for `idle`.
+  std::vector<Received> receive(std::size_t count, std::chrono::milliseconds idle);
+  // Messages ready in the queue now (queue.declare passive).
+  std::uint32_t ready_count();
+
+ private:
+  void start_consuming();
+  amqp_connection_state_t conn_ = nullptr;
+  std::string exchange_, queue_, routing_key_;
+  bool consuming_ = false;
+};
+
+// A SQL helper: runs one statement and returns the first column of the first row.
+std::string sql_value(const std::string& sql);
+void sql_exec(const std::string& sql);
+
+}  // namespace testenv
