@@ -87,19 +87,25 @@ bool RelayLoop::ensure_connected() {
 std::size_t RelayLoop::run_batch() {
   std::vector<ClaimedRow> rows;
   try {
+    const auto t0 = Clock::now();
     pqxx::work tx(store_.connection());
     rows = store_.claim(tx, config_.relay.batch_size);
     if (rows.empty()) {
       tx.commit();
       return 0;
     }
+    const auto t1 = Clock::now();
     publish_all(rows);
+    const auto t2 = Clock::now();
     std::vector<std::int64_t> acked;
     std::vector<FailedRow> failed;
     settle(rows, acked, failed);
     store_.mark_published(tx, acked);
     store_.mark_failed(tx, failed, config_.relay.max_attempts);
     commit_batch(tx, acked.size(), failed.size());
+    auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    spdlog::debug("batch of {}: claim {:.1f} ms, publish+confirm {:.1f} ms, mark+commit {:.1f} ms",
+                  rows.size(), ms(t0, t1), ms(t1, t2), ms(t2, Clock::now()));
   } catch (const pqxx::broken_connection& e) {
     spdlog::warn("PostgreSQL connection lost during a batch of {} rows; they stay pending and "
                  "may be published again: {}", rows.size(), one_line(e.what()));

@@ -22,4 +22,12 @@ class ValidationError : public std::invalid_argument {
   std::string detail_;
 };
 
+// A failure that retrying cannot fix (a payload that fails to decrypt, a message
+// that breaks its event schema). Consumers reject such a message to the dead-letter
+// exchange at once instead of redelivering it.
+class PermanentError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace outbox
