@@ -1,0 +1,26 @@
+#include "outbox/inbox.h"
+
+#include <pqxx/pqxx>
+
+#include "outbox/sql_identifier.h"
+
+namespace outbox {
+
+Inbox::Inbox(InboxOptions options) : options_(std::move(options)) {
+  std::string schema = quoted_identifier(options_.schema, "schema");
+  validate_consumer_name(options_.consumer);
+  // ON CONFLICT names the inbox's own key: the database itself tells this conflict
+  // from any other unique violation (which is raised). A concurrent uncommitted row
+  // with the same key makes the insert wait for its transaction's outcome.
+  insert_sql_ = "INSERT INTO " + schema +
+                ".inbox (message_id, consumer, message_type) VALUES ($1::uuid, $2, NULLIF($3, '')) "
+                "ON CONFLICT ON CONSTRAINT inbox_pkey DO NOTHING";
+}
+
+InboxOutcome Inbox::record(pqxx::transaction_base& tx, const MessageId& message_id,
+                           const std::string& message_type) const {
+  auto r = tx.exec_params(insert_sql_, message_id.to_string(), options_.consumer.value(), message_type);
+  return r.affected_rows() == 1 ? InboxOutcome::kNew : InboxOutcome::kDuplicate;
+}
+
+}  // namespace outbox
