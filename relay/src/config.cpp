@@ -2,12 +2,15 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <set>
 #include <sstream>
 
+#include "duration.h"
+#include "http_server.h"
 #include "outbox/errors.h"
 #include "outbox/sql_identifier.h"
 
@@ -68,6 +71,34 @@ class SectionReader {
       fail(v, key_path(key), secret ? "must not be empty" : "must not be empty");
   }
 
+  void boolean(const std::string& key, bool& out) {
+    auto v = take(key);
+    if (!v) return;
+    if (!v.IsScalar() || !YAML::convert<bool>::decode(v, out))
+      fail(v, key_path(key), "expected true or false, got " + shown(v));
+  }
+
+  // A duration such as "7d" or "12h", stored in seconds.
+  void duration(const std::string& key, long long& out_s, long long min_s) {
+    auto v = take(key);
+    if (!v) return;
+    if (!v.IsScalar()) fail(v, key_path(key), "expected a duration such as 7d, got " + shown(v));
+    try {
+      out_s = parse_duration(v.Scalar()).count();
+    } catch (const std::invalid_argument& e) {
+      fail(v, key_path(key), e.what());
+    }
+    if (out_s < min_s)
+      fail(v, key_path(key), "must be at least " + format_duration(std::chrono::seconds(min_s)) +
+                                 ", got " + shown(v));
+  }
+
+  // The raw YAML text of a string value, before ${...} expansion ("" when absent).
+  std::string raw(const std::string& key) const {
+    auto v = node_[key];
+    return v && v.IsScalar() ? v.Scalar() : "";
+  }
+
   void one_of(const std::string& key, std::string& out, const std::set<std::string>& allowed) {
     auto v = take(key);
     if (!v) return;
@@ -103,6 +134,11 @@ class SectionReader {
         auto end = raw.find('}', i + 2);
         if (end == std::string::npos) fail(at, key, "unterminated ${ in value");
         auto name = raw.substr(i + 2, end - i - 2);
+        if (name.rfind("file:", 0) == 0) {
+          out += read_secret_file(at, key, name.substr(5));
+          i = end + 1;
+          continue;
+        }
         const char* val = std::getenv(name.c_str());
         if (name.empty() || !val) fail(at, key, "environment variable '" + name + "' is not set");
         out += val;
@@ -112,6 +148,19 @@ class SectionReader {
       }
     }
     return out;
+  }
+
+  // ${file:PATH}: a mounted secret (Kubernetes Secret, systemd credential). The
+  // path may be named in messages; the contents never are.
+  std::string read_secret_file(const YAML::Node& at, const std::string& key, const std::string& path) const {
+    if (path.empty()) fail(at, key, "${file:} needs a path");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail(at, key, "cannot read secret file '" + path + "'");
+    std::stringstream buf;
+    buf << in.rdbuf();
+    std::string text = buf.str();
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+    return text;
   }
 
   static std::string kind(const YAML::Node& v) {
@@ -146,7 +195,61 @@ YAML::Node section(SectionReader& root, const std::string& key, bool required) {
   return v;
 }
 
-void read_postgres(const YAML::Node& n, const std::string& origin, PostgresConfig& c) {
+// The password written in a connection string (URI userinfo, ?password= or the
+// password keyword), or "" when there is none. Pure; for the inline-secret check.
+std::string password_in(const std::string& dsn) {
+  auto scheme = dsn.find("://");
+  if (scheme != std::string::npos) {
+    auto at = dsn.find('@', scheme + 3);
+    auto slash = dsn.find('/', scheme + 3);
+    if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
+      auto colon = dsn.find(':', scheme + 3);
+      if (colon != std::string::npos && colon < at) return dsn.substr(colon + 1, at - colon - 1);
+    }
+    auto q = dsn.find("password=");
+    if (q != std::string::npos && (dsn[q - 1] == '?' || dsn[q - 1] == '&'))
+      return dsn.substr(q + 9, dsn.find('&', q) - q - 9);
+    return "";
+  }
+  for (std::size_t q = dsn.find("password"); q != std::string::npos; q = dsn.find("password", q + 1)) {
+    if (q > 0 && !std::isspace(static_cast<unsigned char>(dsn[q - 1]))) continue;
+    auto eq = dsn.find_first_not_of(" \t", q + 8);
+    if (eq == std::string::npos || dsn[eq] != '=') continue;
+    auto v = dsn.find_first_not_of(" \t", eq + 1);
+    if (v == std::string::npos) return "";
+    return dsn.substr(v, dsn.find_first_of(" \t", v) - v);
+  }
+  return "";
+}
+
+// Warns when a connection string holds a password that is not a ${...} reference.
+void warn_inline_password(SectionReader& r, const std::string& key, std::vector<std::string>& warnings,
+                          const std::string& origin) {
+  auto password = password_in(r.raw(key));
+  if (password.empty() || password.find("${") != std::string::npos) return;
+  auto v = r.node()[key];
+  warnings.push_back(origin + ":" + std::to_string(v.Mark().line + 1) + ": " + r.key_path(key) +
+                     ": a password is written inline; move it to ${ENV_VAR} or ${file:PATH}");
+}
+
+// The sslmode a libpq connection will use: the DSN's, else PGSSLMODE, else "prefer".
+std::string sslmode_of(const std::string& dsn) {
+  auto p = dsn.find("sslmode");
+  while (p != std::string::npos) {
+    auto eq = dsn.find_first_not_of(" \t", p + 7);
+    if (eq != std::string::npos && dsn[eq] == '=') {
+      auto v = dsn.find_first_not_of(" \t'", eq + 1);
+      if (v == std::string::npos) return "";
+      return dsn.substr(v, dsn.find_first_of(" \t'&", v) - v);
+    }
+    p = dsn.find("sslmode", p + 1);
+  }
+  const char* env = std::getenv("PGSSLMODE");
+  return env ? env : "prefer";
+}
+
+void read_postgres(const YAML::Node& n, const std::string& origin, PostgresConfig& c,
+                   std::vector<std::string>& warnings) {
   SectionReader r(n, "postgres", origin);
   r.string("dsn", c.dsn, true, true);
   r.string("schema", c.schema, false);
@@ -159,10 +262,18 @@ void read_postgres(const YAML::Node& n, const std::string& origin, PostgresConfi
   r.integer("idle_in_transaction_timeout_ms", c.idle_in_transaction_timeout_ms, 1000, kIntMax);
   r.integer("connect_timeout_s", c.connect_timeout_s, 1, 3600);
   r.integer("keepalives_idle_s", c.keepalives_idle_s, 1, 7200);
+  r.boolean("require_tls", c.require_tls);
   r.finish();
+  warn_inline_password(r, "dsn", warnings, origin);
+  const auto mode = sslmode_of(c.dsn);
+  if (c.require_tls && mode != "verify-full" && mode != "verify-ca")
+    r.fail(n["require_tls"], "postgres.require_tls",
+           "is true, but postgres.dsn uses sslmode=" + mode +
+               ": set sslmode=verify-full (and sslrootcert) in the DSN");
 }
 
-void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c) {
+void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c,
+               std::vector<std::string>& warnings) {
   SectionReader r(n, "amqp", origin);
   r.string("uri", c.uri, true, true);
   if (c.uri.rfind("amqp://", 0) != 0 && c.uri.rfind("amqps://", 0) != 0)
@@ -171,7 +282,27 @@ void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c) {
   r.integer("confirm_timeout_ms", c.confirm_timeout_ms, 100, 3600000);
   r.integer("publish_window", c.publish_window, 1, 65535);
   r.integer("connect_timeout_ms", c.connect_timeout_ms, 100, 600000);
+  r.boolean("require_tls", c.require_tls);
+  r.string("ca_file", c.ca_file, false);
+  r.string("cert_file", c.cert_file, false);
+  r.string("key_file", c.key_file, false);
+  r.boolean("verify_hostname", c.verify_hostname);
   r.finish();
+  warn_inline_password(r, "uri", warnings, origin);
+  const bool tls = c.uri.rfind("amqps://", 0) == 0;
+  if (c.require_tls && !tls)
+    r.fail(n["require_tls"], "amqp.require_tls",
+           "is true, but amqp.uri is a plain amqp:// URI: use amqps://");
+  if (!tls && (!c.ca_file.empty() || !c.cert_file.empty() || !c.key_file.empty()))
+    r.fail(n["uri"], "amqp.uri", "ca_file, cert_file and key_file need an amqps:// URI");
+  if (c.cert_file.empty() != c.key_file.empty())
+    r.fail(n[c.cert_file.empty() ? "key_file" : "cert_file"], "amqp.cert_file",
+           "cert_file and key_file go together");
+  const std::pair<const char*, const std::string*> files[] = {
+      {"ca_file", &c.ca_file}, {"cert_file", &c.cert_file}, {"key_file", &c.key_file}};
+  for (const auto& [key, path] : files)
+    if (!path->empty() && !std::ifstream(*path))
+      r.fail(n[key], r.key_path(key), "cannot read '" + *path + "'");
   if (c.heartbeat_s > 0 && c.confirm_timeout_ms < c.heartbeat_s * 1000)
     r.fail(n["confirm_timeout_ms"], "amqp.confirm_timeout_ms",
            "must be at least amqp.heartbeat_s (" + std::to_string(c.heartbeat_s) +
@@ -192,6 +323,33 @@ void read_relay(const YAML::Node& n, const std::string& origin, RelaySettings& c
     r.fail(n["backoff_max_ms"], "relay.backoff_max_ms",
            "must be at least relay.backoff_initial_ms (" + std::to_string(c.backoff_initial_ms) +
                "), got " + std::to_string(c.backoff_max_ms));
+}
+
+void read_http(const YAML::Node& n, const std::string& origin, HttpConfig& c) {
+  SectionReader r(n, "http", origin);
+  r.string("listen", c.listen, false);
+  if (!c.listen.empty()) {
+    try {
+      parse_listen_address(c.listen);
+    } catch (const std::invalid_argument& e) {
+      r.fail(n["listen"], "http.listen", e.what());
+    }
+  }
+  r.integer("stats_interval_s", c.stats_interval_s, 1, 3600);
+  r.integer("ready_max_claim_age_s", c.ready_max_claim_age_s, 1, 86400);
+  r.integer("live_stall_s", c.live_stall_s, 10, 86400);
+  r.finish();
+}
+
+void read_retention(const YAML::Node& n, const std::string& origin, RetentionConfig& c) {
+  SectionReader r(n, "retention", origin);
+  r.boolean("enabled", c.enabled);
+  // A floor of one minute keeps retention clear of rows a batch is marking right now.
+  r.duration("keep", c.keep_s, 60);
+  r.integer("batch_size", c.batch_size, 1, 1000000);
+  r.integer("pause_ms", c.pause_ms, 0, 60000);
+  r.integer("interval_s", c.interval_s, 1, 86400);
+  r.finish();
 }
 
 void read_log(const YAML::Node& n, const std::string& origin, LogConfig& c) {
@@ -215,14 +373,17 @@ RelayConfig parse_config(const std::string& yaml_text, const std::string& origin
 
   RelayConfig c;
   SectionReader top(root, "", origin);
-  read_postgres(section(top, "postgres", true), origin, c.postgres);
-  read_amqp(section(top, "amqp", true), origin, c.amqp);
+  read_postgres(section(top, "postgres", true), origin, c.postgres, c.warnings);
+  read_amqp(section(top, "amqp", true), origin, c.amqp, c.warnings);
   read_relay(section(top, "relay", false), origin, c.relay);
   read_log(section(top, "log", false), origin, c.log);
+  read_http(section(top, "http", false), origin, c.http);
+  read_retention(section(top, "retention", false), origin, c.retention);
+  static const std::set<std::string> kSections = {"postgres", "amqp", "relay", "log", "http", "retention"};
   for (const auto& kv : root) {
     auto key = kv.first.as<std::string>();
-    if (key != "postgres" && key != "amqp" && key != "relay" && key != "log")
-      top.fail(kv.first, key, "unknown section (expected postgres, amqp, relay, log)");
+    if (!kSections.count(key))
+      top.fail(kv.first, key, "unknown section (expected postgres, amqp, relay, log, http, retention)");
   }
   if (c.postgres.idle_in_transaction_timeout_ms <= c.amqp.confirm_timeout_ms)
     top.fail(root["postgres"]["idle_in_transaction_timeout_ms"],

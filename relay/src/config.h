@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace relay {
 
@@ -22,6 +23,9 @@ struct PostgresConfig {
   int connect_timeout_s = 5;
   // TCP keepalive idle time, so a dead server (or relay) is noticed in seconds.
   int keepalives_idle_s = 10;
+  // Refuse to start unless the DSN sets sslmode=verify-full or verify-ca, and
+  // check after connecting that the session really is encrypted.
+  bool require_tls = false;
 };
 
 struct AmqpConfig {
@@ -34,6 +38,15 @@ struct AmqpConfig {
   // Most unconfirmed messages on the channel at once.
   int publish_window = 1024;
   int connect_timeout_ms = 5000;
+  // Refuse to start with an amqp:// (plain) URI.
+  bool require_tls = false;
+  // amqps:// only. PEM file of the CA(s) the broker's certificate must chain to;
+  // empty: the system's default CA store. The peer is always verified.
+  std::string ca_file;
+  // amqps:// only: client certificate and key (PEM) for brokers that ask for one.
+  std::string cert_file, key_file;
+  // amqps:// only: the certificate must name the URI's host.
+  bool verify_hostname = true;
 };
 
 struct RelaySettings {
@@ -56,11 +69,42 @@ struct LogConfig {
   std::string format = "text";  // text or json (one JSON object per line)
 };
 
+struct HttpConfig {
+  // "host:port" of /metrics, /healthz and /readyz; empty turns the endpoint off.
+  // Port 0 picks a free port (logged at start).
+  std::string listen;
+  // How often the backlog gauges (pending, parked, oldest age) are refreshed.
+  int stats_interval_s = 10;
+  // /readyz fails when no claim completed for this long.
+  int ready_max_claim_age_s = 60;
+  // /healthz fails when the relay loop made no progress for this long.
+  int live_stall_s = 300;
+};
+
+struct RetentionConfig {
+  // Delete published rows older than `keep` in the relay itself. Needs DELETE on
+  // the outbox. At most one relay runs it at a time (an advisory lock).
+  bool enabled = false;
+  // How long published rows are kept, in seconds (YAML: "7d", "12h", ...).
+  long long keep_s = 7 * 86400;
+  // Rows per DELETE statement (one short transaction each).
+  int batch_size = 5000;
+  // Pause between batches, so retention never hogs the server.
+  int pause_ms = 100;
+  // How often a retention run starts.
+  int interval_s = 300;
+};
+
 struct RelayConfig {
   PostgresConfig postgres;
   AmqpConfig amqp;
   RelaySettings relay;
   LogConfig log;
+  HttpConfig http;
+  RetentionConfig retention;
+  // Valid but risky settings (e.g. a password written inline), one line each,
+  // naming the key and line, never the secret. check-config prints them; run logs them.
+  std::vector<std::string> warnings;
 };
 
 // A configuration error: names the file, line and key path at fault. Never holds
@@ -71,7 +115,8 @@ class ConfigError : public std::runtime_error {
 };
 
 // Parses YAML text. `origin` names the source in messages (a file name).
-// ${NAME} in string values is replaced by the environment variable NAME.
+// ${NAME} in string values is replaced by the environment variable NAME, and
+// ${file:PATH} by the contents of the file PATH (without a trailing newline).
 // Rejects unknown keys, wrong types, out-of-range values and broken cross-field
 // rules, naming the key path and its line. Throws ConfigError.
 RelayConfig parse_config(const std::string& yaml_text, const std::string& origin);

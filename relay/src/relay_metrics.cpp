@@ -1,0 +1,191 @@
+#include "relay_metrics.h"
+
+#include <fmt/format.h>
+
+namespace relay {
+namespace {
+
+using metrics::exponential_buckets;
+
+// 1 ms .. ~65 s: confirm and end-to-end latencies.
+const std::vector<double> kLatencyBuckets = exponential_buckets(0.001, 2, 17);
+// 0.1 ms .. ~6.5 s: claim and mark statements.
+const std::vector<double> kStatementBuckets = exponential_buckets(0.0001, 2, 17);
+// 1 .. 65536 rows.
+const std::vector<double> kBatchBuckets = exponential_buckets(1, 2, 17);
+
+metrics::Counter& failure_counter(metrics::Registry& r, const char* reason) {
+  return r.counter("outbox_relay_publish_failures_total",
+                   "Claimed rows not published, by reason: nack (broker refused), returned "
+                   "(unroutable), channel_closed (e.g. exchange missing), connection_lost, "
+                   "confirm_timeout.",
+                   {{"reason", reason}});
+}
+
+metrics::Counter& reconnects(metrics::Registry& r, const char* peer) {
+  return r.counter("outbox_relay_reconnects_total",
+                   "Connections re-established after the first, by peer (postgres, amqp).",
+                   {{"peer", peer}});
+}
+
+metrics::Gauge& connected(metrics::Registry& r, const char* peer) {
+  return r.gauge("outbox_relay_connected", "1 while the relay holds a connection to the peer.",
+                 {{"peer", peer}});
+}
+
+}  // namespace
+
+RelayMetrics::RelayMetrics(metrics::Registry& r, const std::string& version)
+    : registry_(r),
+      published_(r.counter("outbox_relay_published_total",
+                           "Rows acked by the broker and marked published in a committed batch.")),
+      batches_(r.counter("outbox_relay_batches_total", "Batches committed.")),
+      parked_(r.counter("outbox_relay_parked_total",
+                        "Rows parked after reaching relay.max_attempts.")),
+      commit_unknown_(r.counter("outbox_relay_commit_unknown_total",
+                                "Batches whose COMMIT outcome is unknown (their rows may be "
+                                "published again).")),
+      failures_{&failure_counter(r, "nack"), &failure_counter(r, "returned"),
+                &failure_counter(r, "channel_closed"), &failure_counter(r, "connection_lost"),
+                &failure_counter(r, "confirm_timeout")},
+      reconnects_pg_(reconnects(r, "postgres")),
+      reconnects_amqp_(reconnects(r, "amqp")),
+      connected_pg_(connected(r, "postgres")),
+      connected_amqp_(connected(r, "amqp")),
+      blocked_(r.gauge("outbox_relay_amqp_blocked",
+                       "1 while the broker blocks publishing (connection.blocked: a resource alarm).")),
+      last_claim_(r.gauge("outbox_relay_last_claim_timestamp_seconds",
+                          "Unix time of the last completed claim (0: none yet).")),
+      pending_(r.gauge("outbox_relay_pending_rows",
+                       "Rows neither published nor parked (all relays; refreshed every "
+                       "http.stats_interval_s).")),
+      parked_rows_(r.gauge("outbox_relay_parked_rows", "Rows parked, waiting for an operator.")),
+      oldest_age_(r.gauge("outbox_relay_oldest_pending_age_seconds",
+                          "Age of the oldest pending row (0 when none): the relay's lag.")),
+      lanes_owned_(r.gauge("outbox_relay_lanes_owned",
+                           "Ordering lanes this relay owns (ordering: per_key; 0 otherwise).")),
+      batch_size_(r.histogram("outbox_relay_batch_size_rows", "Rows per claimed batch.", kBatchBuckets)),
+      claim_seconds_(r.histogram("outbox_relay_claim_duration_seconds",
+                                 "Duration of the claim statement.", kStatementBuckets)),
+      mark_seconds_(r.histogram("outbox_relay_mark_duration_seconds",
+                                "Duration of marking a batch and committing it.", kStatementBuckets)),
+      enqueue_to_confirm_(r.histogram("outbox_relay_enqueue_to_confirm_seconds",
+                                      "From the row's created_at (its producer transaction) to the "
+                                      "broker's ack; includes time waiting to be claimed.",
+                                      kLatencyBuckets)),
+      publish_to_confirm_(r.histogram("outbox_relay_publish_to_confirm_seconds",
+                                      "From basic.publish to the broker's ack, per message.",
+                                      kLatencyBuckets)),
+      retention_deleted_(r.counter("outbox_relay_retention_deleted_total",
+                                   "Published rows deleted by retention (this relay).")),
+      retention_batch_seconds_(r.histogram("outbox_relay_retention_batch_duration_seconds",
+                                           "Duration of one retention DELETE batch.",
+                                           kStatementBuckets)),
+      heartbeat_ns_(now_ns()) {
+  r.gauge("outbox_relay_build_info", "Always 1; the labels name the build.",
+          {{"version", version}})
+      .set(1);
+}
+
+std::int64_t RelayMetrics::now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+void RelayMetrics::heartbeat() { heartbeat_ns_ = now_ns(); }
+
+void RelayMetrics::set_connected(bool postgres, bool amqp, bool amqp_blocked) {
+  connected_pg_.set(postgres ? 1 : 0);
+  connected_amqp_.set(amqp ? 1 : 0);
+  blocked_.set(amqp_blocked ? 1 : 0);
+}
+
+void RelayMetrics::connected_to(const char* peer) {
+  bool pg = std::string_view(peer) == "postgres";
+  auto& seen = pg ? seen_pg_ : seen_amqp_;
+  if (seen.exchange(true)) (pg ? reconnects_pg_ : reconnects_amqp_).inc();
+}
+
+void RelayMetrics::claimed(std::size_t rows, double claim_seconds) {
+  last_claim_ns_ = now_ns();
+  last_claim_.set(std::chrono::duration<double>(
+                      std::chrono::system_clock::now().time_since_epoch()).count());
+  claim_seconds_.observe(claim_seconds);
+  if (rows > 0) batch_size_.observe(static_cast<double>(rows));
+}
+
+void RelayMetrics::marked(double seconds) { mark_seconds_.observe(seconds); }
+
+void RelayMetrics::committed(std::size_t published, std::size_t) {
+  batches_.inc();
+  published_.inc(static_cast<double>(published));
+}
+
+void RelayMetrics::failure(FailureReason reason, std::size_t rows) {
+  failures_[static_cast<std::size_t>(reason)]->inc(static_cast<double>(rows));
+}
+
+void RelayMetrics::parked(std::size_t rows) { parked_.inc(static_cast<double>(rows)); }
+
+void RelayMetrics::commit_unknown() { commit_unknown_.inc(); }
+
+void RelayMetrics::enqueue_to_confirm(double seconds) {
+  enqueue_to_confirm_.observe(seconds < 0 ? 0 : seconds);  // clock skew between hosts
+}
+
+void RelayMetrics::set_lanes_owned(std::size_t lanes) { lanes_owned_.set(static_cast<double>(lanes)); }
+
+void RelayMetrics::on_published(std::uint64_t tag) { unconfirmed_.emplace_hint(unconfirmed_.end(), tag, Clock::now()); }
+
+void RelayMetrics::on_acked(std::uint64_t tag, bool multiple) {
+  const auto now = Clock::now();
+  auto end = multiple ? unconfirmed_.upper_bound(tag) : unconfirmed_.find(tag);
+  auto begin = multiple ? unconfirmed_.begin() : end;
+  if (!multiple) {
+    if (end == unconfirmed_.end()) return;
+    ++end;
+  }
+  for (auto it = begin; it != end; ++it)
+    publish_to_confirm_.observe(std::chrono::duration<double>(now - it->second).count());
+  unconfirmed_.erase(begin, end);
+}
+
+void RelayMetrics::on_unconfirmed(std::uint64_t tag, bool multiple) {
+  if (multiple) unconfirmed_.erase(unconfirmed_.begin(), unconfirmed_.upper_bound(tag));
+  else unconfirmed_.erase(tag);
+}
+
+void RelayMetrics::on_channel_reset() { unconfirmed_.clear(); }
+
+void RelayMetrics::set_backlog(std::int64_t pending, std::int64_t parked, double oldest_pending_age_s) {
+  pending_.set(static_cast<double>(pending));
+  parked_rows_.set(static_cast<double>(parked));
+  oldest_age_.set(oldest_pending_age_s);
+}
+
+void RelayMetrics::retention_deleted(std::size_t rows, double seconds) {
+  retention_deleted_.inc(static_cast<double>(rows));
+  retention_batch_seconds_.observe(seconds);
+}
+
+std::optional<std::string> RelayMetrics::not_alive(std::chrono::seconds stall) const {
+  auto idle = std::chrono::nanoseconds(now_ns() - heartbeat_ns_.load());
+  if (idle <= stall) return std::nullopt;
+  return fmt::format("the relay loop made no progress for {} s (limit {} s)",
+                     std::chrono::duration_cast<std::chrono::seconds>(idle).count(), stall.count());
+}
+
+std::optional<std::string> RelayMetrics::not_ready(std::chrono::seconds max_claim_age) const {
+  if (connected_pg_.value() == 0) return "not connected to PostgreSQL";
+  if (connected_amqp_.value() == 0) return "not connected to RabbitMQ";
+  if (blocked_.value() != 0) return "RabbitMQ blocks publishing (resource alarm)";
+  auto last = last_claim_ns_.load();
+  if (last == 0) return "no claim completed yet";
+  auto age = std::chrono::nanoseconds(now_ns() - last);
+  if (age > max_claim_age)
+    return fmt::format("no claim completed for {} s (limit {} s)",
+                       std::chrono::duration_cast<std::chrono::seconds>(age).count(),
+                       max_claim_age.count());
+  return std::nullopt;
+}
+
+}  // namespace relay

@@ -1,0 +1,90 @@
+#pragma once
+// RelayMetrics: every metric the relay exports, named in one place, plus the
+// liveness and readiness state the HTTP endpoints report.
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "metrics.h"
+
+namespace relay {
+
+// Why a claimed row was not published (label `reason` of publish failures).
+enum class FailureReason { kNack, kReturned, kChannelClosed, kConnectionLost, kConfirmTimeout };
+
+// The relay's metrics (all names start with outbox_relay_) and the state behind
+// /healthz and /readyz. Series with labels are created up front, so every series
+// exists (at 0) from the first scrape and rate() works at once.
+//
+// Thread safety: every method may be called from any thread, except the
+// confirm-latency methods (on_published, on_acked, on_unconfirmed), which only
+// the relay loop's thread calls.
+class RelayMetrics {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  RelayMetrics(metrics::Registry& registry, const std::string& version);
+  RelayMetrics(const RelayMetrics&) = delete;
+  RelayMetrics& operator=(const RelayMetrics&) = delete;
+
+  metrics::Registry& registry() { return registry_; }
+
+  // --- relay loop hooks -----------------------------------------------------
+  // The loop made progress (call at least every few seconds, also while idle).
+  void heartbeat();
+  void set_connected(bool postgres, bool amqp, bool amqp_blocked);
+  // A connection was (re)established; the first one of each peer is not a reconnect.
+  void connected_to(const char* peer);  // "postgres" or "amqp"
+  void claimed(std::size_t rows, double claim_seconds);
+  void marked(double mark_and_commit_seconds);
+  void committed(std::size_t published, std::size_t failed);
+  void failure(FailureReason reason, std::size_t rows = 1);
+  void parked(std::size_t rows = 1);
+  void commit_unknown();
+  // Seconds from the row's created_at (the producer's transaction) to its ack.
+  void enqueue_to_confirm(double seconds);
+  void set_lanes_owned(std::size_t lanes);
+
+  // Delivery-tag timing for publish→confirm latency. Loop thread only.
+  void on_published(std::uint64_t tag);
+  void on_acked(std::uint64_t tag, bool multiple);
+  void on_unconfirmed(std::uint64_t tag, bool multiple);  // nack
+  void on_channel_reset();                                 // tags restart
+
+  // --- housekeeping hooks (stats and retention thread) ------------------------
+  void set_backlog(std::int64_t pending, std::int64_t parked, double oldest_pending_age_s);
+  void retention_deleted(std::size_t rows, double seconds);
+
+  // --- endpoints --------------------------------------------------------------
+  // Alive unless the loop made no progress for `stall`.
+  std::optional<std::string> not_alive(std::chrono::seconds stall) const;
+  // Ready when connected to both servers, not blocked by the broker, and a claim
+  // completed within `max_claim_age`.
+  std::optional<std::string> not_ready(std::chrono::seconds max_claim_age) const;
+
+ private:
+  static std::int64_t now_ns();
+
+  metrics::Registry& registry_;
+  metrics::Counter &published_, &batches_, &parked_, &commit_unknown_;
+  std::array<metrics::Counter*, 5> failures_;  // by FailureReason
+  metrics::Counter &reconnects_pg_, &reconnects_amqp_;
+  metrics::Gauge &connected_pg_, &connected_amqp_, &blocked_, &last_claim_;
+  metrics::Gauge &pending_, &parked_rows_, &oldest_age_, &lanes_owned_;
+  metrics::Histogram &batch_size_, &claim_seconds_, &mark_seconds_;
+  metrics::Histogram &enqueue_to_confirm_, &publish_to_confirm_;
+  metrics::Counter& retention_deleted_;
+  metrics::Histogram& retention_batch_seconds_;
+
+  std::atomic<std::int64_t> heartbeat_ns_;
+  std::atomic<std::int64_t> last_claim_ns_{0};  // 0: never
+  std::atomic<bool> seen_pg_{false}, seen_amqp_{false};
+  std::map<std::uint64_t, Clock::time_point> unconfirmed_;  // loop thread only
+};
+
+}  // namespace relay
