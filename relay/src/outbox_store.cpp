@@ -57,7 +57,7 @@ void OutboxStore::connect() {
   conn->prepare("outbox_claim",
                 "SELECT id, message_id::text, exchange, routing_key, message_type, ordering_key, "
                 "content_type, headers::text, correlation_id, payload, attempts, "
-                "extract(epoch from created_at)::bigint "
+                "extract(epoch from created_at)::float8 "
                 "FROM " + schema_ + ".outbox "
                 "WHERE published_at IS NULL AND parked_at IS NULL AND next_attempt_at <= now() "
                 "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED");
@@ -101,7 +101,8 @@ std::vector<ClaimedRow> OutboxStore::claim(pqxx::transaction_base& tx, int limit
     if (!r[8].is_null()) row.correlation_id = r[8].c_str();
     row.payload = pqxx::binarystring(r[9]).str();
     row.attempts = r[10].as<int>();
-    row.created_unix_s = r[11].as<std::int64_t>();
+    row.created_unix = r[11].as<double>();
+    row.created_unix_s = static_cast<std::int64_t>(row.created_unix);
     rows.push_back(std::move(row));
   }
   return rows;

@@ -24,6 +24,7 @@ struct ClaimedRow {
   std::string payload;
   int attempts = 0;
   std::int64_t created_unix_s = 0;
+  double created_unix = 0;  // created_at with sub-second precision (latency metrics)
 };
 
 // A row that was not published, with why, and when to try it again.

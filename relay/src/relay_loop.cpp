@@ -13,6 +13,19 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The metrics label of a row that was not acked.
+FailureReason failure_reason(ConfirmTracker::Outcome outcome, const std::string& reason, bool channel) {
+  using Outcome = ConfirmTracker::Outcome;
+  if (outcome == Outcome::kNacked) return FailureReason::kNack;
+  if (outcome == Outcome::kReturned) return FailureReason::kReturned;
+  if (channel) return FailureReason::kChannelClosed;
+  if (reason.rfind("no broker confirm", 0) == 0) return FailureReason::kConfirmTimeout;
+  if (reason.find("blocked") != std::string::npos) return FailureReason::kBlocked;
+  return FailureReason::kConnectionLost;
+}
+
 RelaySettings reconnect_settings() {
   RelaySettings s;
   s.backoff_initial_ms = 200;
@@ -23,19 +36,32 @@ RelaySettings reconnect_settings() {
 
 }  // namespace
 
-RelayLoop::RelayLoop(RelayConfig config, const std::atomic<bool>& stop)
+RelayLoop::RelayLoop(RelayConfig config, const std::atomic<bool>& stop, RelayMetrics* metrics)
     : config_(std::move(config)),
       stop_(stop),
       store_(config_.postgres),
       amqp_(config_.amqp),
       backoff_(config_.relay),
       reconnect_backoff_(reconnect_settings()),
-      last_summary_(Clock::now()) {}
+      last_summary_(Clock::now()),
+      metrics_(metrics) {
+  if (!metrics_) {  // nobody scrapes: count into a private registry
+    own_registry_ = std::make_unique<metrics::Registry>();
+    own_metrics_ = std::make_unique<RelayMetrics>(*own_registry_, "");
+    metrics_ = own_metrics_.get();
+  }
+}
+
+void RelayLoop::note_state() {
+  metrics_->heartbeat();
+  metrics_->set_connected(store_.connected(), amqp_.connected(), amqp_.blocked());
+}
 
 int RelayLoop::run(bool exit_when_idle) {
   spdlog::info("relay starting: schema '{}', batch_size {}, publish_window {}",
                config_.postgres.schema, config_.relay.batch_size, config_.amqp.publish_window);
   while (!stop_) {
+    note_state();
     if (!ensure_connected()) continue;
     if (amqp_.blocked()) {
       idle_wait(milliseconds(config_.relay.poll_interval_ms));
@@ -58,13 +84,19 @@ bool RelayLoop::ensure_connected() {
   if (store_.connected() && amqp_.connected()) return true;
   std::string error;
   try {
-    if (!store_.connected()) store_.connect();
+    if (!store_.connected()) {
+      store_.connect();
+      metrics_->connected_to("postgres");
+    }
   } catch (const std::exception& e) {
     error = "PostgreSQL: " + one_line(e.what());
   }
   if (error.empty()) {
     try {
-      if (!amqp_.connected()) amqp_.connect();
+      if (!amqp_.connected()) {
+        amqp_.connect();
+        metrics_->connected_to("amqp");
+      }
     } catch (const std::exception& e) {
       error = "AMQP: " + one_line(e.what());
     }
@@ -90,6 +122,7 @@ std::size_t RelayLoop::run_batch() {
     const auto t0 = Clock::now();
     pqxx::work tx(store_.connection());
     rows = store_.claim(tx, config_.relay.batch_size);
+    metrics_->claimed(rows.size(), seconds_since(t0));
     if (rows.empty()) {
       tx.commit();
       return 0;
@@ -103,6 +136,7 @@ std::size_t RelayLoop::run_batch() {
     store_.mark_published(tx, acked);
     store_.mark_failed(tx, failed, config_.relay.max_attempts);
     commit_batch(tx, acked.size(), failed.size());
+    metrics_->marked(seconds_since(t2));
     auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
     spdlog::debug("batch of {}: claim {:.1f} ms, publish+confirm {:.1f} ms, mark+commit {:.1f} ms",
                   rows.size(), ms(t0, t1), ms(t1, t2), ms(t2, Clock::now()));
@@ -123,6 +157,7 @@ void RelayLoop::commit_batch(pqxx::work& tx, std::size_t acked, std::size_t fail
     tx.commit();
   } catch (const pqxx::in_doubt_error& e) {
     ++counters_.commit_unknown;
+    metrics_->commit_unknown();
     spdlog::error("commit outcome unknown for a batch of {} acked rows; they may be published "
                   "again: {}", acked, one_line(e.what()));
     store_.disconnect();
@@ -131,11 +166,13 @@ void RelayLoop::commit_batch(pqxx::work& tx, std::size_t acked, std::size_t fail
   ++counters_.batches;
   counters_.published += acked;
   counters_.failed += failed;
+  metrics_->committed(acked, failed);
   spdlog::debug("batch committed: {} published, {} failed", acked, failed);
 }
 
 void RelayLoop::publish_all(std::vector<ClaimedRow>& rows) {
   tracker_.reset(rows.size());
+  metrics_->on_channel_reset();
   channel_failure_.clear();
   connection_lost_ = false;
   const auto timeout = milliseconds(config_.amqp.confirm_timeout_ms);
@@ -149,7 +186,9 @@ void RelayLoop::publish_all(std::vector<ClaimedRow>& rows) {
                       &row.content_type, row.correlation_id ? &*row.correlation_id : nullptr,
                       &row.headers, &row.payload, row.created_unix_s};
     try {
-      tracker_.on_published(i, amqp_.publish(m), row.message_id);
+      const auto tag = amqp_.publish(m);
+      tracker_.on_published(i, tag, row.message_id);
+      metrics_->on_published(tag);
     } catch (const AmqpError& e) {
       tracker_.fail_outstanding(one_line(e.what()));
       connection_lost_ = true;
@@ -175,17 +214,25 @@ bool RelayLoop::wait_for_event(milliseconds timeout) {
   auto ev = amqp_.next_event(timeout);
   if (!ev) return false;
   switch (ev->kind) {
-    case BrokerEvent::Kind::kAck: tracker_.on_ack(ev->tag, ev->multiple); break;
-    case BrokerEvent::Kind::kNack: tracker_.on_nack(ev->tag, ev->multiple, ev->reason); break;
+    case BrokerEvent::Kind::kAck:
+      tracker_.on_ack(ev->tag, ev->multiple);
+      metrics_->on_acked(ev->tag, ev->multiple);
+      break;
+    case BrokerEvent::Kind::kNack:
+      tracker_.on_nack(ev->tag, ev->multiple, ev->reason);
+      metrics_->on_unconfirmed(ev->tag, ev->multiple);
+      break;
     case BrokerEvent::Kind::kReturn: tracker_.on_return(ev->message_id, ev->reason); break;
     case BrokerEvent::Kind::kChannelClosed:
       spdlog::warn("AMQP {}; channel reopened", ev->reason);
       channel_failure_ = ev->reason;
       tracker_.fail_outstanding(ev->reason);
+      metrics_->on_channel_reset();
       break;
     case BrokerEvent::Kind::kConnectionClosed:
       spdlog::warn("AMQP {}", ev->reason);
       tracker_.fail_outstanding(ev->reason);
+      metrics_->on_channel_reset();
       connection_lost_ = true;
       break;
   }
@@ -203,12 +250,15 @@ void RelayLoop::settle(const std::vector<ClaimedRow>& rows, std::vector<std::int
     Outcome outcome = tracker_.outcome(i);
     if (outcome == Outcome::kAcked) {
       acked.push_back(row.id);
+      metrics_->enqueue_to_confirm(std::chrono::duration<double>(
+          std::chrono::system_clock::now().time_since_epoch()).count() - row.created_unix);
       continue;
     }
+    const bool channel = outcome == Outcome::kFailed && !channel_failure_.empty() &&
+                         tracker_.reason(i) == channel_failure_;
     bool counts = outcome == Outcome::kNacked || outcome == Outcome::kReturned ||
-                  (outcome == Outcome::kFailed && !channel_failure_.empty() &&
-                   tracker_.reason(i) == channel_failure_ &&
-                   channel_failure_.find("'" + row.exchange + "'") != std::string::npos);
+                  (channel && channel_failure_.find("'" + row.exchange + "'") != std::string::npos);
+    metrics_->failure(failure_reason(outcome, tracker_.reason(i), channel));
     std::string reason = tracker_.reason(i).empty() ? "not published: connection lost before publish"
                                                    : tracker_.reason(i);
     FailedRow f{row.id, one_line(reason), 0, counts};
@@ -216,6 +266,7 @@ void RelayLoop::settle(const std::vector<ClaimedRow>& rows, std::vector<std::int
       f.retry_in_ms = backoff_.delay(row.attempts + 1).count();
       if (row.attempts + 1 >= config_.relay.max_attempts) {
         ++counters_.parked;
+        metrics_->parked();
         spdlog::warn("row {} (message {}) parked after {} attempts: {}", row.id, row.message_id,
                      row.attempts + 1, f.error);
       }
@@ -232,6 +283,7 @@ void RelayLoop::idle_wait(milliseconds total) {
     auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now());
     if (left <= milliseconds(0)) return;
     auto slice = std::min(left, milliseconds(100));
+    note_state();
     if (amqp_.connected()) {
       auto ev = amqp_.next_event(slice);
       if (ev && ev->kind == BrokerEvent::Kind::kConnectionClosed) spdlog::warn("AMQP {}", ev->reason);

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "config.h"
 #include "confirm_tracker.h"
 #include "outbox_store.h"
+#include "relay_metrics.h"
 
 #include <pqxx/transaction>
 
@@ -41,7 +43,9 @@ struct RelayCounters {
 // returns.
 class RelayLoop {
  public:
-  RelayLoop(RelayConfig config, const std::atomic<bool>& stop);
+  // `metrics` (may be null: then a private registry) receives the loop's metrics
+  // and liveness/readiness state; it must outlive the loop.
+  RelayLoop(RelayConfig config, const std::atomic<bool>& stop, RelayMetrics* metrics = nullptr);
 
   // Returns the process exit code: 0 after a requested stop (or, with
   // `exit_when_idle`, after the first claim that finds nothing due).
@@ -59,6 +63,7 @@ class RelayLoop {
   void commit_batch(pqxx::work& tx, std::size_t acked, std::size_t failed);
   void idle_wait(std::chrono::milliseconds total);
   void maybe_log_summary(bool force);
+  void note_state();  // heartbeat and connection gauges for /healthz, /readyz
 
   RelayConfig config_;
   const std::atomic<bool>& stop_;
@@ -74,6 +79,9 @@ class RelayLoop {
   std::string last_connect_error_;
   std::chrono::steady_clock::time_point last_summary_;
   std::uint64_t published_at_last_summary_ = 0;
+  std::unique_ptr<metrics::Registry> own_registry_;  // when no RelayMetrics was given
+  std::unique_ptr<RelayMetrics> own_metrics_;
+  RelayMetrics* metrics_;
 };
 
 }  // namespace relay

@@ -18,7 +18,7 @@ metrics::Counter& failure_counter(metrics::Registry& r, const char* reason) {
   return r.counter("outbox_relay_publish_failures_total",
                    "Claimed rows not published, by reason: nack (broker refused), returned "
                    "(unroutable), channel_closed (e.g. exchange missing), connection_lost, "
-                   "confirm_timeout.",
+                   "confirm_timeout, blocked (broker resource alarm).",
                    {{"reason", reason}});
 }
 
@@ -47,7 +47,7 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const std::string& version)
                                 "published again).")),
       failures_{&failure_counter(r, "nack"), &failure_counter(r, "returned"),
                 &failure_counter(r, "channel_closed"), &failure_counter(r, "connection_lost"),
-                &failure_counter(r, "confirm_timeout")},
+                &failure_counter(r, "confirm_timeout"), &failure_counter(r, "blocked")},
       reconnects_pg_(reconnects(r, "postgres")),
       reconnects_amqp_(reconnects(r, "amqp")),
       connected_pg_(connected(r, "postgres")),
