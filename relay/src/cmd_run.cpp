@@ -12,11 +12,15 @@
 
 #include "commands.h"
 #include "config.h"
+#include "housekeeper.h"
+#include "http_server.h"
 #include "logging.h"
 #include "one_line.h"
 #include "outbox/migrator.h"
 #include "outbox_store.h"
+#include "preflight.h"
 #include "relay_loop.h"
+#include "relay_metrics.h"
 
 namespace relay {
 namespace {
@@ -29,6 +33,36 @@ std::optional<RelayConfig> load_or_report(const std::string& path) {
     std::cerr << "outbox-relay: invalid configuration: " << e.what() << "\n";
     return std::nullopt;
   }
+}
+
+HttpRoutes http_routes(const RelayConfig& config, RelayMetrics& metrics) {
+  const auto stall = std::chrono::seconds(config.http.live_stall_s);
+  const auto claim_age = std::chrono::seconds(config.http.ready_max_claim_age_s);
+  return HttpRoutes{[&metrics] { return metrics.registry().render(); },
+                    [&metrics, stall] { return metrics.not_alive(stall); },
+                    [&metrics, claim_age] { return metrics.not_ready(claim_age); }};
+}
+
+// Connects once to check privileges and TLS before the loop starts. Waits (with
+// backoff) while PostgreSQL is unreachable, since a relay may start before its
+// database. Returns false if stopped meanwhile; throws PreflightError.
+bool wait_and_preflight(const RelayConfig& config, const std::atomic<bool>& stop) {
+  std::string last_error;
+  for (int attempt = 0; !stop; ++attempt) {
+    try {
+      pqxx::connection conn(dsn_with_session_options(config.postgres));
+      preflight(conn, config);
+      return true;
+    } catch (const pqxx::broken_connection& e) {
+      auto error = one_line(e.what());
+      if (error != last_error) spdlog::warn("cannot connect to PostgreSQL, will retry: {}", error);
+      last_error = error;
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(200 << std::min(attempt, 6), 10000));
+    while (!stop && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
 }
 
 }  // namespace
@@ -54,8 +88,10 @@ std::string parse_config_flag(const std::string& command, const Args& args,
 int cmd_check_config(const Args& args) {
   if (args.size() != 1 || args[0].rfind("--", 0) == 0)
     throw UsageError(args.empty() ? "check-config needs a FILE" : "check-config takes exactly one FILE");
-  if (!load_or_report(args[0])) return kExitUsage;
-  std::cout << args[0] << ": valid\n";
+  auto config = load_or_report(args[0]);
+  if (!config) return kExitUsage;
+  for (const auto& w : config->warnings) std::cerr << "warning: " << w << "\n";
+  std::cout << args[0] << ": valid" << (config->warnings.empty() ? "" : " (with warnings)") << "\n";
   return kExitOk;
 }
 
@@ -89,14 +125,38 @@ int cmd_run(const Args& args) {
     spdlog::info("signal {} received: finishing the batch in flight", signal);
     stop = true;
   });
+  for (const auto& w : config->warnings) spdlog::warn("configuration: {}", w);
+
+  metrics::Registry registry;
+  RelayMetrics metrics(registry, OUTBOX_RELAY_VERSION);
+  std::unique_ptr<HttpServer> http;
+  if (!config->http.listen.empty()) {
+    try {
+      http = std::make_unique<HttpServer>(io, config->http.listen, http_routes(*config, metrics));
+    } catch (const HttpServerError& e) {
+      spdlog::critical("http.listen: {}", one_line(e.what()));
+      return kExitFailure;
+    }
+    http->start();
+    spdlog::info("serving /metrics, /healthz and /readyz on http://{}", http->local_address());
+  }
   std::thread signal_thread([&] { io.run(); });
   int code = kExitFailure;
   try {
-    RelayLoop loop(*config, stop);
-    code = loop.run(exit_when_idle);
+    if (wait_and_preflight(*config, stop)) {
+      Housekeeper housekeeper(*config, metrics);
+      housekeeper.start();
+      RelayLoop loop(*config, stop, &metrics);
+      code = loop.run(exit_when_idle);
+    } else {
+      code = kExitOk;  // stopped while waiting for PostgreSQL
+    }
+  } catch (const PreflightError& e) {
+    spdlog::critical("relay cannot start: {}", one_line(e.what()));
   } catch (const std::exception& e) {
     spdlog::critical("relay failed: {}", one_line(e.what()));
   }
+  if (http) http->stop();
   io.stop();
   signal_thread.join();
   return code;

@@ -1,0 +1,54 @@
+#include "preflight.h"
+
+#include <pqxx/pqxx>
+
+#include "outbox/sql_identifier.h"
+
+namespace relay {
+
+std::vector<std::string> missing_privileges(pqxx::connection_base& conn, const std::string& schema,
+                                            bool retention) {
+  const auto table = outbox::quoted_identifier(schema, "postgres.schema") + ".outbox";
+  pqxx::read_transaction tx(conn);
+  if (tx.exec_params1("SELECT to_regnamespace($1) IS NULL",
+                      outbox::quoted_identifier(schema, "postgres.schema"))[0].as<bool>())
+    throw PreflightError("schema '" + schema + "' does not exist: run outbox-relay migrate first");
+  if (!tx.exec_params1("SELECT has_schema_privilege(current_user, $1, 'USAGE')", schema)[0].as<bool>())
+    return {"USAGE on schema \"" + schema + "\" (to reach the outbox table)"};
+  if (tx.exec_params1("SELECT to_regclass($1) IS NULL", table)[0].as<bool>())
+    throw PreflightError("table " + table + " does not exist: run outbox-relay migrate first");
+  struct Need {
+    const char* privilege;
+    const char* why;
+  };
+  std::vector<Need> needs = {{"SELECT", "reads pending rows"},
+                             {"UPDATE", "claims rows FOR UPDATE and marks them published"}};
+  if (retention) needs.push_back({"DELETE", "retention deletes old published rows"});
+  std::vector<std::string> missing;
+  for (const auto& n : needs)
+    if (!tx.exec_params1("SELECT has_table_privilege(current_user, $1, $2)", table, n.privilege)[0].as<bool>())
+      missing.push_back(std::string(n.privilege) + " on " + table + " (" + n.why + ")");
+  return missing;
+}
+
+void preflight(pqxx::connection_base& conn, const RelayConfig& config) {
+  auto missing = missing_privileges(conn, config.postgres.schema, config.retention.enabled);
+  if (!missing.empty()) {
+    std::string role;
+    {
+      pqxx::read_transaction tx(conn);
+      role = tx.exec1("SELECT current_user")[0].c_str();
+    }
+    std::string text = "PostgreSQL role '" + role + "' lacks ";
+    for (std::size_t i = 0; i < missing.size(); ++i) text += (i ? "; and " : "") + missing[i];
+    throw PreflightError(text + ". Grant the relay role from schema/roles.sql (see docs/OPERATIONS.md)");
+  }
+  if (config.postgres.require_tls) {
+    pqxx::read_transaction tx(conn);
+    auto r = tx.exec("SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()");
+    if (r.empty() || !r[0][0].as<bool>())
+      throw PreflightError("postgres.require_tls is true but the PostgreSQL session is not encrypted");
+  }
+}
+
+}  // namespace relay

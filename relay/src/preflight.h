@@ -1,0 +1,31 @@
+#pragma once
+// Start-up checks of the relay's PostgreSQL session: privileges and encryption.
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <pqxx/connection>
+
+#include "config.h"
+
+namespace relay {
+
+// A check that failed; the message names what is missing and how to fix it.
+class PreflightError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What the relay's role lacks, one entry per privilege, e.g.
+// `UPDATE on "outbox".outbox (claims rows FOR UPDATE and marks them)`.
+// DELETE is needed only when `retention` is on. Throws PreflightError when the
+// outbox table does not exist.
+std::vector<std::string> missing_privileges(pqxx::connection_base& conn, const std::string& schema,
+                                            bool retention);
+
+// Throws PreflightError naming the role and each missing privilege, or when
+// postgres.require_tls is set and the session is not encrypted.
+void preflight(pqxx::connection_base& conn, const RelayConfig& config);
+
+}  // namespace relay
