@@ -1,0 +1,66 @@
+#pragma once
+// AmqpBenchClient: a plain rabbitmq-c connection for the bench's own broker work
+// (declare, purge, delete, the ceiling publisher, the latency consumer).
+
+#include <amqp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace bench {
+
+class BenchError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A received message: its id and when it arrived (wall clock, for cross-process
+// latency).
+struct Delivery {
+  std::string message_id;
+  std::chrono::system_clock::time_point received;
+};
+
+// One connection with channel 1 open. Errors throw BenchError without credentials.
+// Thread safety: none; one thread uses a client at a time. Owns a socket: not copyable.
+class AmqpBenchClient {
+ public:
+  explicit AmqpBenchClient(const std::string& uri);
+  ~AmqpBenchClient();
+  AmqpBenchClient(const AmqpBenchClient&) = delete;
+  AmqpBenchClient& operator=(const AmqpBenchClient&) = delete;
+
+  // A durable direct exchange and a durable classic queue bound with `routing_key`.
+  void declare(const std::string& exchange, const std::string& queue, const std::string& routing_key);
+  void remove(const std::string& exchange, const std::string& queue);
+  void purge(const std::string& queue);
+  // Messages ready in the queue (passive declare).
+  std::uint32_t depth(const std::string& queue);
+
+  // Puts the channel in confirm mode; publish() then returns delivery tags from 1.
+  void confirm_select();
+  // A persistent, mandatory message with the relay's set of properties.
+  std::uint64_t publish(const std::string& exchange, const std::string& routing_key,
+                        const std::string& message_id, std::int64_t outbox_id, const std::string& body);
+  // The next ack/nack within `timeout`: {tag, multiple, nacked}; nullopt on timeout.
+  struct Confirm {
+    std::uint64_t tag;
+    bool multiple;
+    bool nacked;
+  };
+  std::optional<Confirm> next_confirm(std::chrono::milliseconds timeout);
+
+  // Starts an auto-ack consumer on `queue`; next_delivery() returns its messages.
+  void consume(const std::string& queue);
+  std::optional<Delivery> next_delivery(std::chrono::milliseconds timeout);
+
+ private:
+  void check(amqp_rpc_reply_t reply, const std::string& what);
+  amqp_connection_state_t conn_ = nullptr;
+  std::uint64_t next_tag_ = 1;
+};
+
+}  // namespace bench

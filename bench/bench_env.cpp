@@ -1,0 +1,123 @@
+#include "bench_env.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <pqxx/pqxx>
+#include <random>
+
+#include "outbox/migrator.h"
+
+namespace bench {
+namespace {
+
+std::string required_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v)
+    throw BenchError(std::string(name) + " is not set: start the servers with deploy/local/servers.sh "
+                                         "start and source the settings it prints");
+  return v;
+}
+
+std::string hex_of(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out = "\\x";
+  out.reserve(2 + bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string BenchEnv::random_payload(int bytes) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::string s(static_cast<std::size_t>(bytes), '\0');
+  for (auto& c : s) c = static_cast<char>(rng() & 0xff);
+  return s;
+}
+
+BenchEnv::BenchEnv()
+    : pg_dsn_(required_env("OUTBOX_PG_DSN")), amqp_uri_(required_env("OUTBOX_AMQP_URI")) {
+  const auto salt = std::to_string(std::random_device{}() % 1000000);
+  name_ = "bench_" + std::to_string(getpid()) + "_" + salt;
+  exchange_ = name_ + "_x";
+  queue_ = name_ + "_q";
+  routing_key_ = "bench";
+  relay_app_ = "outbox-bench-relay-" + name_;
+  id_base_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch()).count();
+  pg_ = std::make_unique<pqxx::connection>(pg_dsn_);
+  outbox::Migrator(name_).migrate(*pg_);
+  try {
+    amqp_ = std::make_unique<AmqpBenchClient>(amqp_uri_);
+    amqp_->declare(exchange_, queue_, routing_key_);
+  } catch (...) {
+    pqxx::nontransaction(*pg_).exec("DROP SCHEMA IF EXISTS \"" + name_ + "\" CASCADE");
+    throw;
+  }
+}
+
+BenchEnv::~BenchEnv() {
+  try {
+    amqp_->remove(exchange_, queue_);
+  } catch (const std::exception& e) {
+    std::cerr << "outbox-bench: cleanup of " << queue_ << " failed: " << e.what() << "\n";
+  }
+  try {
+    pqxx::nontransaction(*pg_).exec("DROP SCHEMA IF EXISTS \"" + name_ + "\" CASCADE");
+  } catch (const std::exception& e) {
+    std::cerr << "outbox-bench: dropping schema " << name_ << " failed: " << e.what() << "\n";
+  }
+}
+
+std::string BenchEnv::relay_dsn() const {
+  bool uri = pg_dsn_.rfind("postgresql://", 0) == 0 || pg_dsn_.rfind("postgres://", 0) == 0;
+  if (uri) return pg_dsn_ + (pg_dsn_.find('?') == std::string::npos ? "?" : "&") + "application_name=" + relay_app_;
+  return pg_dsn_ + " application_name=" + relay_app_;
+}
+
+void BenchEnv::fill(long rows, int bytes, bool published) {
+  const std::string payload_hex = hex_of(random_payload(bytes));
+  // Ids: 48 bits of this run's start time, then a per-run counter, shaped as UUIDv7
+  // (version and variant nibbles), so index inserts are in order like the SDK's.
+  const std::string sql =
+      "INSERT INTO \"" + name_ + "\".outbox (message_id, exchange, routing_key, message_type, payload, "
+      "published_at) "
+      "SELECT overlay(overlay(lpad(to_hex($1::bigint), 12, '0') || lpad(to_hex(g), 20, '0') "
+      "placing '7' from 13) placing '8' from 17)::uuid, $2, $3, 'BenchEvent', $4::bytea, "
+      "CASE WHEN $5 THEN now() END "
+      "FROM generate_series($6::bigint, $7::bigint) g";
+  constexpr long kChunk = 100000;
+  for (long done = 0; done < rows;) {
+    long n = std::min(kChunk, rows - done);
+    pqxx::work tx(*pg_);
+    tx.exec_params0(sql, id_base_ms_, exchange_, routing_key_, payload_hex, published, next_seq_,
+                    next_seq_ + n - 1);
+    tx.commit();
+    next_seq_ += n;
+    done += n;
+  }
+  pqxx::nontransaction(*pg_).exec("ANALYZE \"" + name_ + "\".outbox");
+}
+
+void BenchEnv::reset() {
+  pqxx::nontransaction(*pg_).exec("TRUNCATE \"" + name_ + "\".outbox");
+  amqp_->purge(queue_);
+}
+
+long BenchEnv::pending_rows() {
+  pqxx::nontransaction tx(*pg_);
+  return tx.exec1("SELECT count(*) FROM \"" + name_ + "\".outbox WHERE published_at IS NULL")[0].as<long>();
+}
+
+long BenchEnv::published_rows() {
+  pqxx::nontransaction tx(*pg_);
+  return tx.exec1("SELECT count(*) FROM \"" + name_ + "\".outbox WHERE published_at IS NOT NULL")[0].as<long>();
+}
+
+}  // namespace bench

@@ -1,0 +1,61 @@
+#pragma once
+// BenchEnv: the run's own schema, exchange and queue on the local servers, and the
+// helpers that fill and inspect them. Everything it creates is removed when it ends.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <pqxx/connection>
+
+#include "amqp_bench_client.h"
+
+namespace bench {
+
+// Thread safety: none (one admin connection each to PostgreSQL and RabbitMQ); the
+// measurement threads open connections of their own. Not copyable.
+class BenchEnv {
+ public:
+  // Reads OUTBOX_PG_DSN and OUTBOX_AMQP_URI; creates and migrates schema
+  // bench_<pid>_<random>, declares its exchange and queue.
+  BenchEnv();
+  ~BenchEnv();
+  BenchEnv(const BenchEnv&) = delete;
+  BenchEnv& operator=(const BenchEnv&) = delete;
+
+  const std::string& pg_dsn() const { return pg_dsn_; }
+  const std::string& amqp_uri() const { return amqp_uri_; }
+  const std::string& schema() const { return name_; }
+  const std::string& exchange() const { return exchange_; }
+  const std::string& queue() const { return queue_; }
+  const std::string& routing_key() const { return routing_key_; }
+  // application_name of the relays this run starts, to find their sessions.
+  const std::string& relay_application_name() const { return relay_app_; }
+  // The DSN the relays get: pg_dsn() plus relay_application_name().
+  std::string relay_dsn() const;
+
+  // Writes `rows` pending rows (payload of `bytes` random bytes, UUIDv7-shaped ids)
+  // server-side, in transactions of at most 100k rows. `published`: the rows are
+  // written as already published (history).
+  void fill(long rows, int bytes, bool published = false);
+  // Empties the outbox and the queue.
+  void reset();
+  long pending_rows();
+  long published_rows();
+  std::uint32_t queue_depth() { return amqp_->depth(queue_); }
+  void purge_queue() { amqp_->purge(queue_); }
+  pqxx::connection& admin() { return *pg_; }
+
+  // Random bytes of the given size (incompressible, like an encrypted field or an
+  // already compressed body; compressible JSON would flatter TOAST).
+  static std::string random_payload(int bytes);
+
+ private:
+  std::string pg_dsn_, amqp_uri_, name_, exchange_, queue_, routing_key_, relay_app_;
+  std::unique_ptr<pqxx::connection> pg_;
+  std::unique_ptr<AmqpBenchClient> amqp_;
+  long next_seq_ = 1;
+  std::int64_t id_base_ms_ = 0;
+};
+
+}  // namespace bench

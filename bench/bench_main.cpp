@@ -1,0 +1,271 @@
+// outbox-bench: the relay against the machine's own limits, measured in one run.
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "bench_env.h"
+#include "bench_options.h"
+#include "measurements.h"
+#include "relay_runner.h"
+
+namespace bench {
+namespace {
+
+using nlohmann::json;
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string first_line_with(const std::string& path, const std::string& prefix) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) return line;
+  return "";
+}
+
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+json machine() {
+  json m;
+  auto model = first_line_with("/proc/cpuinfo", "model name");
+  m["cpu_model"] = model.empty() ? "unknown" : model.substr(model.find(':') + 2);
+  m["cpus"] = std::thread::hardware_concurrency();
+  auto mem = first_line_with("/proc/meminfo", "MemTotal:");
+  long kib = mem.empty() ? 0 : std::stol(mem.substr(9));
+  m["memory_gib"] = kib / 1048576.0;
+  utsname u{};
+  if (uname(&u) == 0) m["kernel"] = std::string(u.sysname) + " " + u.release;
+  m["load_average_at_start"] = load_average();
+  return m;
+}
+
+std::string fmt(double v, int decimals = 0) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+json to_json(const Percentiles& p) {
+  return json{{"p50", p.p50}, {"p99", p.p99}, {"p999", p.p999}, {"max", p.max}, {"count", p.count}};
+}
+
+std::string show(const Percentiles& p) {
+  return "p50 " + fmt(p.p50, 2) + " p99 " + fmt(p.p99, 2) + " p999 " + fmt(p.p999, 2) + " ms";
+}
+
+class Bench {
+ public:
+  Bench(const BenchOptions& o, RelaySpec spec) : o_(o), spec_(std::move(spec)) {}
+
+  json run() {
+    BenchEnv env;
+    ::setenv("OUTBOX_BENCH_RELAY_DSN", env.relay_dsn().c_str(), 1);
+    report_["command"] = o_.command;
+    report_["date"] = utc_now();
+    report_["machine"] = machine();
+    report_["message_bytes"] = o_.message_bytes;
+    report_["backlog"] = o_.backlog;
+    report_["batch_size"] = o_.batch_size;
+    report_["relay_settings"] = o_.relay_settings;
+    std::cout << "outbox-bench " << report_["date"].get<std::string>() << ", "
+              << report_["machine"]["cpus"] << " CPUs, load " << load_average() << "\n"
+              << "  " << o_.command << "\n";
+    rounds(env);
+    enqueue(env);
+    latency_and_idle(env);
+    sweeps(env);
+    summary();
+    report_["machine"]["load_average_at_end"] = load_average();
+    return report_;
+  }
+
+ private:
+  void rounds(BenchEnv& env) {
+    std::vector<double> ceiling, pg, drain1, drain2, ratio, ratio2;
+    for (int i = 1; i <= o_.repeats; ++i) {
+      ceiling.push_back(measure_broker_ceiling(env, o_.message_bytes, o_.ceiling_seconds));
+      pg.push_back(measure_pg_ceiling(env, o_.backlog, o_.batch_size, o_.message_bytes));
+      auto d1 = measure_drain(env, spec_, o_.backlog, 1, o_.message_bytes);
+      auto d2 = measure_drain(env, spec_, o_.backlog, 2, o_.message_bytes);
+      drain1.push_back(d1.msgs_per_s);
+      drain2.push_back(d2.msgs_per_s);
+      ratio.push_back(d1.msgs_per_s / ceiling.back());
+      ratio2.push_back(d2.msgs_per_s / d1.msgs_per_s);
+      cpu_us_.push_back(d1.cpu_us_per_msg);
+      peak_rss_ = std::max({peak_rss_, d1.peak_rss_mib, d2.peak_rss_mib});
+      std::cout << "round " << i << "/" << o_.repeats << ": broker ceiling " << fmt(ceiling.back())
+                << " msg/s | PG claim ceiling " << fmt(pg.back()) << " rows/s | drain 1 relay "
+                << fmt(d1.msgs_per_s) << " msg/s (" << fmt(ratio.back(), 2) << " x ceiling, "
+                << fmt(d1.cpu_us_per_msg, 1) << " us CPU/msg) | 2 relays " << fmt(d2.msgs_per_s) << " msg/s\n"
+                << std::flush;
+    }
+    report_["broker_ceiling_msgs_per_s"] = median(ceiling);
+    report_["pg_claim_ceiling_rows_per_s"] = median(pg);
+    report_["relay_drain_msgs_per_s"] = median(drain1);
+    report_["relay_drain_2proc_msgs_per_s"] = median(drain2);
+    report_["drain_to_ceiling_ratio"] = median(ratio);
+    report_["drain_2proc_to_1proc_ratio"] = median(ratio2);
+    report_["relay_cpu_us_per_msg"] = median(cpu_us_);
+    report_["rounds"] = json{{"broker_ceiling_msgs_per_s", ceiling}, {"pg_claim_ceiling_rows_per_s", pg},
+                             {"relay_drain_msgs_per_s", drain1}, {"relay_drain_2proc_msgs_per_s", drain2},
+                             {"drain_to_ceiling_ratio", ratio}, {"drain_2proc_to_1proc_ratio", ratio2}};
+  }
+
+  void enqueue(BenchEnv& env) {
+    json e;
+    std::string line = "enqueue (producer SDK):";
+    for (int conns : {1, 8})
+      for (int per_tx : {1, 100}) {
+        double rate = measure_enqueue_rate(env, conns, per_tx, o_.producer_seconds, o_.message_bytes);
+        std::string key = std::to_string(conns) + "conn_" + (per_tx == 1 ? "single" : "batch100");
+        e[key + "_msgs_per_s"] = rate;
+        line += " " + key + " " + fmt(rate) + "/s";
+      }
+    report_["enqueue"] = e;
+    std::cout << line << "\n" << std::flush;
+  }
+
+  void latency_and_idle(BenchEnv& env) {
+    RelayRunner relay(spec_.binary, relay_yaml(env.schema(), spec_.batch_size, spec_.settings), false);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // connect
+    json all = json::array();
+    for (long rate : o_.rates) {
+      auto r = measure_latency(env, rate, o_.latency_seconds, o_.message_bytes);
+      all.push_back(json{{"rate", r.rate}, {"achieved_rate", r.achieved_rate},
+                         {"to_confirm_ms", to_json(r.to_confirm_ms)}, {"to_receipt_ms", to_json(r.to_receipt_ms)}});
+      std::cout << "latency at " << rate << " msg/s (achieved " << fmt(r.achieved_rate) << "): commit->confirm "
+                << show(r.to_confirm_ms) << "; commit->receipt " << show(r.to_receipt_ms) << "\n" << std::flush;
+      if (all.size() == 1) {
+        report_["latency_p50_ms"] = r.to_confirm_ms.p50;
+        report_["latency_p99_ms"] = r.to_confirm_ms.p99;
+        report_["latency_p999_ms"] = r.to_confirm_ms.p999;
+        report_["latency_rate_msgs_per_s"] = rate;
+      }
+    }
+    report_["latency"] = all;
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // settle into idle
+    double idle = measure_idle_queries(env, o_.idle_seconds);
+    report_["idle_queries_per_s"] = idle;
+    std::cout << "idle relay: " << fmt(idle, 2) << " statements/s over " << fmt(o_.idle_seconds, 0) << " s\n";
+    relay.stop();
+    auto usage = relay.wait_for(std::chrono::seconds(30));
+    if (!usage || usage->exit_code != 0)
+      throw BenchError("the latency relay did not stop cleanly; log tail:\n" + relay.log_tail());
+    peak_rss_ = std::max(peak_rss_, usage->peak_rss_mib);
+    env.reset();
+  }
+
+  void sweeps(BenchEnv& env) {
+    json s = json::object();
+    for (long b : o_.sweep_batch_sizes) {
+      RelaySpec spec = spec_;
+      spec.batch_size = static_cast<int>(b);
+      auto d = measure_drain(env, spec, o_.backlog, 1, o_.message_bytes);
+      peak_rss_ = std::max(peak_rss_, d.peak_rss_mib);
+      s["batch_size"].push_back(json{{"batch_size", b}, {"drain_msgs_per_s", d.msgs_per_s},
+                                     {"cpu_us_per_msg", d.cpu_us_per_msg}, {"peak_rss_mib", d.peak_rss_mib}});
+      std::cout << "sweep batch_size " << b << ": drain " << fmt(d.msgs_per_s) << " msg/s, "
+                << fmt(d.cpu_us_per_msg, 1) << " us CPU/msg, RSS " << fmt(d.peak_rss_mib, 1) << " MiB\n" << std::flush;
+    }
+    for (long bytes : o_.sweep_message_bytes) {
+      double ceiling = measure_broker_ceiling(env, static_cast<int>(bytes), o_.ceiling_seconds);
+      // Large messages: a backlog worth about as many bytes as the default one.
+      long rows = std::max(1000L, std::min(o_.backlog, o_.backlog * o_.message_bytes / bytes * 4));
+      auto d = measure_drain(env, spec_, rows, 1, static_cast<int>(bytes));
+      peak_rss_ = std::max(peak_rss_, d.peak_rss_mib);
+      s["message_bytes"].push_back(json{{"message_bytes", bytes}, {"rows", rows},
+                                        {"broker_ceiling_msgs_per_s", ceiling}, {"drain_msgs_per_s", d.msgs_per_s},
+                                        {"ratio", d.msgs_per_s / ceiling}, {"cpu_us_per_msg", d.cpu_us_per_msg},
+                                        {"peak_rss_mib", d.peak_rss_mib}});
+      std::cout << "sweep " << bytes << " B messages (" << rows << " rows): broker ceiling " << fmt(ceiling)
+                << " msg/s, drain " << fmt(d.msgs_per_s) << " msg/s (" << fmt(d.msgs_per_s / ceiling, 2)
+                << " x), RSS " << fmt(d.peak_rss_mib, 1) << " MiB\n" << std::flush;
+    }
+    if (!o_.sweep_backlogs.empty() && o_.history_rows > 0) {
+      env.fill(o_.history_rows, o_.message_bytes, /*published=*/true);
+      std::cout << "history: " << o_.history_rows << " published rows in the table\n" << std::flush;
+    }
+    for (long rows : o_.sweep_backlogs) {
+      auto d = measure_drain(env, spec_, rows, 1, o_.message_bytes);
+      peak_rss_ = std::max(peak_rss_, d.peak_rss_mib);
+      s["backlog"].push_back(json{{"rows", rows}, {"history_rows", o_.history_rows},
+                                  {"drain_msgs_per_s", d.msgs_per_s}, {"cpu_us_per_msg", d.cpu_us_per_msg},
+                                  {"peak_rss_mib", d.peak_rss_mib}});
+      std::cout << "sweep backlog " << rows << " rows (" << o_.history_rows << " published in the table): drain "
+                << fmt(d.msgs_per_s) << " msg/s, RSS " << fmt(d.peak_rss_mib, 1) << " MiB\n" << std::flush;
+    }
+    report_["sweeps"] = s;
+  }
+
+  void summary() {
+    report_["relay_peak_rss_mib"] = peak_rss_;
+    std::cout << "relay: peak RSS " << fmt(peak_rss_, 1) << " MiB, CPU " << fmt(median(cpu_us_), 1)
+              << " us/msg (drain, one relay)\n"
+              << "ratio drain 1 relay / broker ceiling = " << fmt(report_["drain_to_ceiling_ratio"].get<double>(), 2)
+              << " (median of per-round ratios; target >= 0.80); 2 relays / 1 relay = "
+              << fmt(report_["drain_2proc_to_1proc_ratio"].get<double>(), 2) << "\n";
+  }
+
+  const BenchOptions& o_;
+  RelaySpec spec_;
+  json report_;
+  std::vector<double> cpu_us_;
+  double peak_rss_ = 0;
+};
+
+}  // namespace
+}  // namespace bench
+
+int main(int argc, char** argv) {
+  using namespace bench;
+  BenchOptions options;
+  try {
+    options = parse_bench_options(argc, argv);
+  } catch (const BenchUsageError& e) {
+    std::string what = e.what();
+    if (what.empty()) {
+      std::cout << bench_usage();
+      return 0;
+    }
+    std::cerr << "outbox-bench: " << what << "\n" << bench_usage();
+    return 2;
+  }
+  RelaySpec spec;
+  spec.binary = options.relay_bin.empty() ? OUTBOX_RELAY_BIN : options.relay_bin;
+  spec.batch_size = options.batch_size;
+  spec.settings = options.relay_settings;
+  if (::access(spec.binary.c_str(), X_OK) != 0) {
+    std::cerr << "outbox-bench: --relay-bin: '" << spec.binary << "' is not an executable file\n";
+    return 2;
+  }
+  try {
+    auto report = Bench(options, spec).run();
+    if (!options.json_path.empty()) {
+      std::ofstream out(options.json_path);
+      out << report.dump(2) << "\n";
+      if (!out) throw BenchError("cannot write " + options.json_path);
+      std::cout << "JSON summary: " << options.json_path << "\n";
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "outbox-bench: failed: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,124 @@
+#include "bench_options.h"
+
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+namespace bench {
+namespace {
+
+long parse_long(const std::string& option, const std::string& text, long min, long max) {
+  long value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size())
+    throw BenchUsageError(option + ": expected an integer, got '" + text + "'");
+  if (value < min || value > max)
+    throw BenchUsageError(option + ": must be between " + std::to_string(min) + " and " +
+                          std::to_string(max) + ", got " + text);
+  return value;
+}
+
+double parse_seconds(const std::string& option, const std::string& text) {
+  std::istringstream in(text);
+  double value = 0;
+  if (!(in >> value) || !in.eof() || !std::isfinite(value))
+    throw BenchUsageError(option + ": expected a number of seconds, got '" + text + "'");
+  if (value <= 0 || value > 86400)
+    throw BenchUsageError(option + ": must be above 0 and at most 86400, got " + text);
+  return value;
+}
+
+std::vector<long> parse_list(const std::string& option, const std::string& text, long min, long max) {
+  std::vector<long> values;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    auto comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    values.push_back(parse_long(option, text.substr(start, comma - start), min, max));
+    start = comma + 1;
+  }
+  return values;
+}
+
+void apply_smoke(BenchOptions& o) {
+  o.backlog = 5000;
+  o.repeats = 1;
+  o.ceiling_seconds = 1;
+  o.producer_seconds = 0.5;
+  o.rates = {200};
+  o.latency_seconds = 3;
+  o.idle_seconds = 3;
+}
+
+}  // namespace
+
+std::string bench_usage() {
+  return "usage: outbox-bench [options]\n"
+         "Measures the broker ceiling, the PostgreSQL claim ceiling, producer enqueue rates,\n"
+         "relay drain rates (1 and 2 processes), latency at steady rates, relay RSS, CPU and\n"
+         "idle queries, against OUTBOX_PG_DSN and OUTBOX_AMQP_URI (deploy/local/servers.sh).\n"
+         "  --smoke                   tiny sizes, under a minute (CI)\n"
+         "  --json FILE               write the summary as JSON\n"
+         "  --message-bytes N         payload size (default 300)\n"
+         "  --backlog N               rows per drain (default 100000)\n"
+         "  --batch-size N            relay batch_size (default 500)\n"
+         "  --repeats N               rounds of ceiling/drain measurements (default 3)\n"
+         "  --ceiling-seconds S       broker ceiling publishing time (default 5)\n"
+         "  --producer-seconds S      each enqueue-rate measurement (default 3)\n"
+         "  --rates R1,R2             latency phase rates, messages/s (default 1000,5000)\n"
+         "  --latency-seconds S       producing time per rate (default 20)\n"
+         "  --idle-seconds S          idle query counting time (default 20)\n"
+         "  --sweep-batch-sizes LIST  extra one-relay drains at these batch sizes\n"
+         "  --sweep-message-bytes LIST  extra ceiling + drain at these payload sizes\n"
+         "  --sweep-backlogs LIST     extra one-relay drains of these backlogs (e.g. 10000,1000000)\n"
+         "  --history-rows N          published rows in the table before the backlog sweep\n"
+         "  --relay-setting K=V       extra relay: key for the relays (repeatable)\n"
+         "  --relay-bin PATH          outbox-relay binary to run\n";
+}
+
+BenchOptions parse_bench_options(int argc, char** argv) {
+  BenchOptions o;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (const auto& a : args) o.command += (o.command.empty() ? "" : " ") + a;
+  o.command = "outbox-bench" + (o.command.empty() ? "" : " " + o.command);
+  // --smoke first, so explicit options given with it still win.
+  for (const auto& a : args)
+    if (a == "--smoke") {
+      o.smoke = true;
+      apply_smoke(o);
+    }
+  constexpr long kMaxRows = 100'000'000;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--smoke") continue;
+    if (a == "--help" || a == "-h") throw BenchUsageError("");
+    if (i + 1 >= args.size()) throw BenchUsageError(a + ": unknown option or missing value");
+    const std::string& v = args[++i];
+    if (a == "--json") o.json_path = v;
+    else if (a == "--relay-bin") o.relay_bin = v;
+    else if (a == "--message-bytes") o.message_bytes = static_cast<int>(parse_long(a, v, 1, 1024 * 1024));
+    else if (a == "--backlog") o.backlog = parse_long(a, v, 1, kMaxRows);
+    else if (a == "--batch-size") o.batch_size = static_cast<int>(parse_long(a, v, 1, 100000));
+    else if (a == "--repeats") o.repeats = static_cast<int>(parse_long(a, v, 1, 100));
+    else if (a == "--ceiling-seconds") o.ceiling_seconds = parse_seconds(a, v);
+    else if (a == "--producer-seconds") o.producer_seconds = parse_seconds(a, v);
+    else if (a == "--rates") o.rates = parse_list(a, v, 1, 1000000);
+    else if (a == "--latency-seconds") o.latency_seconds = parse_seconds(a, v);
+    else if (a == "--idle-seconds") o.idle_seconds = parse_seconds(a, v);
+    else if (a == "--sweep-batch-sizes") o.sweep_batch_sizes = parse_list(a, v, 1, 100000);
+    else if (a == "--sweep-message-bytes") o.sweep_message_bytes = parse_list(a, v, 1, 1024 * 1024);
+    else if (a == "--sweep-backlogs") o.sweep_backlogs = parse_list(a, v, 1, kMaxRows);
+    else if (a == "--history-rows") o.history_rows = parse_long(a, v, 0, kMaxRows);
+    else if (a == "--relay-setting") {
+      auto eq = v.find('=');
+      if (eq == std::string::npos || eq == 0 || v.find_first_of("\n:#") != std::string::npos)
+        throw BenchUsageError(a + ": expected KEY=VALUE, got '" + v + "'");
+      o.relay_settings.push_back(v);
+    } else {
+      throw BenchUsageError(a + ": unknown option");
+    }
+  }
+  return o;
+}
+
+}  // namespace bench

@@ -1,0 +1,62 @@
+#pragma once
+// BenchOptions: what one outbox-bench run measures, read from the command line.
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+struct BenchOptions {
+  // --smoke: every phase, tiny sizes, well under a minute; checks that the program
+  // and the relay work, not how fast they are.
+  bool smoke = false;
+  // --json FILE: the summary as JSON (keys listed in docs/PERFORMANCE.md).
+  std::string json_path;
+  // --relay-bin PATH: the outbox-relay binary to run (default: the one built with
+  // this bench).
+  std::string relay_bin;
+  // --message-bytes: payload size of every message (ceiling, drain, latency).
+  int message_bytes = 300;
+  // --backlog: rows drained per drain measurement (and claimed by the PG ceiling).
+  long backlog = 100000;
+  // --batch-size: the relay's batch_size (and the PG ceiling's claim size).
+  int batch_size = 500;
+  // --repeats: rounds of {broker ceiling, PG ceiling, drain 1, drain 2}; medians
+  // and per-round ratios are reported, which keeps the ratios honest on a noisy box.
+  int repeats = 3;
+  // --ceiling-seconds: publishing time of one broker-ceiling measurement.
+  double ceiling_seconds = 5;
+  // --producer-seconds: length of each enqueue-rate measurement.
+  double producer_seconds = 3;
+  // --rates: steady producer rates (messages/s) of the latency phase.
+  std::vector<long> rates = {1000, 5000};
+  // --latency-seconds: producing time at each rate.
+  double latency_seconds = 20;
+  // --idle-seconds: how long the idle relay's queries are counted.
+  double idle_seconds = 20;
+  // --sweep-batch-sizes, --sweep-message-bytes, --sweep-backlogs: extra drain
+  // measurements (one relay) at each value, for the cost curves.
+  std::vector<long> sweep_batch_sizes, sweep_message_bytes, sweep_backlogs;
+  // --history-rows: published rows written into the table before the backlog sweep
+  // (the claim must not slow down with published history).
+  long history_rows = 0;
+  // --relay-setting KEY=VALUE (repeatable): extra keys of the relay: section of the
+  // relays' configuration, e.g. pipeline_depth=1, to measure a lever.
+  std::vector<std::string> relay_settings;
+  // The command line, for the report.
+  std::string command;
+};
+
+class BenchUsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Parses argv. Throws BenchUsageError naming the option and the value at fault.
+BenchOptions parse_bench_options(int argc, char** argv);
+
+// The --help text.
+std::string bench_usage();
+
+}  // namespace bench

@@ -1,0 +1,73 @@
+// The broker ceiling: what rabbitmq-c and the broker do with nothing else in the way.
+#include <chrono>
+#include <vector>
+
+#include "measurements.h"
+#include "outbox/message_id.h"
+
+namespace bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Counts settled delivery tags, with multiple acks and acks out of order.
+class TagCounter {
+ public:
+  void published() { done_.push_back(false); }
+  void settle(const AmqpBenchClient::Confirm& c) {
+    if (c.nacked) ++nacked_;
+    if (c.multiple) {
+      for (std::uint64_t t = low_ + 1; t <= c.tag && t < done_.size(); ++t) mark(t);
+      if (c.tag > low_) low_ = c.tag;
+    } else if (c.tag < done_.size()) {
+      mark(c.tag);
+    }
+  }
+  std::uint64_t outstanding() const { return done_.size() - 1 - settled_; }
+  std::uint64_t settled() const { return settled_; }
+  std::uint64_t nacked() const { return nacked_; }
+
+ private:
+  void mark(std::uint64_t t) {
+    if (done_[t]) return;
+    done_[t] = true;
+    ++settled_;
+  }
+  std::vector<bool> done_{false};  // index = tag; tag 0 unused
+  std::uint64_t low_ = 0, settled_ = 0, nacked_ = 0;
+};
+
+}  // namespace
+
+double measure_broker_ceiling(BenchEnv& env, int bytes, double seconds) {
+  constexpr std::uint64_t kWindow = 1024;
+  const auto kConfirmTimeout = std::chrono::seconds(30);
+  AmqpBenchClient client(env.amqp_uri());
+  client.confirm_select();
+  const std::string body = BenchEnv::random_payload(bytes);
+  TagCounter tags;
+  auto next = [&](std::chrono::milliseconds timeout) {
+    auto c = client.next_confirm(timeout);
+    if (c) tags.settle(*c);
+    return c.has_value();
+  };
+  const auto start = Clock::now();
+  const auto stop = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  std::int64_t n = 0;
+  while (Clock::now() < stop) {
+    while (tags.outstanding() >= kWindow)
+      if (!next(kConfirmTimeout)) throw BenchError("broker ceiling: no confirm within 30 s");
+    client.publish(env.exchange(), env.routing_key(), outbox::MessageId::generate_v7().to_string(), ++n, body);
+    tags.published();
+    if (n % 64 == 0)
+      while (next(std::chrono::milliseconds(0))) {}
+  }
+  while (tags.outstanding() > 0)
+    if (!next(kConfirmTimeout)) throw BenchError("broker ceiling: no confirm within 30 s");
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  if (tags.nacked() > 0) throw BenchError("broker ceiling: the broker nacked " + std::to_string(tags.nacked()));
+  env.purge_queue();
+  return static_cast<double>(tags.settled()) / elapsed;
+}
+
+}  // namespace bench

@@ -1,0 +1,168 @@
+// Latency at a steady producer rate: enqueue commit -> broker confirm (as recorded
+// by the relay in published_at) and -> consumer receipt.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <thread>
+#include <unordered_map>
+
+#include "measurements.h"
+#include "outbox/outbox_writer.h"
+
+namespace bench {
+namespace {
+
+using SysClock = std::chrono::system_clock;
+
+std::int64_t unix_us(SysClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+// Receives from the run's queue on a thread of its own until stopped.
+class Receiver {
+ public:
+  explicit Receiver(BenchEnv& env) : client_(env.amqp_uri()) {
+    client_.consume(env.queue());
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~Receiver() { stop(); }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  std::size_t count() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return got_.size();
+  }
+  std::vector<Delivery> take() {
+    stop();
+    if (!error_.empty()) throw BenchError("latency consumer: " + error_);
+    return std::move(got_);
+  }
+
+ private:
+  void loop() {
+    try {
+      while (!stop_)
+        if (auto d = client_.next_delivery(std::chrono::milliseconds(50))) {
+          std::lock_guard<std::mutex> lock(mutex_);
+          got_.push_back(std::move(*d));
+        }
+    } catch (const std::exception& e) {
+      error_ = e.what();
+    }
+  }
+  AmqpBenchClient client_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::vector<Delivery> got_;
+  std::string error_;
+};
+
+struct Sent {
+  std::string message_id;
+  std::int64_t commit_us;
+};
+
+// One producer connection committing one message per transaction on a fixed
+// schedule (open loop: a late commit does not delay the ones after it).
+std::vector<Sent> produce(BenchEnv& env, double per_second, SysClock::duration length, double phase,
+                          const std::string& payload) {
+  pqxx::connection conn(env.pg_dsn());
+  outbox::OutboxWriter writer({env.schema(), {}});
+  outbox::Message m;
+  m.exchange = outbox::Exchange(env.exchange());
+  m.routing_key = outbox::RoutingKey(env.routing_key());
+  m.type = outbox::MessageType("BenchEvent");
+  m.payload = payload;
+  std::vector<Sent> sent;
+  const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(1.0 / per_second));
+  // Producers are spread over the interval (`phase` in [0,1)), not in lockstep.
+  const auto start = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(interval * phase);
+  for (long k = 0;; ++k) {
+    const auto at = start + k * interval;
+    if (at - start >= length) break;
+    std::this_thread::sleep_until(at);
+    pqxx::work tx(conn);
+    auto id = writer.enqueue(tx, m);
+    tx.commit();
+    sent.push_back({id.to_string(), unix_us(SysClock::now())});
+  }
+  return sent;
+}
+
+template <class Pred>
+void wait_until(Pred done, std::chrono::seconds limit, const std::string& what) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) throw BenchError("latency: " + what);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace
+
+LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int bytes) {
+  Receiver receiver(env);
+  const int producers = static_cast<int>(std::ceil(rate / 1000.0));
+  const auto length = std::chrono::duration_cast<SysClock::duration>(std::chrono::duration<double>(seconds));
+  const std::string payload = BenchEnv::random_payload(bytes);
+  std::vector<std::vector<Sent>> per_thread(static_cast<std::size_t>(producers));
+  std::vector<std::thread> threads;
+  std::mutex error_mutex;
+  std::string error;
+  for (int p = 0; p < producers; ++p)
+    threads.emplace_back([&, p] {
+      try {
+        per_thread[static_cast<std::size_t>(p)] =
+            produce(env, static_cast<double>(rate) / producers, length, static_cast<double>(p) / producers, payload);
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        error = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (!error.empty()) throw BenchError("latency producer: " + error);
+
+  std::unordered_map<std::string, std::int64_t> commit_us;
+  for (const auto& v : per_thread)
+    for (const auto& s : v) commit_us.emplace(s.message_id, s.commit_us);
+  wait_until([&] { return env.pending_rows() == 0; }, std::chrono::seconds(60),
+             "rows still pending 60 s after the producers stopped");
+  wait_until([&] { return receiver.count() >= commit_us.size(); }, std::chrono::seconds(30),
+             "messages missing at the consumer 30 s after the last was published");
+  auto deliveries = receiver.take();
+
+  LatencyResult result;
+  result.rate = rate;
+  result.achieved_rate = static_cast<double>(commit_us.size()) / seconds;
+  std::vector<double> to_confirm, to_receipt;
+  pqxx::nontransaction tx(env.admin());
+  for (const auto& r : tx.exec("SELECT message_id::text, (extract(epoch from published_at) * 1000000)::bigint "
+                               "FROM \"" + env.schema() + "\".outbox WHERE published_at IS NOT NULL")) {
+    auto it = commit_us.find(r[0].c_str());
+    if (it != commit_us.end()) to_confirm.push_back((r[1].as<std::int64_t>() - it->second) / 1000.0);
+  }
+  std::unordered_map<std::string, bool> seen;
+  for (const auto& d : deliveries) {
+    auto it = commit_us.find(d.message_id);
+    if (it == commit_us.end() || seen[d.message_id]) continue;  // first delivery only
+    seen[d.message_id] = true;
+    to_receipt.push_back((unix_us(d.received) - it->second) / 1000.0);
+  }
+  if (to_confirm.size() != commit_us.size() || to_receipt.size() != commit_us.size())
+    throw BenchError("latency: " + std::to_string(commit_us.size()) + " enqueued, " +
+                     std::to_string(to_confirm.size()) + " published, " + std::to_string(to_receipt.size()) +
+                     " received");
+  result.to_confirm_ms = percentiles(std::move(to_confirm));
+  result.to_receipt_ms = percentiles(std::move(to_receipt));
+  return result;
+}
+
+}  // namespace bench

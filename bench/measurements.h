@@ -1,0 +1,64 @@
+#pragma once
+// The measurements of one outbox-bench run. Each one leaves the outbox table and the
+// queue empty behind it, and throws BenchError when what it measured did not work
+// (a row not published, a message not delivered, a relay that failed).
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "bench_env.h"
+
+namespace bench {
+
+// How the bench starts relays.
+struct RelaySpec {
+  std::string binary;
+  int batch_size = 500;
+  std::vector<std::string> settings;  // "key=value" lines for the relay: section
+};
+
+struct Percentiles {
+  double p50 = 0, p99 = 0, p999 = 0, max = 0;
+  std::size_t count = 0;
+};
+Percentiles percentiles(std::vector<double> values);
+double median(std::vector<double> values);
+
+// rabbitmq-c publishing persistent messages of `bytes` to the run's durable queue,
+// at most 1024 unconfirmed (streaming confirms), for `seconds`. Messages/s.
+double measure_broker_ceiling(BenchEnv& env, int bytes, double seconds);
+
+// The relay's own claim (FOR UPDATE SKIP LOCKED) and mark-published statements in
+// batches of `batch`, one client, no broker, over a backlog of `rows`. Rows/s.
+double measure_pg_ceiling(BenchEnv& env, long rows, int batch, int bytes);
+
+// Producer SDK enqueue on `connections` connections, `per_tx` messages per
+// transaction (1: enqueue, more: enqueue_batch), for `seconds`. Messages/s.
+double measure_enqueue_rate(BenchEnv& env, int connections, int per_tx, double seconds, int bytes);
+
+struct DrainResult {
+  double msgs_per_s = 0;
+  double seconds = 0;
+  double cpu_us_per_msg = 0;  // all relays' CPU time over the rows drained
+  double peak_rss_mib = 0;    // the largest relay
+};
+// Writes a backlog of `rows`, then times `relays` processes started with
+// --exit-when-idle until all exited; every row must end published and in the queue.
+DrainResult measure_drain(BenchEnv& env, const RelaySpec& spec, long rows, int relays, int bytes);
+
+struct LatencyResult {
+  long rate = 0;              // requested messages/s
+  double achieved_rate = 0;   // enqueued messages/s
+  Percentiles to_confirm_ms;  // enqueue commit -> relay recorded the broker ack
+  Percentiles to_receipt_ms;  // enqueue commit -> consumer received it
+};
+// With a relay already running on the run's schema: producers commit one message per
+// transaction at `rate` for `seconds` while a consumer receives; latencies in ms.
+LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int bytes);
+
+// Statements per second the sessions of the run's relays start while nothing is
+// pending (pg_stat_activity sampled every 10 ms for `seconds`).
+double measure_idle_queries(BenchEnv& env, double seconds);
+
+}  // namespace bench

@@ -1,0 +1,113 @@
+#include "relay_runner.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "amqp_bench_client.h"
+
+extern char** environ;
+
+namespace bench {
+namespace {
+
+int decode_status(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+}  // namespace
+
+std::string relay_yaml(const std::string& schema, int batch_size, const std::vector<std::string>& extra) {
+  std::ostringstream y;
+  y << "postgres:\n  dsn: ${OUTBOX_BENCH_RELAY_DSN}\n  schema: " << schema << "\n"
+    << "amqp:\n  uri: ${OUTBOX_AMQP_URI}\n"
+    << "relay:\n  batch_size: " << batch_size << "\n";
+  for (const auto& kv : extra) {
+    auto eq = kv.find('=');
+    y << "  " << kv.substr(0, eq) << ": " << kv.substr(eq + 1) << "\n";
+  }
+  y << "log:\n  level: warn\n";
+  return y.str();
+}
+
+RelayRunner::RelayRunner(const std::string& relay_bin, const std::string& yaml, bool exit_when_idle) {
+  char tmpl[] = "/tmp/outbox-bench-relay-XXXXXX";
+  int fd = mkstemp(tmpl);
+  if (fd < 0) throw BenchError("cannot create a temporary relay configuration file");
+  config_path_ = tmpl;
+  log_path_ = config_path_ + ".log";
+  if (::write(fd, yaml.data(), yaml.size()) != static_cast<ssize_t>(yaml.size())) {
+    ::close(fd);
+    throw BenchError("cannot write " + config_path_);
+  }
+  ::close(fd);
+
+  std::vector<std::string> args = {relay_bin, "run", "--config", config_path_};
+  if (exit_when_idle) args.push_back("--exit-when-idle");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw BenchError("cannot start the relay binary " + relay_bin);
+}
+
+RelayRunner::~RelayRunner() {
+  if (!usage_ && pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  ::unlink(config_path_.c_str());
+  ::unlink(log_path_.c_str());
+}
+
+void RelayRunner::stop() {
+  if (!usage_ && pid_ > 0) ::kill(pid_, SIGTERM);
+}
+
+std::optional<RelayUsage> RelayRunner::wait_for(std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (!usage_) {
+    int status = 0;
+    rusage ru{};
+    pid_t r = ::wait4(pid_, &status, WNOHANG, &ru);
+    if (r == pid_) {
+      RelayUsage u;
+      u.exit_code = decode_status(status);
+      u.cpu_seconds = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+                      ru.ru_stime.tv_usec / 1e6;
+      u.peak_rss_mib = ru.ru_maxrss / 1024.0;  // KiB on Linux
+      usage_ = u;
+      break;
+    }
+    if (r < 0) throw BenchError("waiting for relay process " + std::to_string(pid_) + " failed");
+    if (std::chrono::steady_clock::now() >= until) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return usage_;
+}
+
+std::string RelayRunner::log_tail(std::size_t bytes) const {
+  std::ifstream in(log_path_);
+  std::stringstream s;
+  s << in.rdbuf();
+  std::string all = s.str();
+  return all.size() > bytes ? all.substr(all.size() - bytes) : all;
+}
+
+}  // namespace bench

@@ -1,0 +1,51 @@
+#pragma once
+// RelayRunner: one outbox-relay process started by the bench, with its resource use.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+// What the kernel accounted to a relay process that ended (wait4).
+struct RelayUsage {
+  int exit_code = -1;        // 128+signal when killed
+  double cpu_seconds = 0;    // user + system
+  double peak_rss_mib = 0;   // ru_maxrss
+};
+
+// Writes the configuration to a temporary file and runs
+// `outbox-relay run --config FILE [--exit-when-idle]`, its log captured to a file.
+// The destructor kills a still running relay and removes both files.
+// Thread safety: none. Owns a child process: not copyable.
+class RelayRunner {
+ public:
+  RelayRunner(const std::string& relay_bin, const std::string& yaml, bool exit_when_idle);
+  ~RelayRunner();
+  RelayRunner(const RelayRunner&) = delete;
+  RelayRunner& operator=(const RelayRunner&) = delete;
+
+  // Sends SIGTERM: the relay finishes its batches in flight and exits 0.
+  void stop();
+  // Polls for the exit until `timeout`; nullopt if still running.
+  std::optional<RelayUsage> wait_for(std::chrono::milliseconds timeout);
+  bool exited() const { return usage_.has_value(); }
+  // The last `bytes` of the log, for an error report.
+  std::string log_tail(std::size_t bytes = 2000) const;
+  pid_t pid() const { return pid_; }
+
+ private:
+  std::string config_path_, log_path_;
+  pid_t pid_ = -1;
+  std::optional<RelayUsage> usage_;
+};
+
+// The relay configuration the bench uses: its schema, the relays' DSN and the
+// broker from the environment (OUTBOX_BENCH_RELAY_DSN, OUTBOX_AMQP_URI), quiet logs,
+// `batch_size`, and `extra` lines ("key=value") in the relay: section.
+std::string relay_yaml(const std::string& schema, int batch_size, const std::vector<std::string>& extra);
+
+}  // namespace bench
