@@ -1,0 +1,145 @@
+// The relay's /metrics, /healthz and /readyz against real PostgreSQL and RabbitMQ:
+// scraped over HTTP and parsed, the numbers match what happened.
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "http_scrape.h"
+#include "outbox/outbox_writer.h"
+#include "relay_process.h"
+#include "test_env.h"
+
+using namespace outbox;
+using testenv::RelayProcess;
+using testenv::ScopedSchema;
+using testenv::TestBroker;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+void enqueue(const ScopedSchema& schema, const std::string& exchange, const std::string& key, int n) {
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  for (int i = 0; i < n; ++i) {
+    Message m;
+    m.exchange = Exchange(exchange);
+    m.routing_key = RoutingKey(key);
+    m.type = MessageType("OrderPlaced");
+    m.payload = R"({"n":)" + std::to_string(i) + "}";
+    writer.enqueue(tx, m);
+  }
+  tx.commit();
+}
+
+std::string http_yaml(const std::string& schema, const std::string& extra_relay = "") {
+  return testenv::relay_config_yaml(schema, extra_relay) +
+         "http:\n  listen: 127.0.0.1:0\n  stats_interval_s: 1\n";
+}
+
+// Scrapes until `done(metrics)` or the time is up; returns the last scrape.
+template <class Done>
+std::map<std::string, double> scrape_until(const std::string& address, Done done) {
+  std::map<std::string, double> m;
+  for (int i = 0; i < 200; ++i) {
+    m = testenv::parse_prometheus(testenv::http_request(address, "/metrics").body);
+    if (done(m)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("/metrics counts published, returned and parked rows and the backlog the relay sees") {
+  ScopedSchema schema;
+  TestBroker broker;
+  enqueue(schema, broker.exchange(), broker.routing_key(), 30);
+  enqueue(schema, broker.exchange(), "unbound-key", 2);  // unroutable: returned, then parked
+  RelayProcess relay(http_yaml(schema.name(), "  max_attempts: 1\n"));
+  auto address = testenv::wait_for_http_address([&] { return relay.log(); }, std::chrono::seconds(20));
+
+  auto m = scrape_until(address, [](auto& m) {
+    return m["outbox_relay_published_total"] == 30 && m["outbox_relay_parked_rows"] == 2;
+  });
+  CHECK(m["outbox_relay_published_total"] == 30);
+  CHECK(m["outbox_relay_publish_failures_total{reason=\"returned\"}"] == 2);
+  CHECK(m["outbox_relay_publish_failures_total{reason=\"nack\"}"] == 0);
+  CHECK(m["outbox_relay_parked_total"] == 2);
+  CHECK(m["outbox_relay_parked_rows"] == 2);
+  CHECK(m["outbox_relay_pending_rows"] == 0);
+  CHECK(m["outbox_relay_oldest_pending_age_seconds"] == 0);
+  CHECK(m["outbox_relay_connected{peer=\"postgres\"}"] == 1);
+  CHECK(m["outbox_relay_connected{peer=\"amqp\"}"] == 1);
+  CHECK(m["outbox_relay_enqueue_to_confirm_seconds_count"] == 30);  // acked rows only
+  CHECK(m["outbox_relay_publish_to_confirm_seconds_count"] == 32);  // returned rows are acked too
+  CHECK(m["outbox_relay_publish_to_confirm_seconds_bucket{le=\"+Inf\"}"] == 32);
+  CHECK(m["outbox_relay_batch_size_rows_sum"] == 32);
+  CHECK(m["outbox_relay_claim_duration_seconds_count"] >= 1);
+  CHECK(m["outbox_relay_mark_duration_seconds_count"] >= 1);
+  CHECK(m["outbox_relay_last_claim_timestamp_seconds"] > 1.7e9);
+  CHECK(m.count("outbox_relay_build_info{version=\"" + std::string(OUTBOX_TEST_VERSION) + "\"}") == 1);
+  CHECK(broker.receive(30, std::chrono::milliseconds(1500)).size() == 30);
+
+  auto reply = testenv::http_request(address, "/metrics");
+  CHECK(reply.status == 200);
+  CHECK(reply.content_type == "text/plain; version=0.0.4; charset=utf-8");
+  CHECK(testenv::python_prometheus_check(reply.body) == "");
+
+  relay.signal(SIGTERM);
+  CHECK(relay.wait() == 0);
+}
+
+TEST_CASE("/healthz and /readyz answer 200 when connected and claiming; other paths and methods are refused") {
+  ScopedSchema schema;
+  RelayProcess relay(http_yaml(schema.name()));
+  auto address = testenv::wait_for_http_address([&] { return relay.log(); }, std::chrono::seconds(20));
+  testenv::HttpReply ready;
+  for (int i = 0; i < 100 && ready.status != 200; ++i) {
+    ready = testenv::http_request(address, "/readyz");
+    if (ready.status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(ready.status == 200);
+  CHECK(ready.body == "ready\n");
+  auto health = testenv::http_request(address, "/healthz");
+  CHECK(health.status == 200);
+  CHECK(health.body == "ok\n");
+  CHECK(testenv::http_request(address, "/nope").status == 404);
+  CHECK(testenv::http_request(address, "/metrics", "POST").status == 405);
+  relay.signal(SIGTERM);
+  CHECK(relay.wait() == 0);
+}
+
+TEST_CASE("/readyz is 503 naming the broker while RabbitMQ is unreachable, and /healthz stays 200") {
+  ScopedSchema schema;
+  auto yaml = http_yaml(schema.name());
+  // A port nobody listens on (the AMQP port is the shared broker's; one below is free).
+  auto at = yaml.find("${OUTBOX_AMQP_URI}");
+  yaml.replace(at, std::string("${OUTBOX_AMQP_URI}").size(), "amqp://guest:guest@127.0.0.1:1/%2f");
+  RelayProcess relay(yaml);
+  auto address = testenv::wait_for_http_address([&] { return relay.log(); }, std::chrono::seconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto ready = testenv::http_request(address, "/readyz");
+  CHECK(ready.status == 503);
+  CHECK(ready.body == "not connected to RabbitMQ\n");
+  CHECK(testenv::http_request(address, "/healthz").status == 200);
+  auto m = testenv::parse_prometheus(testenv::http_request(address, "/metrics").body);
+  CHECK(m["outbox_relay_connected{peer=\"amqp\"}"] == 0);
+  relay.signal(SIGTERM);
+  CHECK(relay.wait() == 0);
+}
+
+TEST_CASE("a port already in use fails the start with exit 1 and names the address") {
+  ScopedSchema schema;
+  RelayProcess first(http_yaml(schema.name()));
+  auto address = testenv::wait_for_http_address([&] { return first.log(); }, std::chrono::seconds(20));
+  auto yaml = testenv::relay_config_yaml(schema.name()) + "http:\n  listen: " + address + "\n";
+  RelayProcess second(yaml);
+  CHECK(second.wait() == 1);
+  CHECK(contains(second.log(), "cannot listen on " + address));
+  first.signal(SIGTERM);
+  CHECK(first.wait() == 0);
+}
