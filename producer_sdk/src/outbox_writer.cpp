@@ -3,7 +3,10 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "outbox/crypto_errors.h"
+#include "outbox/field_encryptor.h"
 #include "outbox/pg_array.h"
+#include "outbox/schema_registry.h"
 #include "outbox/sql_identifier.h"
 
 namespace outbox {
@@ -28,13 +31,17 @@ std::vector<MessageId> OutboxWriter::enqueue_batch(pqxx::transaction_base& tx,
   std::vector<MessageId> ids;
   if (messages.empty()) return ids;
   ids.reserve(messages.size());
+  // Fixed before encryption: the AAD binds each sensitive field to its message id.
+  for (const auto& m : messages)
+    ids.push_back(m.message_id ? MessageId::parse(*m.message_id) : MessageId::generate_v7());
+  const auto prepared = prepare_payloads(tx, messages, ids);
 
   std::vector<std::string> id_text, exchanges, keys, types, ordering, content_types, headers;
   std::vector<std::optional<std::string>> correlation;
   std::vector<std::string_view> payloads;
-  for (const auto& m : messages) {
-    ids.push_back(m.message_id ? MessageId::parse(*m.message_id) : MessageId::generate_v7());
-    id_text.push_back(ids.back().to_string());
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    id_text.push_back(ids[i].to_string());
     exchanges.push_back(m.exchange.value());
     keys.push_back(m.routing_key.value());
     types.push_back(m.type.value());
@@ -42,13 +49,65 @@ std::vector<MessageId> OutboxWriter::enqueue_batch(pqxx::transaction_base& tx,
     content_types.push_back(m.content_type);
     headers.push_back(nlohmann::json(m.headers).dump());
     correlation.push_back(m.correlation_id);
-    payloads.push_back(m.payload);
+    payloads.push_back(prepared[i] ? std::string_view(*prepared[i]) : std::string_view(m.payload));
   }
   tx.exec_params0(insert_sql_, pg::text_array(id_text), pg::text_array(exchanges),
                   pg::text_array(keys), pg::text_array(types), pg::text_array(ordering),
                   pg::text_array(content_types), pg::text_array(headers),
                   pg::text_array(correlation), pg::bytea_array(payloads));
   return ids;
+}
+
+std::vector<std::optional<std::string>> OutboxWriter::prepare_payloads(pqxx::transaction_base& tx,
+                                                                       const std::vector<Message>& messages,
+                                                                       const std::vector<MessageId>& ids) const {
+  std::vector<std::optional<std::string>> out(messages.size());
+  if (!options_.event_schemas) return out;
+  struct ToEncrypt {
+    std::size_t index;
+    const EventSchema* schema;
+    nlohmann::json payload;
+    std::string subject;
+  };
+  std::vector<ToEncrypt> work;
+  std::vector<std::string> subjects;
+  // 1. Validate every payload: a bad one throws before anything is written.
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const auto& type = messages[i].type.value();
+    const EventSchema* schema = options_.event_schemas->find(type);
+    if (!schema) {
+      if (options_.require_event_schema)
+        throw ValidationError("type", "no event schema describes '" + type + "' (event schemas are required)");
+      continue;
+    }
+    auto json = nlohmann::json::parse(messages[i].payload, nullptr, /*allow_exceptions=*/false);
+    if (json.is_discarded())
+      throw SchemaValidationError("$", "the payload of a '" + type + "' event must be JSON");
+    schema->validate(json);
+    if (!schema->has_sensitive_fields()) continue;
+    if (!options_.encryptor)
+      throw ValidationError("encryptor", "event type '" + type +
+                                             "' has sensitive fields but the writer has no encryptor; "
+                                             "refusing to write them in clear");
+    options_.encryptor->check(*schema);
+    std::string subject = schema->subject_field().empty() ? "" : schema->subject_of(json);
+    if (!subject.empty()) subjects.push_back(subject);
+    work.push_back({i, schema, std::move(json), std::move(subject)});
+  }
+  // 2. Subject keys: erased subjects are refused before any row is written.
+  std::map<std::string, SubjectKeyStore::DataKey> subject_keys;
+  if (!subjects.empty()) subject_keys = options_.encryptor->subject_keys()->acquire(tx, subjects);
+  // 3. Encrypt with the final message ids.
+  for (auto& w : work) {
+    const SubjectKeyStore::DataKey* key = w.subject.empty() ? nullptr : &subject_keys.at(w.subject);
+    options_.encryptor->encrypt(*w.schema, w.payload, ids[w.index], key);
+    out[w.index] = w.payload.dump();
+    if (out[w.index]->size() > options_.limits.max_payload_bytes)
+      throw ValidationError("payload", "is " + std::to_string(out[w.index]->size()) +
+                                           " bytes after encryption, above the maximum of " +
+                                           std::to_string(options_.limits.max_payload_bytes));
+  }
+  return out;
 }
 
 }  // namespace outbox

@@ -1,6 +1,8 @@
 #pragma once
 // OutboxWriter: writes outbox rows inside the caller's own transaction.
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,9 +13,21 @@ namespace pqxx { class transaction_base; }
 
 namespace outbox {
 
+class FieldEncryptor;
+class SchemaRegistry;
+
 struct WriterOptions {
   std::string schema = "outbox";  // schema holding the outbox table (a plain identifier)
-  MessageLimits limits;           // payload size cap and friends
+  MessageLimits limits;           // payload size cap and friends (checked after encryption too)
+  // Event schemas (schema/events/*.yaml). When set, the payload of a message whose
+  // type has a schema must be JSON that passes it; SchemaValidationError names the
+  // JSON path otherwise, and nothing is written.
+  std::shared_ptr<const SchemaRegistry> event_schemas = nullptr;
+  // With event_schemas: refuse a message whose type has no schema.
+  bool require_event_schema = false;
+  // Encrypts the fields a schema marks x-gdpr-sensitive, bound to the message id.
+  // Without it, a type with sensitive fields is refused: never written in clear.
+  std::shared_ptr<const FieldEncryptor> encryptor = nullptr;
 };
 
 // Enqueues messages in the caller's transaction, so the business rows and their
@@ -27,8 +41,11 @@ class OutboxWriter {
   // Throws ValidationError when options.schema is not a plain identifier.
   explicit OutboxWriter(WriterOptions options = {});
 
-  // Validates, assigns the message id (when absent) and inserts one row.
-  // Throws ValidationError before anything is written when the message is bad.
+  // Validates, assigns the message id (when absent), validates the payload against
+  // its event schema and encrypts its sensitive fields (when configured), then
+  // inserts one row. Throws ValidationError (SchemaValidationError for the
+  // payload) before any outbox row is written when the message is bad. A schema
+  // naming an x-gdpr-subject may create that subject's key row in `tx` first.
   MessageId enqueue(pqxx::transaction_base& tx, const Message& message) const;
 
   // Validates every message first (nothing is written if any is bad), then inserts
@@ -37,6 +54,12 @@ class OutboxWriter {
                                        const std::vector<Message>& messages) const;
 
  private:
+  // Payloads after schema validation and encryption, in input order; empty
+  // optional = the message's own payload unchanged.
+  std::vector<std::optional<std::string>> prepare_payloads(pqxx::transaction_base& tx,
+                                                           const std::vector<Message>& messages,
+                                                           const std::vector<MessageId>& ids) const;
+
   WriterOptions options_;
   std::string insert_sql_;
 };

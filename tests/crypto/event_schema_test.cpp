@@ -1,0 +1,127 @@
+// Event schemas: the repository's own schema files, payload validation errors
+// that name the JSON path, and schema mistakes caught at load time.
+#include <doctest/doctest.h>
+
+#include "crypto_test_support.h"
+#include "outbox/crypto_errors.h"
+#include "outbox/schema_registry.h"
+
+using namespace outbox;
+using cryptotest::contains;
+using nlohmann::json;
+
+namespace {
+
+const EventSchema& order_placed_schema() {
+  static const auto registry = SchemaRegistry::load_directory(OUTBOX_EVENT_SCHEMA_DIR);
+  return *registry.find("OrderPlaced");
+}
+
+// The SchemaValidationError path for `payload`, checking the message shows no value.
+std::string failing_path(const json& payload, const std::vector<std::string>& secrets) {
+  try {
+    order_placed_schema().validate(payload);
+  } catch (const SchemaValidationError& e) {
+    for (const auto& s : secrets) CHECK_FALSE(contains(e.what(), s));
+    return e.path();
+  }
+  return "(valid)";
+}
+
+std::string schema_error(const std::string& yaml) {
+  try {
+    EventSchema::parse(yaml, "bad.yaml");
+  } catch (const ValidationError& e) {
+    CHECK(contains(e.what(), "bad.yaml"));
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+}  // namespace
+
+TEST_CASE("OrderPlaced marks the customer's name, e-mail, phones, address and gift messages sensitive") {
+  const auto& s = order_placed_schema();
+  CHECK(s.type() == "OrderPlaced");
+  CHECK(s.subject_field() == "customer.id");
+  CHECK(s.sensitive_patterns() == std::vector<std::string>{"$.customer.name", "$.customer.email",
+                                                           "$.customer.phones[]", "$.customer.address",
+                                                           "$.lines[].gift_message"});
+  auto c = cryptotest::customer("1");
+  auto payload = cryptotest::order_placed(5, c);
+  CHECK_NOTHROW(s.validate(payload));
+  CHECK(s.subject_of(payload) == c.id);
+  std::vector<std::string> visited;
+  s.for_each_sensitive(payload, [&](const EventSchema::SensitiveField& f, json&) { visited.push_back(f.path); });
+  CHECK(visited == std::vector<std::string>{"$.customer.name", "$.customer.email", "$.customer.phones[0]",
+                                            "$.customer.phones[1]", "$.customer.address",
+                                            "$.lines[0].gift_message"});
+}
+
+TEST_CASE("a payload that breaks its schema is refused with the JSON path and without the value") {
+  auto c = cryptotest::customer("2");
+  auto secrets = c.sensitive();
+  auto p = cryptotest::order_placed(1, c);
+  p["customer"].erase("email");
+  CHECK(failing_path(p, secrets) == "$.customer.email");
+
+  p = cryptotest::order_placed(1, c);
+  p["customer"]["email"] = 42;
+  CHECK(failing_path(p, secrets) == "$.customer.email");
+
+  p = cryptotest::order_placed(1, c);
+  p["lines"][1]["quantity"] = "two";
+  CHECK(failing_path(p, secrets) == "$.lines[1].quantity");
+
+  p = cryptotest::order_placed(1, c);
+  p["lines"][0]["gift_message"] = json::array({c.gift});
+  CHECK(failing_path(p, secrets) == "$.lines[0].gift_message");
+
+  p = cryptotest::order_placed(1, c);
+  p["customer"]["address"].erase("postcode");
+  CHECK(failing_path(p, secrets) == "$.customer.address.postcode");
+
+  p = cryptotest::order_placed(1, c);
+  p["customer"]["tax_id"] = "DE123456789";  // undeclared: nobody classified it
+  CHECK(failing_path(p, {"DE123456789"}) == "$.customer.tax_id");
+
+  p = cryptotest::order_placed(1, c);
+  p["order_id"] = 1.5;
+  CHECK(failing_path(p, secrets) == "$.order_id");
+  p["order_id"] = 2.0;  // JSON Schema: an integral number is an integer
+  CHECK(failing_path(p, secrets) == "(valid)");
+
+  CHECK(failing_path(json::array(), secrets) == "$");
+}
+
+TEST_CASE("schema mistakes are caught at load time with the schema path") {
+  const std::string head = "type: object\nproperties:\n";
+  CHECK(contains(schema_error(head + "  name: {type: string, x-gdpr-sensitve: true}\n"),
+                 "$.name: unknown or misplaced keyword 'x-gdpr-sensitve'"));
+  CHECK(contains(schema_error(head + "  name: {type: strin}\n"), "unsupported type 'strin'"));
+  CHECK(contains(schema_error(head + "  name: {type: string, x-gdpr-searchable: true}\n"),
+                 "needs x-gdpr-sensitive"));
+  CHECK(contains(schema_error(head + "  a: {type: object, x-gdpr-sensitive: true, properties: {b: {type: string, "
+                                     "x-gdpr-sensitive: true}}}\n"),
+                 "$.a.b: x-gdpr-sensitive inside a field that is already sensitive"));
+  CHECK(contains(schema_error(head + "  list: {type: array}\n"), "needs 'items'"));
+  CHECK(contains(schema_error("type: object\nrequired: [x]\nproperties: {y: {type: string}}\n"),
+                 "required property 'x' is not declared"));
+  CHECK(contains(schema_error("x-gdpr-subject: c.id\ntype: object\nproperties:\n  c: {type: object, properties: "
+                              "{id: {type: string}}}\n"),
+                 "must be required"));
+  CHECK(contains(schema_error("x-gdpr-subject: id\ntype: object\nrequired: [id, e]\nproperties:\n  id: {type: "
+                              "string}\n  e: {type: string, x-gdpr-sensitive: true, x-gdpr-searchable: true}\n"),
+                 "cannot be combined"));
+  CHECK(contains(schema_error("type: string\n"), "must be an object"));
+  CHECK(contains(schema_error("type: object\nproperties: {\"a.b\": {type: string}}\n"), "is not [A-Za-z_]"));
+}
+
+TEST_CASE("a registry refuses two schemas for one event type") {
+  SchemaRegistry r;
+  r.add(EventSchema::parse("x-event-type: A\ntype: object\n", "a1.yaml"));
+  CHECK_THROWS_WITH_AS(r.add(EventSchema::parse("x-event-type: A\ntype: object\n", "a2.yaml")),
+                       doctest::Contains("two schemas"), ValidationError);
+  CHECK(r.find("A") != nullptr);
+  CHECK(r.find("B") == nullptr);
+}
