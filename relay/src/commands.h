@@ -18,6 +18,9 @@ constexpr int kExitUsage = 2;
 int cmd_run(const Args& args);           // run --config FILE [--exit-when-idle]
 int cmd_migrate(const Args& args);       // migrate --config FILE
 int cmd_check_config(const Args& args);  // check-config FILE
+int cmd_status(const Args& args);        // status --config FILE [--json]      (cmd_status.cpp)
+int cmd_replay(const Args& args);        // replay --config FILE --id.../--since (cmd_replay.cpp)
+int cmd_cleanup(const Args& args);       // cleanup --config FILE --older-than   (cmd_cleanup.cpp)
 
 struct Command {
   const char* name;

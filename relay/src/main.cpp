@@ -13,6 +13,11 @@ const std::vector<Command>& all_commands() {
       {"run", cmd_run, "--config FILE [--exit-when-idle]   publish pending outbox rows"},
       {"migrate", cmd_migrate, "--config FILE                  create or upgrade the schema"},
       {"check-config", cmd_check_config, "FILE                      validate a configuration file"},
+      {"status", cmd_status, "--config FILE [--json]             backlog: pending, parked, oldest age, by type"},
+      {"replay", cmd_replay, "--config FILE (--id ID... | --since TIME) [--type T] [--dry-run] [--json]\n"
+                             "                          publish published rows again, same message id"},
+      {"cleanup", cmd_cleanup, "--config FILE --older-than AGE [--batch N] [--dry-run] [--json]\n"
+                               "                          delete old published rows in batches"},
   };
   return commands;
 }

@@ -1,0 +1,82 @@
+#include "admin_args.h"
+
+#include <cmath>
+#include <iostream>
+
+#include "one_line.h"
+
+namespace relay {
+
+AdminArgs::AdminArgs(const std::string& command, const Args& args, const std::vector<FlagSpec>& specs)
+    : command_(command) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const auto& a = args[i];
+    if (a == "--config") {
+      if (i + 1 >= args.size()) throw UsageError("--config needs a file name");
+      config_ = args[++i];
+      continue;
+    }
+    if (a == "--help" || a == "-h") {
+      values_["--help"];
+      continue;
+    }
+    const FlagSpec* spec = nullptr;
+    for (const auto& s : specs)
+      if (s.name == a) spec = &s;
+    if (!spec) throw UsageError("unknown argument '" + one_line(a, 80) + "' for " + command);
+    auto& values = values_[a];
+    if (!spec->takes_value) continue;
+    if (!spec->many && !values.empty()) throw UsageError(a + " given twice");
+    std::size_t before = values.size();
+    while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
+      values.push_back(args[++i]);
+      if (!spec->many) break;
+    }
+    if (values.size() == before) throw UsageError(a + " needs a value");
+  }
+  if (config_.empty() && !help()) throw UsageError(command + " needs --config FILE");
+}
+
+const std::vector<std::string>& AdminArgs::all(const std::string& flag) const {
+  static const std::vector<std::string> none;
+  auto it = values_.find(flag);
+  return it == values_.end() ? none : it->second;
+}
+
+std::optional<std::string> AdminArgs::value(const std::string& flag) const {
+  const auto& v = all(flag);
+  if (v.empty()) return std::nullopt;
+  return v.front();
+}
+
+long long AdminArgs::integer(const std::string& flag, long long fallback, long long min,
+                             long long max) const {
+  auto v = value(flag);
+  if (!v) return fallback;
+  if (v->empty() || v->size() > 12 || v->find_first_not_of("0123456789") != std::string::npos ||
+      std::stoll(*v) < min || std::stoll(*v) > max)
+    throw UsageError(flag + " must be a whole number from " + std::to_string(min) + " to " +
+                     std::to_string(max) + ", got '" + one_line(*v, 40) + "'");
+  return std::stoll(*v);
+}
+
+std::optional<RelayConfig> load_admin_config(const std::string& path) {
+  try {
+    return load_config(path);
+  } catch (const ConfigError& e) {
+    std::cerr << "outbox-relay: invalid configuration: " << e.what() << "\n";
+    return std::nullopt;
+  }
+}
+
+std::string human_seconds(double s) {
+  if (!(s >= 0) || std::isinf(s)) return "unknown";
+  char buf[64];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%d min %d s", int(s) / 60, int(s) % 60);
+  else if (s < 86400) std::snprintf(buf, sizeof buf, "%d h %d min", int(s) / 3600, int(s) % 3600 / 60);
+  else std::snprintf(buf, sizeof buf, "%d d %d h", int(s / 86400), int(std::fmod(s, 86400)) / 3600);
+  return buf;
+}
+
+}  // namespace relay

@@ -1,0 +1,51 @@
+#pragma once
+// Argument parsing and shared plumbing of the admin commands (status, replay, cleanup).
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "config.h"
+
+namespace relay {
+
+// One flag an admin command accepts.
+struct FlagSpec {
+  std::string name;        // "--older-than"
+  bool takes_value = false;
+  bool many = false;       // takes every following argument up to the next --flag
+};
+
+// Parsed flags: name -> values (a boolean flag maps to an empty list).
+class AdminArgs {
+ public:
+  // Throws UsageError naming the unknown flag or the missing value. "--config" is
+  // always accepted and required unless --help was given.
+  AdminArgs(const std::string& command, const Args& args, const std::vector<FlagSpec>& specs);
+
+  bool has(const std::string& flag) const { return values_.count(flag) > 0; }
+  const std::vector<std::string>& all(const std::string& flag) const;
+  std::optional<std::string> value(const std::string& flag) const;
+  // A whole-number flag in [min, max], or `fallback` when absent; UsageError when
+  // malformed or out of range.
+  long long integer(const std::string& flag, long long fallback, long long min, long long max) const;
+  bool help() const { return has("--help"); }
+  bool json() const { return has("--json"); }
+  const std::string& config_path() const { return config_; }
+
+ private:
+  std::string command_;
+  std::string config_;
+  std::map<std::string, std::vector<std::string>> values_;
+};
+
+// Loads the configuration for an admin command; prints the error and returns
+// nullopt when the file is bad (the caller exits 2).
+std::optional<RelayConfig> load_admin_config(const std::string& path);
+
+// "12.3 s", "4 min 5 s", "2 h 3 min": ages and ETAs for people.
+std::string human_seconds(double seconds);
+
+}  // namespace relay

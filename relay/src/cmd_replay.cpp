@@ -1,0 +1,186 @@
+// outbox-relay replay: publish already-published rows again, with the same message id.
+
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <pqxx/pqxx>
+#include <regex>
+
+#include "admin_args.h"
+#include "duration.h"
+#include "one_line.h"
+#include "outbox/errors.h"
+#include "outbox/message_id.h"
+#include "outbox/pg_array.h"
+#include "outbox/sql_identifier.h"
+#include "outbox_store.h"
+
+namespace relay {
+namespace {
+
+constexpr const char* kReplayHelp =
+    "usage: outbox-relay replay --config FILE (--id ID... | --since TIME) [--type T]\n"
+    "                           [--max N] [--dry-run] [--json]\n"
+    "\n"
+    "Makes published rows pending again, so the running relay publishes them once\n"
+    "more with the SAME message id (consumers that deduplicate on it - an inbox -\n"
+    "skip messages they already processed; use it for consumers that lost them).\n"
+    "Replayed messages arrive after newer ones of the same key. Parked rows are not\n"
+    "replayed: use 'dead requeue'. All selected rows change in one transaction.\n"
+    "\n"
+    "  --id ID...     message ids (UUID) or outbox ids (x-outbox-id); every one must\n"
+    "                 exist and be published, or nothing changes (exit 2)\n"
+    "  --since TIME   rows published at or after TIME: an RFC 3339 time\n"
+    "                 (2024-05-01T10:00:00Z) or an age (90m, 12h, 7d)\n"
+    "  --type T       only rows of message type T\n"
+    "  --max N        refuse when more than N rows match (default 100000)\n"
+    "  --dry-run      count what would be replayed, change nothing\n"
+    "  --json         one JSON object on stdout\n"
+    "\n"
+    "exit codes: 0 replayed (or dry run), 1 PostgreSQL failed, 2 bad usage,\n"
+    "configuration, or an id that is unknown or not published\n";
+
+// The rows to replay, as a WHERE clause over the outbox and its parameters.
+struct Selection {
+  std::vector<std::int64_t> ids;        // outbox ids given directly
+  std::vector<std::string> message_ids; // canonical UUIDs
+  std::optional<std::string> since;     // timestamptz text, or
+  std::optional<long long> since_age_s; // an age
+  std::optional<std::string> type;
+};
+
+Selection parse_selection(const AdminArgs& args) {
+  Selection s;
+  const bool by_id = args.has("--id"), by_time = args.has("--since");
+  if (by_id == by_time) throw UsageError("replay needs exactly one of --id ID... or --since TIME");
+  for (const auto& id : args.all("--id")) {
+    if (!id.empty() && id.size() <= 18 && id.find_first_not_of("0123456789") == std::string::npos) {
+      s.ids.push_back(std::stoll(id));
+      continue;
+    }
+    try {
+      s.message_ids.push_back(outbox::MessageId::parse(id, "--id").to_string());
+    } catch (const outbox::ValidationError&) {
+      throw UsageError("--id '" + one_line(id, 60) + "' is neither a message id (UUID) nor an outbox id");
+    }
+  }
+  if (auto since = args.value("--since")) {
+    static const std::regex rfc3339(
+        R"(\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?(Z|[+-]\d{2}(:?\d{2})?)?)");
+    if (std::regex_match(*since, rfc3339)) s.since = *since;
+    else {
+      try {
+        s.since_age_s = parse_duration(*since).count();
+      } catch (const std::invalid_argument&) {
+        throw UsageError("--since '" + one_line(*since, 60) +
+                         "' is neither an RFC 3339 time (2024-05-01T10:00:00Z) nor an age (12h, 7d)");
+      }
+    }
+  }
+  s.type = args.value("--type");
+  return s;
+}
+
+// Every parameter appears in the text (PostgreSQL must infer each one's type); an
+// unused criterion is passed as NULL.
+std::string where_clause() {
+  return "published_at IS NOT NULL AND parked_at IS NULL "
+         "AND (cardinality($1::bigint[]) + cardinality($2::uuid[]) = 0 "
+         "     OR id = ANY($1::bigint[]) OR message_id = ANY($2::uuid[])) "
+         "AND ($3::timestamptz IS NULL OR published_at >= $3::timestamptz) "
+         "AND ($4::bigint IS NULL OR published_at >= now() - $4::bigint * interval '1 second') "
+         "AND ($5::text IS NULL OR message_type = $5::text)";
+}
+
+pqxx::result exec_selection(pqxx::work& tx, const std::string& sql, const Selection& s) {
+  return tx.exec_params(sql, outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids),
+                        s.since, s.since_age_s, s.type);
+}
+
+// For --id: every id must name a published, unparked row. Returns the problems.
+std::vector<std::string> check_ids(pqxx::work& tx, const std::string& table, const Selection& s) {
+  auto found = tx.exec_params(
+      "SELECT id, message_id::text, published_at IS NOT NULL, parked_at IS NOT NULL FROM " + table +
+          " WHERE id = ANY($1::bigint[]) OR message_id = ANY($2::uuid[])",
+      outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids));
+  std::vector<std::string> problems;
+  auto describe = [&](const std::string& given, auto match) {
+    for (const auto& r : found) {
+      if (!match(r)) continue;
+      if (r[3].as<bool>()) problems.push_back(given + " is parked (use 'dead requeue')");
+      else if (!r[2].as<bool>()) problems.push_back(given + " is not published yet (pending)");
+      return;
+    }
+    problems.push_back(given + " not found");
+  };
+  for (auto id : s.ids) describe(std::to_string(id), [&](const pqxx::row& r) { return r[0].as<std::int64_t>() == id; });
+  for (const auto& m : s.message_ids) describe(m, [&](const pqxx::row& r) { return m == r[1].c_str(); });
+  return problems;
+}
+
+}  // namespace
+
+int cmd_replay(const Args& raw) {
+  AdminArgs args("replay", raw,
+                 {{"--id", true, true}, {"--since", true}, {"--type", true}, {"--max", true},
+                  {"--dry-run"}, {"--json"}});
+  if (args.help()) {
+    std::cout << kReplayHelp;
+    return kExitOk;
+  }
+  const auto selection = parse_selection(args);
+  const auto max = args.integer("--max", 100000, 1, 100000000);
+  auto config = load_admin_config(args.config_path());
+  if (!config) return kExitUsage;
+  const auto table = outbox::quoted_identifier(config->postgres.schema, "postgres.schema") + ".outbox";
+  const auto where = where_clause();
+  try {
+    pqxx::connection conn(dsn_with_session_options(config->postgres));
+    pqxx::work tx(conn);
+    if (!selection.ids.empty() || !selection.message_ids.empty()) {
+      auto problems = check_ids(tx, table, selection);
+      if (!problems.empty()) {
+        for (const auto& p : problems) std::cerr << "replay: " << one_line(p) << "\n";
+        std::cerr << "replay: nothing changed\n";
+        return kExitUsage;
+      }
+    }
+    const auto count =
+        exec_selection(tx, "SELECT count(*) FROM " + table + " WHERE " + where, selection)[0][0].as<std::int64_t>();
+    if (count > max) {
+      std::cerr << "replay: " << count << " rows match, more than --max " << max
+                << "; narrow the selection or raise --max. Nothing changed\n";
+      return kExitUsage;
+    }
+    std::vector<std::string> ids;
+    if (!args.has("--dry-run")) {
+      // Pending again, due now, with a fresh attempt count; the message id stays.
+      auto r = exec_selection(tx,
+                              "UPDATE " + table + " SET published_at = NULL, next_attempt_at = now(), "
+                              "attempts = 0, last_error = NULL WHERE " + where + " RETURNING message_id::text",
+                              selection);
+      if (static_cast<std::int64_t>(r.size()) != count)
+        throw std::runtime_error("the selection changed while replaying; nothing changed, try again");
+      for (const auto& row : r) ids.emplace_back(row[0].c_str());
+      tx.commit();
+    }
+    if (args.json()) {
+      nlohmann::json j = {{"dry_run", args.has("--dry-run")}, {"matched", count},
+                          {"replayed", args.has("--dry-run") ? 0 : count}};
+      if (selection.since || selection.since_age_s) j["since"] = *args.value("--since");
+      else j["message_ids"] = ids;
+      std::cout << j.dump() << "\n";
+    } else if (args.has("--dry-run")) {
+      std::cout << count << " published row(s) would be replayed (dry run, nothing changed)\n";
+    } else {
+      std::cout << "replayed " << count << " row(s): pending again with their message ids; "
+                << "the running relay publishes them\n";
+    }
+    return kExitOk;
+  } catch (const std::exception& e) {
+    std::cerr << "replay failed: " << one_line(e.what()) << "\n";
+    return kExitFailure;
+  }
+}
+
+}  // namespace relay

@@ -1,0 +1,238 @@
+// The admin commands against real servers: status reports the backlog, replay
+// republishes with the same message id, cleanup deletes only old published rows.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+#include <fstream>
+#include <pqxx/pqxx>
+#include <sstream>
+
+#include "outbox/outbox_writer.h"
+#include "relay_process.h"
+#include "test_env.h"
+
+using namespace outbox;
+using testenv::RelayProcess;
+using testenv::run_relay_command;
+using testenv::ScopedSchema;
+using testenv::sql_exec;
+using testenv::sql_value;
+using testenv::TestBroker;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::string table(const ScopedSchema& s) { return "\"" + s.name() + "\".outbox"; }
+
+std::string config_file(const ScopedSchema& s) {
+  return testenv::write_temp_file(testenv::relay_config_yaml(s.name()));
+}
+
+std::vector<std::string> enqueue(const ScopedSchema& schema, const std::string& exchange,
+                                 const std::string& key, const std::string& type, int n) {
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  std::vector<std::string> ids;
+  for (int i = 0; i < n; ++i) {
+    Message m;
+    m.exchange = Exchange(exchange);
+    m.routing_key = RoutingKey(key);
+    m.type = MessageType(type);
+    m.payload = R"({"i":)" + std::to_string(i) + "}";
+    ids.push_back(writer.enqueue(tx, m).to_string());
+  }
+  tx.commit();
+  return ids;
+}
+
+int drain(const ScopedSchema& schema) {
+  RelayProcess relay(testenv::relay_config_yaml(schema.name()), /*exit_when_idle=*/true);
+  return relay.wait();
+}
+
+// The JSON object a command printed (stdout and stderr are captured together).
+nlohmann::json json_of(const testenv::CommandResult& r) {
+  auto begin = r.output.find('{'), end = r.output.rfind('}');
+  REQUIRE(begin != std::string::npos);
+  return nlohmann::json::parse(r.output.substr(begin, end - begin + 1));
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("status reports pending, parked, oldest pending age and published in the last minute, by type") {
+  ScopedSchema schema;
+  enqueue(schema, "ex", "rk", "OrderPlaced", 4);
+  enqueue(schema, "ex", "rk", "RefundIssued", 3);
+  sql_exec("UPDATE " + table(schema) + " SET created_at = now() - interval '90 seconds' "
+           "WHERE message_type = 'OrderPlaced'");
+  sql_exec("UPDATE " + table(schema) + " SET published_at = now() WHERE id IN "
+           "(SELECT id FROM " + table(schema) + " WHERE message_type = 'OrderPlaced' ORDER BY id LIMIT 2)");
+  sql_exec("UPDATE " + table(schema) + " SET parked_at = now(), attempts = 10 WHERE id = "
+           "(SELECT max(id) FROM " + table(schema) + " WHERE message_type = 'RefundIssued')");
+
+  auto r = run_relay_command({"status", "--config", config_file(schema), "--json"});
+  REQUIRE(r.exit_code == 0);
+  auto j = json_of(r);
+  CHECK(j["pending"] == 4);  // 2 OrderPlaced + 2 RefundIssued
+  CHECK(j["parked"] == 1);
+  CHECK(j["published_last_minute"] == 2);
+  CHECK(j["oldest_pending_age_s"].get<double>() >= 89);
+  REQUIRE(j["by_type"].size() == 2);
+  CHECK(j["by_type"][0]["type"] == "OrderPlaced");
+  CHECK(j["by_type"][0]["pending"] == 2);
+  CHECK(j["by_type"][1]["type"] == "RefundIssued");
+  CHECK(j["by_type"][1]["parked"] == 1);
+  CHECK(j["by_type"][1]["oldest_pending_age_s"].get<double>() < 60);
+
+  auto text = run_relay_command({"status", "--config", config_file(schema)});
+  CHECK(text.exit_code == 0);
+  CHECK(contains(text.output, "oldest pending age"));
+  CHECK(contains(text.output, "1 min 3"));  // 90-odd seconds, for people
+  CHECK(contains(text.output, "RefundIssued"));
+}
+
+TEST_CASE("replay --id publishes a published row again with the same message id, once") {
+  ScopedSchema schema;
+  TestBroker broker;
+  auto ids = enqueue(schema, broker.exchange(), broker.routing_key(), "OrderPlaced", 3);
+  REQUIRE(drain(schema) == 0);
+  REQUIRE(broker.receive(3, std::chrono::milliseconds(1500)).size() == 3);
+
+  auto r = run_relay_command({"replay", "--config", config_file(schema), "--id", ids[1], "--json"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(json_of(r)["replayed"] == 1);
+  CHECK(sql_value("SELECT count(*) FROM " + table(schema) + " WHERE published_at IS NULL") == "1");
+  REQUIRE(drain(schema) == 0);
+  auto again = broker.receive(2, std::chrono::milliseconds(1500));
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].message_id == ids[1]);
+  CHECK(sql_value("SELECT count(*) FROM " + table(schema) + " WHERE published_at IS NULL") == "0");
+}
+
+TEST_CASE("replay refuses unknown, pending and parked ids and then changes nothing") {
+  ScopedSchema schema;
+  auto ids = enqueue(schema, "ex", "rk", "OrderPlaced", 3);
+  sql_exec("UPDATE " + table(schema) + " SET published_at = now() WHERE message_id = '" + ids[0] + "'");
+  sql_exec("UPDATE " + table(schema) + " SET parked_at = now() WHERE message_id = '" + ids[2] + "'");
+  const std::string unknown = "01900000-0000-7000-8000-000000000000";
+  auto r = run_relay_command({"replay", "--config", config_file(schema), "--id", ids[0], ids[1], ids[2], unknown});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, ids[1] + " is not published yet (pending)"));
+  CHECK(contains(r.output, ids[2] + " is parked"));
+  CHECK(contains(r.output, unknown + " not found"));
+  CHECK(contains(r.output, "nothing changed"));
+  CHECK(sql_value("SELECT count(*) FROM " + table(schema) + " WHERE published_at IS NOT NULL") == "1");
+
+  auto bad = run_relay_command({"replay", "--config", config_file(schema), "--id", "not-an-id"});
+  CHECK(bad.exit_code == 2);
+  CHECK(contains(bad.output, "--id 'not-an-id' is neither a message id (UUID) nor an outbox id"));
+  CHECK(run_relay_command({"replay", "--config", config_file(schema)}).exit_code == 2);
+  CHECK(run_relay_command({"replay", "--config", config_file(schema), "--since", "yesterday"}).exit_code == 2);
+}
+
+TEST_CASE("replay --since selects by publication time and type, honours --max and --dry-run") {
+  ScopedSchema schema;
+  enqueue(schema, "ex", "rk", "OrderPlaced", 3);
+  enqueue(schema, "ex", "rk", "RefundIssued", 2);
+  sql_exec("UPDATE " + table(schema) + " SET published_at = now() - interval '3 hours'");
+  sql_exec("UPDATE " + table(schema) + " SET published_at = now() WHERE id IN (SELECT id FROM " +
+           table(schema) + " WHERE message_type = 'OrderPlaced' ORDER BY id LIMIT 2)");
+  const auto cfg = config_file(schema);
+
+  auto dry = run_relay_command({"replay", "--config", cfg, "--since", "1h", "--dry-run", "--json"});
+  REQUIRE(dry.exit_code == 0);
+  CHECK(json_of(dry)["matched"] == 2);
+  CHECK(sql_value("SELECT count(*) FROM " + table(schema) + " WHERE published_at IS NULL") == "0");
+
+  auto too_many = run_relay_command({"replay", "--config", cfg, "--since", "1d", "--max", "4"});
+  CHECK(too_many.exit_code == 2);
+  CHECK(contains(too_many.output, "5 rows match, more than --max 4"));
+
+  auto typed = run_relay_command({"replay", "--config", cfg, "--since", "2000-01-01T00:00:00Z",
+                                  "--type", "RefundIssued", "--json"});
+  REQUIRE(typed.exit_code == 0);
+  CHECK(json_of(typed)["replayed"] == 2);
+  CHECK(sql_value("SELECT string_agg(DISTINCT message_type, ',') FROM " + table(schema) +
+                  " WHERE published_at IS NULL") == "RefundIssued");
+}
+
+TEST_CASE("cleanup deletes only rows published before the cutoff, in batches, keeping pending and parked ones") {
+  ScopedSchema schema;
+  enqueue(schema, "ex", "rk", "OrderPlaced", 30);
+  const auto t = table(schema);
+  // ids 1-20: published 10 days ago; 21-25: published now; 26-28: pending for 10
+  // days; 29-30: parked for 10 days.
+  sql_exec("UPDATE " + t + " SET created_at = now() - interval '10 days'");
+  sql_exec("UPDATE " + t + " SET published_at = created_at + interval '1 second' WHERE id <= 20");
+  sql_exec("UPDATE " + t + " SET published_at = now() WHERE id BETWEEN 21 AND 25");
+  sql_exec("UPDATE " + t + " SET parked_at = now() WHERE id >= 29");
+
+  auto dry = run_relay_command({"cleanup", "--config", config_file(schema), "--older-than", "7d",
+                                "--dry-run", "--json"});
+  REQUIRE(dry.exit_code == 0);
+  CHECK(json_of(dry)["matched"] == 20);
+  CHECK(sql_value("SELECT count(*) FROM " + t) == "30");
+
+  auto r = run_relay_command({"cleanup", "--config", config_file(schema), "--older-than", "7d",
+                              "--batch", "3", "--json"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(json_of(r)["deleted"] == 20);
+  CHECK(sql_value("SELECT count(*) FROM " + t) == "10");
+  CHECK(sql_value("SELECT min(id) FROM " + t) == "21");
+  CHECK(sql_value("SELECT count(*) FROM " + t + " WHERE published_at IS NULL AND parked_at IS NULL") == "3");
+  CHECK(sql_value("SELECT count(*) FROM " + t + " WHERE parked_at IS NOT NULL") == "2");
+}
+
+TEST_CASE("cleanup shows progress and an ETA on a terminal") {
+  ScopedSchema schema;
+  enqueue(schema, "ex", "rk", "OrderPlaced", 50);
+  sql_exec("UPDATE " + table(schema) + " SET created_at = now() - interval '2 days', "
+           "published_at = now() - interval '2 days'");
+  // script(1) gives the command a pseudo-terminal.
+  const auto out = testenv::write_temp_file("", ".out");
+  const std::string cmd = "script -qec '" + std::string(OUTBOX_RELAY_BIN) + " cleanup --config " +
+                          config_file(schema) + " --older-than 1d --batch 10' /dev/null >" + out + " 2>&1";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  auto text = read_file(out);
+  CHECK(contains(text, "deleted 50 of 50 (100%)"));
+  CHECK(contains(text, "ETA"));
+  CHECK(sql_value("SELECT count(*) FROM " + table(schema)) == "0");
+}
+
+TEST_CASE("cleanup exits 1 while the retention lock is held elsewhere, and deletes nothing") {
+  ScopedSchema schema;
+  enqueue(schema, "ex", "rk", "OrderPlaced", 5);
+  sql_exec("UPDATE " + table(schema) + " SET created_at = now() - interval '9 days', "
+           "published_at = now() - interval '9 days'");
+  pqxx::connection holder(testenv::pg_dsn());
+  pqxx::nontransaction(holder).exec("SELECT pg_advisory_lock(hashtextextended('outbox-retention:" +
+                                    schema.name() + "', 0))");
+  auto r = run_relay_command({"cleanup", "--config", config_file(schema), "--older-than", "7d"});
+  CHECK(r.exit_code == 1);
+  CHECK(contains(r.output, "retention or another cleanup is running on schema '" + schema.name() + "'"));
+  CHECK(sql_value("SELECT count(*) FROM " + table(schema)) == "5");
+}
+
+TEST_CASE("each admin command has --help with its exit codes, and bad usage exits 2") {
+  for (std::string cmd : {"status", "replay", "cleanup"}) {
+    auto help = run_relay_command({cmd, "--help"});
+    CHECK(help.exit_code == 0);
+    CHECK(contains(help.output, "usage: outbox-relay " + cmd));
+    CHECK(contains(help.output, "exit codes:"));
+    auto bad = run_relay_command({cmd, "--config", "x.yaml", "--bogus"});
+    CHECK(bad.exit_code == 2);
+    CHECK(contains(bad.output, "unknown argument '--bogus' for " + cmd));
+  }
+  auto r = run_relay_command({"cleanup", "--config", "x.yaml", "--older-than", "30s"});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "--older-than must be at least 1m"));
+}
