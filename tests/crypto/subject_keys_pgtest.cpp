@@ -1,0 +1,237 @@
+// Crypto-shredding against the real PostgreSQL: one wrapped data key per subject,
+// erasure, concurrent first events, and master-key rotation.
+#include <doctest/doctest.h>
+
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "crypto_test_support.h"
+#include "outbox/crypto_errors.h"
+#include "outbox/field_decryptor.h"
+#include "outbox/field_encryptor.h"
+#include "outbox/outbox_writer.h"
+#include "test_env.h"
+
+using namespace outbox;
+using cryptotest::contains;
+using nlohmann::json;
+using testenv::ScopedSchema;
+using testenv::sql_value;
+
+namespace {
+
+std::shared_ptr<const SchemaRegistry> schemas() {
+  static auto r = std::make_shared<SchemaRegistry>(SchemaRegistry::load_directory(OUTBOX_EVENT_SCHEMA_DIR));
+  return r;
+}
+
+Message order_event(const json& payload) {
+  Message m;
+  m.exchange = Exchange("orders");
+  m.routing_key = RoutingKey("order.placed");
+  m.type = MessageType("OrderPlaced");
+  m.payload = payload.dump();
+  return m;
+}
+
+OutboxWriter writer_for(const ScopedSchema& schema, const std::shared_ptr<const Keyring>& ring) {
+  WriterOptions o;
+  o.schema = schema.name();
+  o.event_schemas = schemas();
+  o.encryptor = std::make_shared<FieldEncryptor>(ring, std::make_shared<SubjectKeyStore>(schema.name(), ring));
+  return OutboxWriter(o);
+}
+
+// A consumer's decryptor: fetches subject keys with its own connection.
+struct Consumer {
+  pqxx::connection conn{testenv::pg_dsn()};
+  SubjectKeyStore store;
+  FieldDecryptor decryptor;
+  Consumer(const ScopedSchema& schema, const std::shared_ptr<const Keyring>& ring)
+      : store(schema.name(), ring), decryptor(ring, schemas(), [this](const std::string& key_id) {
+          pqxx::read_transaction tx(conn);
+          return store.fetch(tx, key_id);
+        }) {}
+};
+
+struct Stored {
+  MessageId id;
+  std::string payload;
+};
+
+std::vector<Stored> stored_rows(const ScopedSchema& schema) {
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::nontransaction q(conn);
+  std::vector<Stored> out;
+  for (const auto& r : q.exec("SELECT message_id::text, payload FROM \"" + schema.name() + "\".outbox ORDER BY id"))
+    out.push_back({MessageId::parse(r[0].as<std::string>()), pqxx::binarystring(r[1]).str()});
+  return out;
+}
+
+std::string keys_table(const ScopedSchema& s) { return "\"" + s.name() + "\".outbox_subject_keys"; }
+
+}  // namespace
+
+TEST_CASE("each subject gets one data key, stored only wrapped, named in its envelopes") {
+  ScopedSchema schema("shred");
+  auto ring = cryptotest::keyring(cryptotest::key_texts({"k1"}), "k1");
+  auto writer = writer_for(schema, ring);
+  pqxx::connection conn(testenv::pg_dsn());
+  auto ada = cryptotest::customer("a"), bob = cryptotest::customer("b");
+  {
+    pqxx::work tx(conn);
+    writer.enqueue_batch(tx, {order_event(cryptotest::order_placed(1, ada)), order_event(cryptotest::order_placed(2, bob)),
+                              order_event(cryptotest::order_placed(3, ada))});
+    tx.commit();
+  }
+  CHECK(sql_value("SELECT count(*) FROM " + keys_table(schema)) == "2");
+  const auto ada_key = sql_value("SELECT key_id FROM " + keys_table(schema) + " WHERE subject = '" + ada.id + "'");
+  CHECK(sql_value("SELECT wrapping_key_id FROM " + keys_table(schema) + " WHERE subject = '" + ada.id + "'") == "k1");
+  CHECK(sql_value("SELECT length(wrapped_key) FROM " + keys_table(schema) + " WHERE subject = '" + ada.id + "'") == "60");
+  auto rows = stored_rows(schema);
+  REQUIRE(rows.size() == 3);
+  CHECK(json::parse(rows[0].payload)["customer"]["name"]["skid"] == ada_key);
+  CHECK(json::parse(rows[2].payload)["customer"]["name"]["skid"] == ada_key);
+  CHECK(json::parse(rows[1].payload)["customer"]["name"]["skid"] != ada_key);
+
+  Consumer consumer(schema, ring);
+  // The stored wrapped key is not the data key itself.
+  pqxx::read_transaction tx(consumer.conn);
+  auto dk = consumer.store.fetch(tx, ada_key);
+  const std::string raw(reinterpret_cast<const char*>(dk.key.data()), SecretKey::kBytes);
+  auto wrapped = pqxx::binarystring(tx.exec1("SELECT wrapped_key FROM " + keys_table(schema) +
+                                             " WHERE subject = '" + ada.id + "'")[0]).str();
+  CHECK_FALSE(contains(wrapped, raw));
+  tx.commit();
+  CHECK(consumer.decryptor.decrypt("OrderPlaced", rows[1].payload, rows[1].id) ==
+        cryptotest::order_placed(2, bob).dump());
+}
+
+TEST_CASE("erasing a subject makes every copy of its fields undecryptable and refuses new events for it") {
+  ScopedSchema schema("shred");
+  auto ring = cryptotest::keyring(cryptotest::key_texts({"k1"}), "k1");
+  auto writer = writer_for(schema, ring);
+  SubjectKeyStore store(schema.name(), ring);
+  pqxx::connection conn(testenv::pg_dsn());
+  auto ada = cryptotest::customer("a"), bob = cryptotest::customer("b");
+  {
+    pqxx::work tx(conn);
+    writer.enqueue_batch(tx, {order_event(cryptotest::order_placed(1, ada)), order_event(cryptotest::order_placed(2, bob))});
+    tx.commit();
+  }
+  auto rows = stored_rows(schema);  // e.g. the copies a broker or a consumer kept
+  {
+    pqxx::work tx(conn);  // an erasure that rolls back changes nothing
+    CHECK(store.erase(tx, ada.id));
+    tx.abort();
+  }
+  Consumer consumer(schema, ring);
+  CHECK(consumer.decryptor.decrypt("OrderPlaced", rows[0].payload, rows[0].id) ==
+        cryptotest::order_placed(1, ada).dump());
+  {
+    pqxx::work tx(conn);
+    CHECK(store.erase(tx, ada.id));
+    CHECK_FALSE(store.erase(tx, ada.id));  // already erased
+    tx.commit();
+  }
+  try {
+    consumer.decryptor.decrypt("OrderPlaced", rows[0].payload, rows[0].id);
+    FAIL("decrypted an erased subject's field");
+  } catch (const SubjectErasedError& e) {
+    CHECK(e.path() == "$.customer.name");
+  }
+  CHECK(consumer.decryptor.decrypt("OrderPlaced", rows[1].payload, rows[1].id) ==
+        cryptotest::order_placed(2, bob).dump());
+  CHECK(sql_value("SELECT wrapped_key IS NULL AND erased_at IS NOT NULL FROM " + keys_table(schema) +
+                  " WHERE subject = '" + ada.id + "'") == "t");
+  {
+    pqxx::work tx(conn);  // no fresh key is minted for an erased subject
+    CHECK_THROWS_AS(writer.enqueue(tx, order_event(cryptotest::order_placed(3, ada))), SubjectErasedError);
+    tx.commit();
+  }
+  CHECK(sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox") == "2");
+  {
+    pqxx::work tx(conn);  // a subject erased before it ever had a key is refused too
+    CHECK_FALSE(store.erase(tx, "cust-never-seen"));
+    tx.commit();
+  }
+  pqxx::work tx(conn);
+  CHECK_THROWS_AS(writer.enqueue(tx, order_event(cryptotest::order_placed(4, cryptotest::customer("never-seen")))),
+                  SubjectErasedError);
+}
+
+TEST_CASE("concurrent first events for one subject end with one key that decrypts both") {
+  ScopedSchema schema("shred");
+  auto ring = cryptotest::keyring(cryptotest::key_texts({"k1"}), "k1");
+  auto writer = writer_for(schema, ring);
+  auto ada = cryptotest::customer("a");
+  pqxx::connection first_conn(testenv::pg_dsn()), second_conn(testenv::pg_dsn());
+  pqxx::work first(first_conn);
+  writer.enqueue(first, order_event(cryptotest::order_placed(1, ada)));
+  std::thread second_writer([&] {
+    pqxx::work second(second_conn);  // blocks on the subject's row until `first` commits
+    writer.enqueue(second, order_event(cryptotest::order_placed(2, ada)));
+    second.commit();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  first.commit();
+  second_writer.join();
+  CHECK(sql_value("SELECT count(*) FROM " + keys_table(schema)) == "1");
+  Consumer consumer(schema, ring);
+  auto rows = stored_rows(schema);
+  REQUIRE(rows.size() == 2);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    CHECK(json::parse(consumer.decryptor.decrypt("OrderPlaced", rows[i].payload, rows[i].id))["customer"]["name"] ==
+          ada.name);
+}
+
+TEST_CASE("after master-key rotation, rewrap moves subject keys to the new key and the old one can retire") {
+  ScopedSchema schema("shred");
+  auto keys = cryptotest::key_texts({"k1", "k2"});
+  auto old_ring = cryptotest::keyring({{"k1", keys["k1"]}}, "k1");
+  auto ada = cryptotest::customer("a");
+  pqxx::connection conn(testenv::pg_dsn());
+  {
+    pqxx::work tx(conn);
+    writer_for(schema, old_ring).enqueue(tx, order_event(cryptotest::order_placed(1, ada)));
+    tx.commit();
+  }
+  auto rotated = cryptotest::keyring(keys, "k2");
+  {
+    pqxx::work tx(conn);
+    CHECK(SubjectKeyStore(schema.name(), rotated).rewrap(tx, 100) == 1);
+    CHECK(SubjectKeyStore(schema.name(), rotated).rewrap(tx, 100) == 0);
+    tx.commit();
+  }
+  CHECK(sql_value("SELECT wrapping_key_id FROM " + keys_table(schema)) == "k2");
+  auto only_new = cryptotest::keyring({{"k2", keys["k2"]}}, "k2");
+  Consumer consumer(schema, only_new);
+  auto rows = stored_rows(schema);
+  CHECK(consumer.decryptor.decrypt("OrderPlaced", rows[0].payload, rows[0].id) ==
+        cryptotest::order_placed(1, ada).dump());
+}
+
+TEST_CASE("a tampered or swapped wrapped key fails to unwrap") {
+  ScopedSchema schema("shred");
+  auto ring = cryptotest::keyring(cryptotest::key_texts({"k1"}), "k1");
+  auto writer = writer_for(schema, ring);
+  auto ada = cryptotest::customer("a"), bob = cryptotest::customer("b");
+  pqxx::connection conn(testenv::pg_dsn());
+  {
+    pqxx::work tx(conn);
+    writer.enqueue_batch(tx, {order_event(cryptotest::order_placed(1, ada)), order_event(cryptotest::order_placed(2, bob))});
+    tx.commit();
+  }
+  auto rows = stored_rows(schema);
+  Consumer consumer(schema, ring);
+  SUBCASE("a flipped byte") {
+    testenv::sql_exec("UPDATE " + keys_table(schema) +
+                      " SET wrapped_key = overlay(wrapped_key placing '\\xff'::bytea from 20 for 1) WHERE subject = '" +
+                      ada.id + "'");
+  }
+  SUBCASE("bob's wrapped key copied onto ada's row") {
+    testenv::sql_exec("UPDATE " + keys_table(schema) + " a SET wrapped_key = b.wrapped_key FROM " + keys_table(schema) +
+                      " b WHERE a.subject = '" + ada.id + "' AND b.subject = '" + bob.id + "'");
+  }
+  CHECK_THROWS_AS(consumer.decryptor.decrypt("OrderPlaced", rows[0].payload, rows[0].id), DecryptionError);
+}
