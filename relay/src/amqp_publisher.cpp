@@ -2,7 +2,10 @@
 
 #include <amqp_framing.h>
 #include <amqp_tcp_socket.h>
+#include <spdlog/spdlog.h>
 #include <sys/time.h>
+
+#include <algorithm>
 
 #include "one_line.h"
 
@@ -174,19 +177,26 @@ std::uint64_t AmqpPublisher::publish(const OutboundMessage& m) {
 }
 
 std::optional<BrokerEvent> AmqpPublisher::next_event(std::chrono::milliseconds timeout) {
-  if (!conn_) return BrokerEvent{BrokerEvent::Kind::kConnectionClosed, 0, false, "", "not connected"};
-  if (!amqp_frames_enqueued(conn_) && !amqp_data_in_buffer(conn_)) amqp_maybe_release_buffers(conn_);
-  amqp_frame_t frame;
-  timeval tv = to_timeval(timeout);
-  int rc = amqp_simple_wait_frame_noblock(conn_, &frame, &tv);
-  if (rc == AMQP_STATUS_TIMEOUT) return std::nullopt;
-  if (rc != AMQP_STATUS_OK) {
-    disconnect();
-    return BrokerEvent{BrokerEvent::Kind::kConnectionClosed, 0, false, "",
-                       std::string("connection to broker lost: ") + amqp_error_string2(rc)};
+  // Frames that are no event for the caller (connection.blocked/unblocked, stray
+  // content frames) do not end the wait: returning early would look like a
+  // confirm timeout to a caller waiting for acks.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (!conn_) return BrokerEvent{BrokerEvent::Kind::kConnectionClosed, 0, false, "", "not connected"};
+    if (!amqp_frames_enqueued(conn_) && !amqp_data_in_buffer(conn_)) amqp_maybe_release_buffers(conn_);
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    amqp_frame_t frame;
+    timeval tv = to_timeval(std::max(left, std::chrono::milliseconds(0)));
+    int rc = amqp_simple_wait_frame_noblock(conn_, &frame, &tv);
+    if (rc == AMQP_STATUS_TIMEOUT) return std::nullopt;
+    if (rc != AMQP_STATUS_OK) {
+      disconnect();
+      return BrokerEvent{BrokerEvent::Kind::kConnectionClosed, 0, false, "",
+                         std::string("connection to broker lost: ") + amqp_error_string2(rc)};
+    }
+    if (frame.frame_type != AMQP_FRAME_METHOD) continue;
+    if (auto event = decode_method(frame)) return event;
   }
-  if (frame.frame_type != AMQP_FRAME_METHOD) return std::nullopt;
-  return decode_method(frame);
 }
 
 std::optional<BrokerEvent> AmqpPublisher::decode_method(const amqp_frame_t& frame) {
@@ -225,10 +235,17 @@ std::optional<BrokerEvent> AmqpPublisher::decode_method(const amqp_frame_t& fram
       disconnect();
       return BrokerEvent{Kind::kConnectionClosed, 0, false, "", reason};
     }
-    case AMQP_CONNECTION_BLOCKED_METHOD:
+    case AMQP_CONNECTION_BLOCKED_METHOD: {
+      // Logged here, once per change of state; the loop stops claiming meanwhile.
+      auto* b = static_cast<amqp_connection_blocked_t*>(method.decoded);
+      if (!blocked_)
+        spdlog::warn("AMQP {} blocked publishing ({}): claiming paused until it unblocks", endpoint_,
+                     one_line(string_of(b->reason), 200));
       blocked_ = true;
       return std::nullopt;
+    }
     case AMQP_CONNECTION_UNBLOCKED_METHOD:
+      if (blocked_) spdlog::info("AMQP {} unblocked: claiming resumed", endpoint_);
       blocked_ = false;
       return std::nullopt;
     default:
