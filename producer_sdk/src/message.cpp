@@ -2,6 +2,7 @@
 
 #include "outbox/errors.h"
 #include "outbox/message_id.h"
+#include "outbox/trace_context.h"
 
 namespace outbox {
 namespace {
@@ -38,6 +39,8 @@ void validate_header(const std::string& name, const std::string& value) {
       throw ValidationError(field, "header name may only use [A-Za-z0-9_.-]");
   if (name.rfind("x-outbox-", 0) == 0)
     throw ValidationError(field, "header names starting with 'x-outbox-' are reserved");
+  if (name == "traceparent" || name == "tracestate")
+    throw ValidationError(field, "set the trace context with Message::" + name + ", not as a header");
   if (value.size() > kHeaderValueMax)
     throw ValidationError(field, "header value is " + std::to_string(value.size()) +
                                      " bytes, at most 4096 allowed");
@@ -60,6 +63,11 @@ void validate_message(const Message& m, const MessageLimits& limits) {
                                          " bytes, above the maximum of " +
                                          std::to_string(limits.max_payload_bytes));
   for (const auto& [name, value] : m.headers) validate_header(name, value);
+  if (m.traceparent) validate_traceparent(*m.traceparent);
+  if (m.tracestate) {
+    if (!m.traceparent) throw ValidationError("tracestate", "needs a traceparent");
+    validate_tracestate(*m.tracestate);
+  }
 }
 
 }  // namespace outbox

@@ -10,6 +10,19 @@
 #include "outbox/sql_identifier.h"
 
 namespace outbox {
+namespace {
+
+// The row's headers: the application's, plus the W3C trace context, which the
+// relay sends on like any other header.
+std::string headers_json(const Message& m) {
+  if (!m.traceparent) return nlohmann::json(m.headers).dump();
+  auto all = m.headers;
+  all["traceparent"] = *m.traceparent;
+  if (m.tracestate) all["tracestate"] = *m.tracestate;
+  return nlohmann::json(all).dump();
+}
+
+}  // namespace
 
 OutboxWriter::OutboxWriter(WriterOptions options) : options_(std::move(options)) {
   const auto schema = quoted_identifier(options_.schema, "schema");
@@ -47,7 +60,7 @@ std::vector<MessageId> OutboxWriter::enqueue_batch(pqxx::transaction_base& tx,
     types.push_back(m.type.value());
     ordering.push_back(m.ordering_key);
     content_types.push_back(m.content_type);
-    headers.push_back(nlohmann::json(m.headers).dump());
+    headers.push_back(headers_json(m));
     correlation.push_back(m.correlation_id);
     payloads.push_back(prepared[i] ? std::string_view(*prepared[i]) : std::string_view(m.payload));
   }

@@ -24,6 +24,12 @@ struct Message {
   // Canonical UUID text. Leave empty to have one assigned (UUIDv7) at enqueue; set it
   // to keep an id the caller already handed out. Either way it never changes later.
   std::optional<std::string> message_id;
+  // W3C trace context of the caller's span (outbox/trace_context.h has the rules).
+  // Stored with the row; the relay sends them as the AMQP headers `traceparent` and
+  // `tracestate`, so a consumer continues the trace. tracestate needs traceparent.
+  // Set them here rather than in `headers`, which refuses those two names.
+  std::optional<std::string> traceparent;
+  std::optional<std::string> tracestate;
 };
 
 // Limits applied by validate_message.
