@@ -1,0 +1,48 @@
+#include "outbox/payload_decryptor.h"
+
+#include <pqxx/pqxx>
+
+#include "outbox/crypto_errors.h"
+
+namespace outbox {
+
+struct PayloadDecryptor::KeyConnection {
+  explicit KeyConnection(const std::string& dsn) : conn(dsn) {}
+  pqxx::connection conn;
+};
+
+PayloadDecryptor::PayloadDecryptor(PayloadDecryptorOptions options) : options_(std::move(options)) {
+  if (!options_.keyring) throw ValidationError("keyring", "a payload decryptor needs a keyring");
+  FieldDecryptor::SubjectKeyFetcher fetch = nullptr;
+  if (!options_.subject_keys_dsn.empty()) {
+    store_ = std::make_unique<SubjectKeyStore>(options_.subject_keys_schema, options_.keyring);
+    fetch = [this](const std::string& key_id) { return fetch_subject_key(key_id); };
+  }
+  decryptor_ = std::make_unique<FieldDecryptor>(options_.keyring, options_.event_schemas, std::move(fetch));
+}
+
+PayloadDecryptor::~PayloadDecryptor() = default;
+
+std::string PayloadDecryptor::decrypt(const std::string& type, std::string_view body,
+                                      const MessageId& message_id) const {
+  return decryptor_->decrypt(type, body, message_id);
+}
+
+SubjectKeyStore::DataKey PayloadDecryptor::fetch_subject_key(const std::string& key_id) const {
+  std::lock_guard lock(mu_);
+  try {
+    if (!conn_) conn_ = std::make_unique<KeyConnection>(options_.subject_keys_dsn);
+    pqxx::read_transaction tx(conn_->conn);
+    return store_->fetch(tx, key_id);
+  } catch (const pqxx::sql_error& e) {
+    conn_.reset();
+    throw std::runtime_error("subject key lookup failed in PostgreSQL (SQLSTATE " + e.sqlstate() +
+                             "); the message will be retried");
+  } catch (const pqxx::failure&) {
+    conn_.reset();  // reconnect on the next message
+    // libpq's connection messages can echo connection parameters: not repeated here.
+    throw std::runtime_error("subject key store unreachable (PostgreSQL); the message will be retried");
+  }
+}
+
+}  // namespace outbox
