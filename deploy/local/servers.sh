@@ -10,11 +10,17 @@
 # Settings (environment): OUTBOX_LOCAL_DIR (default /tmp/outbox-relay-local),
 # OUTBOX_PG_PORT (default 35432), OUTBOX_AMQP_PORT (default 35673; its Erlang
 # distribution port is this + 20000, so keep it below 45535).
+# TLS (off by default): OUTBOX_TLS_DIR names a folder with ca.crt, server.crt and
+# server.key (PEM); PostgreSQL then also accepts TLS on its port (ssl = on) and
+# RabbitMQ listens for amqps:// on OUTBOX_AMQPS_PORT (default the AMQP port + 1).
+# The shared servers run without it; TLS tests start private servers with it.
 set -euo pipefail
 
 DIR="${OUTBOX_LOCAL_DIR:-/tmp/outbox-relay-local}"
 PG_PORT="${OUTBOX_PG_PORT:-35432}"
 AMQP_PORT="${OUTBOX_AMQP_PORT:-35673}"
+TLS_DIR="${OUTBOX_TLS_DIR:-}"
+AMQPS_PORT="${OUTBOX_AMQPS_PORT:-$((AMQP_PORT + 1))}"
 PG_BIN=/usr/lib/postgresql/15/bin
 PG_DIR="$DIR/pg"
 RMQ_DIR="$DIR/rabbitmq"
@@ -53,6 +59,11 @@ shared_buffers = 256MB
 log_min_messages = warning
 CONF
   fi
+  if [ -n "$TLS_DIR" ]; then  # the key must belong to the server's user, mode 0600
+    install -o postgres -g postgres -m 600 "$TLS_DIR/server.crt" "$TLS_DIR/server.key" "$PG_DIR/"
+    grep -q "^ssl = on" "$PG_DIR/postgresql.conf" ||
+      printf "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n" >>"$PG_DIR/postgresql.conf"
+  fi
   as_user postgres "$PG_BIN/pg_ctl" -D "$PG_DIR" -l "$PG_DIR/server.log" -w -t 60 \
     -o "-p $PG_PORT -k $PG_DIR -c listen_addresses=127.0.0.1" start >/dev/null
   echo "postgres: started on 127.0.0.1:$PG_PORT (pid $(head -1 "$PG_DIR/postmaster.pid"))"
@@ -64,6 +75,18 @@ start_rmq() {
   echo "[]." >"$RMQ_DIR/enabled_plugins"
   # Generous watermark: benchmarks push many persistent messages through a small machine.
   printf 'loopback_users.guest = false\nvm_memory_high_watermark.relative = 0.6\n' >"$RMQ_DIR/rabbitmq.conf"
+  if [ -n "$TLS_DIR" ]; then
+    mkdir -p "$RMQ_DIR/tls"
+    cp "$TLS_DIR/ca.crt" "$TLS_DIR/server.crt" "$TLS_DIR/server.key" "$RMQ_DIR/tls/"
+    cat >>"$RMQ_DIR/rabbitmq.conf" <<CONF
+listeners.ssl.default = $AMQPS_PORT
+ssl_options.cacertfile = $RMQ_DIR/tls/ca.crt
+ssl_options.certfile = $RMQ_DIR/tls/server.crt
+ssl_options.keyfile = $RMQ_DIR/tls/server.key
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
+CONF
+  fi
   chown -R rabbitmq:rabbitmq "$RMQ_DIR"
   rmq_env as_user rabbitmq /usr/lib/rabbitmq/bin/rabbitmq-server -detached >/dev/null 2>&1
   for _ in $(seq 1 60); do [ -s "$RMQ_DIR/rabbitmq.pid" ] && break; sleep 0.5; done
@@ -99,6 +122,10 @@ export OUTBOX_PG_DSN='host=127.0.0.1 port=$PG_PORT user=postgres dbname=postgres
 export OUTBOX_AMQP_URI='amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f'
 export OUTBOX_RABBITMQ_NODE='$RMQ_NODE'
 ENV
+  if [ -n "$TLS_DIR" ]; then
+    echo "export OUTBOX_AMQPS_URI='amqps://guest:guest@localhost:$AMQPS_PORT/%2f'"
+    echo "export OUTBOX_TLS_CA='$TLS_DIR/ca.crt'"
+  fi
 }
 
 cmd="${1:-status}"

@@ -1,7 +1,9 @@
 #include "amqp_publisher.h"
 
 #include <amqp_framing.h>
+#include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
+#include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 #include <sys/time.h>
 
@@ -25,6 +27,29 @@ timeval to_timeval(std::chrono::milliseconds ms) {
   tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
   tv.tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000);
   return tv;
+}
+
+// A plain TCP socket, or for amqps:// a TLS socket that verifies the broker's
+// certificate (against amqp.ca_file, else the system's CA store) and, unless
+// amqp.verify_hostname is false, that it names the host. TLS 1.2 at least.
+// Returns null with `error` set when the TLS settings cannot be loaded.
+amqp_socket_t* new_socket(amqp_connection_state_t conn, const AmqpConfig& c, bool tls, std::string& error) {
+  if (!tls) return amqp_tcp_socket_new(conn);
+  amqp_socket_t* socket = amqp_ssl_socket_new(conn);
+  if (!socket) return nullptr;
+  amqp_ssl_socket_set_verify_peer(socket, 1);
+  amqp_ssl_socket_set_verify_hostname(socket, c.verify_hostname ? 1 : 0);
+  if (amqp_ssl_socket_set_ssl_versions(socket, AMQP_TLSv1_2, AMQP_TLSvLATEST) != AMQP_STATUS_OK)
+    error = "amqp: cannot require TLS 1.2 or later";
+  else if (!c.ca_file.empty() && amqp_ssl_socket_set_cacert(socket, c.ca_file.c_str()) != AMQP_STATUS_OK)
+    error = "amqp.ca_file: cannot load CA certificates from '" + c.ca_file + "'";
+  else if (c.ca_file.empty() &&
+           SSL_CTX_set_default_verify_paths(static_cast<SSL_CTX*>(amqp_ssl_socket_get_context(socket))) != 1)
+    error = "amqp: cannot load the system's CA certificates";
+  else if (!c.cert_file.empty() &&
+           amqp_ssl_socket_set_key(socket, c.cert_file.c_str(), c.key_file.c_str()) != AMQP_STATUS_OK)
+    error = "amqp.cert_file/key_file: cannot load the client certificate '" + c.cert_file + "' and its key";
+  return error.empty() ? socket : nullptr;
 }
 
 // Describes an RPC failure without any credential (only codes and broker text).
@@ -78,19 +103,20 @@ void AmqpPublisher::connect() {
   if (amqp_parse_url(uri.data(), &info) != AMQP_STATUS_OK)
     throw AmqpError("amqp.uri: not a valid amqp://user:password@host:port/vhost URI");
   endpoint_ = std::string(info.host) + ":" + std::to_string(info.port) + "/" + info.vhost;
-  if (info.ssl) throw AmqpError("amqp.uri: amqps:// is not supported by this build");
 
   conn_ = amqp_new_connection();
-  amqp_socket_t* socket = amqp_tcp_socket_new(conn_);
+  std::string tls_error;
+  amqp_socket_t* socket = new_socket(conn_, config_, info.ssl != 0, tls_error);
   if (!socket) {
     disconnect();
-    throw AmqpError("cannot create a socket for " + endpoint_);
+    throw AmqpError(tls_error.empty() ? "cannot create a socket for " + endpoint_ : tls_error);
   }
   timeval tv = to_timeval(std::chrono::milliseconds(config_.connect_timeout_ms));
   int rc = amqp_socket_open_noblock(socket, info.host, info.port, &tv);
   if (rc != AMQP_STATUS_OK) {
     disconnect();
-    throw AmqpError("cannot connect to " + endpoint_ + ": " + amqp_error_string2(rc));
+    throw AmqpError("cannot connect to " + endpoint_ + (info.ssl ? " (TLS)" : "") + ": " +
+                    amqp_error_string2(rc));
   }
   amqp_set_handshake_timeout(conn_, &tv);
   amqp_set_rpc_timeout(conn_, &tv);

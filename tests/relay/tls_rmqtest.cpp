@@ -1,0 +1,230 @@
+// TLS on both of the relay's links, against a private PostgreSQL and RabbitMQ that
+// this test starts with certificates it generates (the shared servers run without
+// TLS and must not be reconfigured).
+#include <doctest/doctest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <pqxx/pqxx>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "outbox/outbox_writer.h"
+#include "relay_process.h"
+#include "test_env.h"
+
+using namespace outbox;
+using testenv::RelayProcess;
+using testenv::ScopedSchema;
+using testenv::TestBroker;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+bool port_free(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+std::string run_output(const std::string& cmd) {
+  auto out = testenv::write_temp_file("", ".out");
+  std::system((cmd + " >" + out + " 2>&1").c_str());
+  std::ifstream in(out);
+  std::stringstream s;
+  s << in.rdbuf();
+  std::remove(out.c_str());
+  return s.str();
+}
+
+// A private PostgreSQL (ssl = on) and RabbitMQ (plain and amqps:// listeners),
+// started once for this test binary with a CA and server certificate generated
+// here, and stopped at exit. While it lives, OUTBOX_PG_DSN and OUTBOX_AMQP_URI
+// point the test helpers at it (plain connections, for setup and checks).
+class TlsServers {
+ public:
+  TlsServers() : dir_("/tmp/" + testenv::unique_name("outbox_tls")) {
+    std::mt19937 rng(std::random_device{}());
+    for (int tries = 0; tries < 100; ++tries) {
+      int p = 36000 + static_cast<int>(rng() % 9000);  // AMQP; dist port p+20000 < 65535
+      if (port_free(p) && port_free(p + 1) && port_free(p + 2) && port_free(p + 20000)) {
+        amqp_port_ = p;
+        break;
+      }
+    }
+    REQUIRE(amqp_port_ > 0);
+    pg_port_ = amqp_port_ + 2;
+    REQUIRE(std::system(("\"" OUTBOX_MAKE_CERTS "\" " + dir_ + "/tls").c_str()) == 0);
+    env_ = "OUTBOX_LOCAL_DIR=" + dir_ + "/servers OUTBOX_PG_PORT=" + std::to_string(pg_port_) +
+           " OUTBOX_AMQP_PORT=" + std::to_string(amqp_port_) + " OUTBOX_TLS_DIR=" + dir_ + "/tls ";
+    auto out = run_output("env " + env_ + OUTBOX_SERVERS_SH " start");
+    REQUIRE_MESSAGE(contains(out, "rabbitmq: started"), out);
+    setenv("OUTBOX_PG_DSN", ("host=127.0.0.1 port=" + std::to_string(pg_port_) + " user=postgres dbname=postgres").c_str(), 1);
+    setenv("OUTBOX_TEST_AMQP_PASSWORD", "guest", 1);  // the relay reads it as ${...}
+    setenv("OUTBOX_AMQP_URI", ("amqp://guest:guest@127.0.0.1:" + std::to_string(amqp_port_) + "/%2f").c_str(), 1);
+  }
+  ~TlsServers() {
+    std::system(("env " + env_ + OUTBOX_SERVERS_SH " stop >/dev/null 2>&1").c_str());
+    std::system(("rm -rf " + dir_).c_str());
+  }
+  std::string ca(const std::string& name = "ca.crt") const { return dir_ + "/tls/" + name; }
+  int pg_port() const { return pg_port_; }
+  int amqps_port() const { return amqp_port_ + 1; }
+  std::string rabbitmqctl(const std::string& args) const {
+    return run_output("env " + env_ + OUTBOX_SERVERS_SH " rabbitmqctl " + args);
+  }
+
+ private:
+  std::string dir_, env_;
+  int amqp_port_ = 0, pg_port_ = 0;
+};
+
+TlsServers& servers() {
+  static TlsServers s;
+  return s;
+}
+
+struct TlsOptions {
+  std::string pg_host = "localhost", pg_ca = "ca.crt";
+  std::string amqp_host = "localhost", amqp_ca = "ca.crt";
+  bool verify_hostname = true;
+};
+
+std::string tls_yaml(const ScopedSchema& schema, const TlsOptions& o = {}) {
+  auto& s = servers();
+  std::ostringstream y;
+  y << "postgres:\n  dsn: host=" << o.pg_host << " port=" << s.pg_port()
+    << " user=postgres dbname=postgres sslmode=verify-full sslrootcert=" << s.ca(o.pg_ca)
+    << "\n  schema: " << schema.name() << "\n  require_tls: true\n"
+    << "amqp:\n  uri: amqps://guest:${OUTBOX_TEST_AMQP_PASSWORD}@" << o.amqp_host << ":" << s.amqps_port()
+    << "/%2f\n  ca_file: " << s.ca(o.amqp_ca) << "\n  require_tls: true\n"
+    << "  verify_hostname: " << (o.verify_hostname ? "true" : "false") << "\n"
+    << "  heartbeat_s: 5\n  confirm_timeout_ms: 10000\n"
+    << "relay:\n  poll_interval_ms: 50\nlog:\n  level: debug\n";
+  return y.str();
+}
+
+void enqueue(const ScopedSchema& schema, const TestBroker& broker, int n) {
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  for (int i = 0; i < n; ++i) {
+    Message m;
+    m.exchange = Exchange(broker.exchange());
+    m.routing_key = RoutingKey(broker.routing_key());
+    m.type = MessageType("OrderPlaced");
+    m.payload = R"({"i":)" + std::to_string(i) + "}";
+    writer.enqueue(tx, m);
+  }
+  tx.commit();
+}
+
+// Waits until the relay's log contains `text`.
+bool log_shows(RelayProcess& relay, const std::string& text) {
+  for (int i = 0; i < 150 && !contains(relay.log(), text); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return contains(relay.log(), text);
+}
+
+}  // namespace
+
+TEST_CASE("with require_tls, the relay publishes over amqps:// and sslmode=verify-full, on encrypted sessions") {
+  servers();
+  ScopedSchema schema;
+  TestBroker broker;
+  enqueue(schema, broker, 10);
+  RelayProcess relay(tls_yaml(schema));
+  auto got = broker.receive(10, std::chrono::milliseconds(10000));
+  CHECK(got.size() == 10);
+  // The server side of each session says it is TLS.
+  CHECK(testenv::sql_value("SELECT count(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) "
+                           "WHERE application_name = 'outbox-relay' AND ssl") != "0");
+  CHECK(testenv::sql_value("SELECT count(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) "
+                           "WHERE application_name = 'outbox-relay' AND NOT ssl") == "0");
+  auto conns = servers().rabbitmqctl("list_connections -q ssl port");
+  CHECK_MESSAGE(contains(conns, "true\t" + std::to_string(servers().amqps_port())), conns);
+  relay.signal(SIGTERM);
+  CHECK(relay.wait() == 0);
+  CHECK(testenv::sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox WHERE published_at IS NULL") == "0");
+}
+
+TEST_CASE("a broker certificate from another CA, or not naming the host, is refused and nothing is published") {
+  servers();
+  ScopedSchema schema;
+  TestBroker broker;
+  enqueue(schema, broker, 3);
+  SUBCASE("unknown CA") {
+    TlsOptions o;
+    o.amqp_ca = "rogue-ca.crt";
+    RelayProcess relay(tls_yaml(schema, o));
+    CHECK(log_shows(relay, "(TLS): SSL peer cert verification failed"));
+  }
+  SUBCASE("host name not in the certificate") {
+    TlsOptions o;
+    o.amqp_host = "127.0.0.1";  // the certificate names only localhost
+    RelayProcess relay(tls_yaml(schema, o));
+    CHECK(log_shows(relay, "(TLS): SSL hostname verification failed"));
+  }
+  CHECK(broker.ready_count() == 0);
+  CHECK(testenv::sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox WHERE published_at IS NULL") == "3");
+}
+
+TEST_CASE("verify_hostname: false accepts the certificate for an IP address but still checks the CA") {
+  servers();
+  ScopedSchema schema;
+  TestBroker broker;
+  enqueue(schema, broker, 2);
+  TlsOptions o;
+  o.amqp_host = "127.0.0.1";
+  o.verify_hostname = false;
+  RelayProcess relay(tls_yaml(schema, o));
+  CHECK(broker.receive(2, std::chrono::milliseconds(10000)).size() == 2);
+  relay.signal(SIGTERM);
+  CHECK(relay.wait() == 0);
+}
+
+TEST_CASE("PostgreSQL verify-full refuses a certificate from another CA and a host it does not name") {
+  servers();
+  ScopedSchema schema;
+  SUBCASE("unknown CA") {
+    TlsOptions o;
+    o.pg_ca = "rogue-ca.crt";
+    RelayProcess relay(tls_yaml(schema, o));
+    CHECK(log_shows(relay, "certificate verify failed"));
+    CHECK_FALSE(contains(relay.log(), "relay starting"));  // never got past the start checks
+  }
+  SUBCASE("host name not in the certificate") {
+    TlsOptions o;
+    o.pg_host = "127.0.0.1";
+    RelayProcess relay(tls_yaml(schema, o));
+    CHECK(log_shows(relay, "does not match host name \"127.0.0.1\""));
+  }
+}
+
+TEST_CASE("require_tls refuses plain URIs and DSNs before connecting, with exit 2") {
+  servers();
+  ScopedSchema schema;
+  auto yaml = tls_yaml(schema);
+  auto plain_amqp = yaml;
+  plain_amqp.replace(plain_amqp.find("amqps://"), 8, "amqp://");
+  RelayProcess relay(plain_amqp);
+  CHECK(relay.wait() == 2);
+  CHECK(contains(relay.log(), "amqp.require_tls: is true, but amqp.uri is a plain amqp:// URI"));
+  auto plain_pg = yaml;
+  plain_pg.replace(plain_pg.find("sslmode=verify-full"), 19, "sslmode=disable");
+  RelayProcess relay2(plain_pg);
+  CHECK(relay2.wait() == 2);
+  CHECK(contains(relay2.log(), "postgres.require_tls: is true, but postgres.dsn uses sslmode=disable"));
+}
