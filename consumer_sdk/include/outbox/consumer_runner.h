@@ -1,0 +1,115 @@
+#pragma once
+// ConsumerRunner: consumes an AMQP queue and runs a handler once per message,
+// in one PostgreSQL transaction with the inbox; acks after the commit.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "outbox/consumer_counters.h"
+#include "outbox/consumer_name.h"
+#include "outbox/delivery.h"
+#include "outbox/inbox_retention.h"
+
+namespace pqxx {
+class transaction_base;
+}
+
+namespace outbox {
+
+struct QueueBinding {
+  std::string exchange;                 // declared durable with exchange_type
+  std::string routing_key;
+  std::string exchange_type = "topic";  // direct, topic, fanout or headers
+};
+
+enum class Deduplication {
+  kInbox,  // record (message id, consumer) in the inbox first; duplicates are acked unprocessed
+  kNone,   // the handler makes duplicates harmless itself (natural key, state transition)
+};
+
+struct RunnerOptions {
+  std::string pg_dsn;                   // libpq connection string; never logged
+  std::string schema = "outbox";        // schema of the inbox table (and of any consumer outbox)
+  ConsumerName consumer;                // required: the inbox key and the metrics label
+  std::string amqp_uri;                 // amqp://user:password@host:port/vhost; never logged
+  std::string queue;                    // required; declared durable
+  std::vector<QueueBinding> bindings;   // declared and bound to the queue
+  // Required. Declared (fanout, durable) and set as the queue's x-dead-letter-exchange:
+  // rejected messages go there instead of vanishing.
+  std::string dead_letter_exchange;
+  std::string dead_letter_queue;        // declared and bound to it; empty: "<queue>.dead-letter"
+  // Worker threads. Each owns one AMQP connection and ONE PostgreSQL connection,
+  // held by an in-flight message for the whole length of its handler: size the
+  // database's connection budget to at least this many connections per process.
+  int concurrency = 1;                  // 1-256
+  int prefetch = 1;                     // unacked deliveries per worker (1-1000)
+  // Tries of a failing handler before the message is dead-lettered (1-1000).
+  // Counted per process; a PermanentError is dead-lettered on the first try.
+  int max_attempts = 5;
+  std::chrono::milliseconds retry_delay{100};      // before the 1st requeue; doubles per try
+  std::chrono::milliseconds retry_delay_max{10000};
+  Deduplication dedup = Deduplication::kInbox;
+  // When set, a message older than policy.retention on arrival is counted as a late
+  // delivery and logged (its inbox row may be gone already).
+  std::optional<RetentionPolicy> retention;
+  int heartbeat_s = 30;                 // AMQP heartbeat (0 = off)
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds poll_interval{200};    // how soon an idle worker notices stop()
+};
+
+// Throws ValidationError naming the first field at fault. Pure; thread-safe.
+void validate_runner_options(const RunnerOptions& options);
+
+// The handler runs inside the transaction, after the inbox row was written. Anything
+// it does with `tx` (business rows, OutboxWriter::enqueue of follow-up events)
+// commits with the inbox row, or not at all. Throw to fail the message: an
+// outbox::PermanentError dead-letters it at once, anything else is retried up to
+// max_attempts. Side effects outside the database (a payment call) are not undone
+// by a rollback: give them an idempotency key.
+using Handler = std::function<void(pqxx::transaction_base& tx, const Delivery& delivery)>;
+
+// Per message: BEGIN; inbox insert (a duplicate is acked and skipped); handler;
+// COMMIT; then basic.ack. A failed try rolls back and is requeued (basic.nack) after
+// a backoff, or dead-lettered (basic.reject) once max_attempts is reached. A lost
+// PostgreSQL connection or a commit with an unknown outcome says nothing about the
+// message: it is requeued without counting a try (a commit that did happen turns
+// the redelivery into a duplicate).
+//
+// Thread safety: start/stop/wait/counters may be called from any thread; the
+// handler is called from `concurrency` worker threads at once and must be
+// thread-safe. Not copyable (owns threads and connections).
+class ConsumerRunner {
+ public:
+  // Throws ValidationError for bad options.
+  ConsumerRunner(RunnerOptions options, Handler handler);
+  ~ConsumerRunner();  // stops and joins
+  ConsumerRunner(const ConsumerRunner&) = delete;
+  ConsumerRunner& operator=(const ConsumerRunner&) = delete;
+
+  // Declares the topology, connects every worker (AMQP + PostgreSQL) and starts
+  // consuming. Throws (with nothing left running) when a server is unreachable or
+  // the topology conflicts with what exists. Later connection losses are retried.
+  void start();
+  // Asks every worker to finish its in-flight message (commit and ack) and stop.
+  // Unhandled prefetched messages go back to the queue. Returns at once.
+  void stop();
+  bool stopping() const;
+  // Blocks until every worker stopped.
+  void wait();
+  // start(), then blocks until SIGTERM or SIGINT (or stop()), then stops gracefully.
+  // Returns the signal number, or 0 when stopped otherwise.
+  int run_until_signal();
+
+  const ConsumerCounters& counters() const;
+  const RunnerOptions& options() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace outbox

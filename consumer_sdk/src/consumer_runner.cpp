@@ -1,0 +1,139 @@
+#include "outbox/consumer_runner.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <csignal>
+#include <mutex>
+#include <thread>
+
+#include "consumer_worker.h"
+#include "outbox/errors.h"
+#include "outbox/sql_identifier.h"
+#include "safe_text.h"
+
+namespace outbox {
+namespace {
+
+void require_range(const std::string& field, long long value, long long lo, long long hi) {
+  if (value < lo || value > hi)
+    throw ValidationError(field, std::to_string(value) + " is outside " + std::to_string(lo) + "-" + std::to_string(hi));
+}
+
+void require_amqp_name(const std::string& field, const std::string& value) {
+  if (value.empty()) throw ValidationError(field, "is required");
+  if (value.size() > 255)
+    throw ValidationError(field, "'" + detail::safe_text(value, 80) + "' is longer than 255 bytes");
+}
+
+}  // namespace
+
+void validate_runner_options(const RunnerOptions& o) {
+  if (o.pg_dsn.empty()) throw ValidationError("pg_dsn", "is required");
+  if (o.amqp_uri.empty()) throw ValidationError("amqp_uri", "is required");
+  quoted_identifier(o.schema, "schema");
+  validate_consumer_name(o.consumer);
+  require_amqp_name("queue", o.queue);
+  require_amqp_name("dead_letter_exchange", o.dead_letter_exchange);
+  if (!o.dead_letter_queue.empty()) require_amqp_name("dead_letter_queue", o.dead_letter_queue);
+  for (std::size_t i = 0; i < o.bindings.size(); ++i) {
+    const auto& b = o.bindings[i];
+    const std::string field = "bindings[" + std::to_string(i) + "]";
+    require_amqp_name(field + ".exchange", b.exchange);
+    if (b.exchange_type != "direct" && b.exchange_type != "topic" && b.exchange_type != "fanout" &&
+        b.exchange_type != "headers")
+      throw ValidationError(field + ".exchange_type", "'" + detail::safe_text(b.exchange_type, 80) +
+                                                          "' is not one of direct, topic, fanout, headers");
+  }
+  require_range("concurrency", o.concurrency, 1, 256);
+  require_range("prefetch", o.prefetch, 1, 1000);
+  require_range("max_attempts", o.max_attempts, 1, 1000);
+  require_range("retry_delay_ms", o.retry_delay.count(), 0, 3600000);
+  require_range("retry_delay_max_ms", o.retry_delay_max.count(), o.retry_delay.count(), 3600000);
+  require_range("heartbeat_s", o.heartbeat_s, 0, 3600);
+  require_range("connect_timeout_ms", o.connect_timeout.count(), 100, 600000);
+  require_range("poll_interval_ms", o.poll_interval.count(), 10, 10000);
+  if (o.retention) validate_retention_policy(*o.retention);
+}
+
+struct ConsumerRunner::State {
+  RunnerOptions options;
+  Handler handler;
+  detail::SharedState shared{options, handler};
+  std::vector<std::unique_ptr<detail::ConsumerWorker>> workers;
+  std::vector<std::thread> threads;
+  std::mutex lifecycle;  // start/wait
+};
+
+ConsumerRunner::ConsumerRunner(RunnerOptions options, Handler handler) : state_(std::make_unique<State>()) {
+  validate_runner_options(options);
+  if (!handler) throw ValidationError("handler", "is required");
+  if (options.dead_letter_queue.empty()) options.dead_letter_queue = options.queue + ".dead-letter";
+  state_->options = std::move(options);
+  state_->handler = std::move(handler);
+  const auto& o = state_->options;
+  if (o.dedup == Deduplication::kInbox) state_->shared.inbox.emplace(InboxOptions{o.schema, o.consumer});
+  if (o.retention) state_->shared.retention.emplace(o.schema, *o.retention);
+}
+
+ConsumerRunner::~ConsumerRunner() {
+  stop();
+  wait();
+}
+
+void ConsumerRunner::start() {
+  std::lock_guard lock(state_->lifecycle);
+  if (!state_->threads.empty()) throw std::logic_error("ConsumerRunner::start called twice");
+  const auto& o = state_->options;
+  {
+    detail::AmqpConsumer setup({o.amqp_uri, 0, o.connect_timeout, "outbox-consumer " + o.consumer.value() + " setup"});
+    setup.connect();
+    detail::Topology topology{o.queue, {}, o.dead_letter_exchange, o.dead_letter_queue};
+    for (const auto& b : o.bindings) topology.bindings.push_back({b.exchange, b.routing_key, b.exchange_type});
+    setup.declare(topology);
+  }
+  // Connect everything before any thread starts, so a bad setting fails here.
+  std::vector<std::unique_ptr<detail::ConsumerWorker>> workers;
+  for (int i = 0; i < o.concurrency; ++i) {
+    workers.push_back(std::make_unique<detail::ConsumerWorker>(state_->shared, i));
+    workers.back()->connect();
+  }
+  state_->workers = std::move(workers);
+  for (auto& w : state_->workers) state_->threads.emplace_back([worker = w.get()] { worker->run(); });
+  spdlog::info("consumer {}: {} worker(s) consuming queue '{}' (prefetch {}, {}), {} PostgreSQL connection(s)",
+               o.consumer.value(), o.concurrency, detail::safe_text(o.queue, 255), o.prefetch,
+               o.dedup == Deduplication::kInbox ? "inbox deduplication" : "handler deduplication", o.concurrency);
+}
+
+void ConsumerRunner::stop() { state_->shared.stop.set(); }
+
+bool ConsumerRunner::stopping() const { return state_->shared.stop.is_set(); }
+
+void ConsumerRunner::wait() {
+  std::lock_guard lock(state_->lifecycle);
+  for (auto& t : state_->threads)
+    if (t.joinable()) t.join();
+}
+
+int ConsumerRunner::run_until_signal() {
+  boost::asio::io_context io;
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  int caught = 0;
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    caught = sig;
+    spdlog::info("consumer {}: signal {} received, finishing in-flight messages", state_->options.consumer.value(), sig);
+    stop();
+  });
+  start();
+  while (!stopping()) io.run_for(std::chrono::milliseconds(100));
+  wait();
+  return caught;
+}
+
+const ConsumerCounters& ConsumerRunner::counters() const { return state_->shared.counters; }
+
+const RunnerOptions& ConsumerRunner::options() const { return state_->options; }
+
+}  // namespace outbox

@@ -1,0 +1,171 @@
+#include "consumer_worker.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <pqxx/pqxx>
+
+#include "outbox/errors.h"
+#include "safe_text.h"
+
+namespace outbox::detail {
+namespace {
+
+AmqpSettings amqp_settings(const RunnerOptions& o, const std::string& name) {
+  return AmqpSettings{o.amqp_uri, o.heartbeat_s, o.connect_timeout, "outbox-consumer " + name};
+}
+
+}  // namespace
+
+ConsumerWorker::ConsumerWorker(SharedState& shared, int index)
+    : shared_(shared),
+      index_(index),
+      name_(shared.options.consumer.value() + "#" + std::to_string(index)),
+      amqp_(amqp_settings(shared.options, name_)) {}
+
+ConsumerWorker::~ConsumerWorker() = default;
+
+void ConsumerWorker::connect() {
+  if (!pg_) pg_ = std::make_unique<pqxx::connection>(shared_.options.pg_dsn);
+  if (!amqp_.connected()) {
+    amqp_.connect();
+    amqp_.consume(shared_.options.queue, shared_.options.prefetch);
+  }
+}
+
+void ConsumerWorker::run() {
+  auto backoff = std::chrono::milliseconds(500);
+  while (!shared_.stop.is_set()) {
+    try {
+      connect();
+      backoff = std::chrono::milliseconds(500);
+      consume_until_stopped();
+    } catch (const std::exception& e) {
+      // Unacked messages return to the queue with the connection; the inbox turns
+      // any that did commit into duplicates.
+      spdlog::warn("consumer {}: {}; reconnecting in {} ms", name_, safe_text(e.what()), backoff.count());
+      amqp_.close();
+      if (pg_ && !pg_->is_open()) pg_.reset();
+      if (shared_.stop.wait_for(backoff)) break;
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(10000));
+    }
+  }
+  amqp_.close();
+}
+
+void ConsumerWorker::consume_until_stopped() {
+  while (!shared_.stop.is_set()) {
+    auto message = amqp_.next(shared_.options.poll_interval);
+    if (message) handle(*message);
+  }
+}
+
+void ConsumerWorker::handle(InboundMessage& m) {
+  Delivery& d = m.delivery;
+  try {
+    d.message_id = MessageId::parse(m.message_id, "message_id");
+  } catch (const ValidationError& e) {
+    // Without an id the inbox cannot deduplicate it: never process it blindly.
+    spdlog::error("consumer {}: dead-lettering a message without a valid message id (type '{}', routing key '{}'): {}",
+                  name_, safe_text(d.type, 100), safe_text(d.routing_key, 255), safe_text(e.what(), 200));
+    amqp_.dead_letter(m.delivery_tag);
+    ++shared_.counters.dead_lettered;
+    return;
+  }
+  d.attempt = shared_.retries.failures(d.message_id) + 1;
+  note_late_delivery(d);
+
+  std::string error;
+  Outcome outcome = run_transaction(d, error);
+  if (outcome == Outcome::kProcessed || outcome == Outcome::kDuplicate) {
+    // Acked only after the commit: a crash before this line redelivers the message,
+    // and the committed inbox row makes that redelivery a duplicate.
+    amqp_.ack(m.delivery_tag);
+    shared_.retries.forget(d.message_id);
+    ++(outcome == Outcome::kProcessed ? shared_.counters.processed : shared_.counters.duplicates);
+    return;
+  }
+  settle_failure(d, m.delivery_tag, outcome, error);
+}
+
+ConsumerWorker::Outcome ConsumerWorker::run_transaction(const Delivery& d, std::string& error) {
+  try {
+    if (!pg_) pg_ = std::make_unique<pqxx::connection>(shared_.options.pg_dsn);
+    pqxx::work tx(*pg_, "outbox_consumer");
+    if (shared_.inbox && shared_.inbox->record(tx, d.message_id, d.type) == InboxOutcome::kDuplicate) {
+      tx.abort();
+      return Outcome::kDuplicate;
+    }
+    shared_.handler(tx, d);
+    tx.commit();
+    return Outcome::kProcessed;
+  } catch (const PermanentError& e) {
+    error = e.what();
+    return Outcome::kPermanent;
+  } catch (const pqxx::in_doubt_error& e) {
+    error = std::string("commit outcome unknown: ") + e.what();
+    pg_.reset();
+    return Outcome::kConnectionLost;
+  } catch (const pqxx::broken_connection& e) {
+    error = std::string("PostgreSQL connection lost: ") + e.what();
+    pg_.reset();
+    return Outcome::kConnectionLost;
+  } catch (const std::exception& e) {
+    error = e.what();
+    return Outcome::kFailed;
+  } catch (...) {
+    error = "handler threw a non-standard exception";
+    return Outcome::kFailed;
+  }
+}
+
+void ConsumerWorker::settle_failure(const Delivery& d, std::uint64_t tag, Outcome outcome, const std::string& error) {
+  const auto& o = shared_.options;
+  const std::string id = d.message_id.to_string();
+  ++shared_.counters.failed;
+  if (outcome == Outcome::kConnectionLost) {
+    // Not the message's fault: requeue without counting a try, then back off while
+    // the connection is rebuilt.
+    spdlog::warn("consumer {}: message {} requeued: {}", name_, id, safe_text(error));
+    amqp_.requeue(tag);
+    ++shared_.counters.retried;
+    shared_.stop.wait_for(o.retry_delay);
+    return;
+  }
+  int failures = outcome == Outcome::kPermanent ? o.max_attempts : shared_.retries.record_failure(d.message_id);
+  if (failures >= o.max_attempts) {
+    spdlog::error("consumer {}: message {} ({}) dead-lettered to '{}' after {} {}: {}", name_, id,
+                  safe_text(d.type, 100), safe_text(o.dead_letter_exchange, 255),
+                  outcome == Outcome::kPermanent ? 1 : failures,
+                  outcome == Outcome::kPermanent ? "try (permanent error)" : "tries", safe_text(error));
+    amqp_.dead_letter(tag);
+    shared_.retries.forget(d.message_id);
+    ++shared_.counters.dead_lettered;
+    return;
+  }
+  auto delay = o.retry_delay * (1LL << std::min(failures - 1, 20));
+  delay = std::min<std::chrono::milliseconds>(delay, o.retry_delay_max);
+  spdlog::warn("consumer {}: message {} ({}) failed try {}/{}, requeued in {} ms: {}", name_, id,
+               safe_text(d.type, 100), failures, o.max_attempts, delay.count(), safe_text(error));
+  shared_.stop.wait_for(delay);  // a stop cuts the wait short; the message is requeued at once
+  amqp_.requeue(tag);
+  ++shared_.counters.retried;
+}
+
+void ConsumerWorker::note_late_delivery(const Delivery& d) {
+  if (!shared_.retention) return;
+  std::optional<std::chrono::system_clock::time_point> sent = d.timestamp;
+  if (!sent && d.message_id.version() == 7)
+    sent = std::chrono::system_clock::time_point(std::chrono::milliseconds(d.message_id.unix_ms()));
+  if (!sent) return;
+  auto now = std::chrono::system_clock::now();
+  if (!shared_.retention->is_late(*sent, now)) return;
+  ++shared_.counters.late_deliveries;
+  auto age_s = std::chrono::duration_cast<std::chrono::seconds>(now - *sent);
+  spdlog::warn("consumer {}: late delivery of message {} ({}): sent {} ago, longer than the inbox retention {}; "
+               "a duplicate of it may go unnoticed",
+               name_, d.message_id.to_string(), safe_text(d.type, 100), format_duration(age_s),
+               format_duration(shared_.retention->policy().retention));
+}
+
+}  // namespace outbox::detail

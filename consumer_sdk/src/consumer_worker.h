@@ -1,0 +1,58 @@
+#pragma once
+// ConsumerWorker: one consuming thread of a ConsumerRunner.
+
+#include <memory>
+#include <optional>
+#include <pqxx/connection>
+#include <string>
+
+#include "amqp_consumer.h"
+#include "outbox/consumer_runner.h"
+#include "outbox/inbox.h"
+#include "retry_tracker.h"
+#include "stop_signal.h"
+
+namespace outbox::detail {
+
+// Everything the workers of one runner share. Owned by the runner; outlives them.
+struct SharedState {
+  SharedState(const RunnerOptions& o, const Handler& h) : options(o), handler(h) {}
+  const RunnerOptions& options;
+  const Handler& handler;
+  std::optional<Inbox> inbox;                  // set with Deduplication::kInbox
+  std::optional<InboxRetention> retention;     // set with options.retention
+  ConsumerCounters counters;
+  RetryTracker retries;
+  StopSignal stop;
+};
+
+// Owns one AMQP connection and one PostgreSQL connection; handles one message at a
+// time on its own thread. Thread safety: connect() and run() on one thread only.
+class ConsumerWorker {
+ public:
+  ConsumerWorker(SharedState& shared, int index);
+  ~ConsumerWorker();
+  ConsumerWorker(const ConsumerWorker&) = delete;
+  ConsumerWorker& operator=(const ConsumerWorker&) = delete;
+
+  // Connects both servers and starts consuming. Throws on failure.
+  void connect();
+  // Consumes until the stop signal; reconnects with backoff after a connection loss.
+  void run();
+
+ private:
+  enum class Outcome { kProcessed, kDuplicate, kFailed, kPermanent, kConnectionLost };
+  void consume_until_stopped();
+  void handle(InboundMessage& message);
+  Outcome run_transaction(const Delivery& delivery, std::string& error);
+  void settle_failure(const Delivery& delivery, std::uint64_t tag, Outcome outcome, const std::string& error);
+  void note_late_delivery(const Delivery& delivery);
+
+  SharedState& shared_;
+  int index_;
+  std::string name_;  // "consumer#index", for logs
+  AmqpConsumer amqp_;
+  std::unique_ptr<pqxx::connection> pg_;
+};
+
+}  // namespace outbox::detail

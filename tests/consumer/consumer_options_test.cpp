@@ -1,0 +1,126 @@
+// Validation of the consumer SDK's settings: bad input is refused with the field
+// and the value at fault, before anything connects.
+
+#include <doctest/doctest.h>
+
+#include "outbox/consumer_runner.h"
+#include "outbox/errors.h"
+#include "outbox/inbox.h"
+#include "outbox/inbox_retention.h"
+#include "outbox/natural_key_insert.h"
+#include "outbox/state_transition.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+outbox::RunnerOptions valid_options() {
+  outbox::RunnerOptions o;
+  o.pg_dsn = "host=127.0.0.1";
+  o.amqp_uri = "amqp://guest:guest@127.0.0.1:5672/%2f";
+  o.consumer = outbox::ConsumerName("billing");
+  o.queue = "billing.order-placed";
+  o.bindings = {{"orders", "order.placed"}};
+  o.dead_letter_exchange = "billing.dlx";
+  return o;
+}
+
+// The ValidationError thrown by `f`, so its field and text can be checked.
+template <class F>
+outbox::ValidationError validation_error(F f) {
+  try {
+    f();
+  } catch (const outbox::ValidationError& e) {
+    return e;
+  }
+  FAIL("no ValidationError thrown");
+  return outbox::ValidationError("", "");
+}
+
+}  // namespace
+
+TEST_CASE("a retention shorter than the redelivery horizon is refused, naming both") {
+  outbox::RetentionPolicy p;
+  p.retention = std::chrono::hours(24);
+  p.redelivery_horizon = std::chrono::hours(24 * 14);
+  auto e = validation_error([&] { outbox::InboxRetention("outbox", p); });
+  CHECK(e.field() == "retention");
+  CHECK(std::string(e.what()).find("1d is shorter than the redelivery horizon 14d") != std::string::npos);
+  p.retention = p.redelivery_horizon;
+  CHECK_NOTHROW(outbox::InboxRetention("outbox", p));
+  p.batch_size = 0;
+  CHECK(validation_error([&] { outbox::InboxRetention("outbox", p); }).field() == "batch_size");
+}
+
+TEST_CASE("a runner refuses a retention shorter than its redelivery horizon") {
+  auto o = valid_options();
+  o.retention = outbox::RetentionPolicy{std::chrono::hours(1), std::chrono::hours(2), 1000};
+  CHECK(validation_error([&] { validate_runner_options(o); }).field() == "retention");
+}
+
+TEST_CASE("a late delivery is one older than the retention") {
+  outbox::InboxRetention retention("outbox", {std::chrono::hours(48), std::chrono::hours(24), 1000});
+  auto now = std::chrono::system_clock::now();
+  CHECK_FALSE(retention.is_late(now - std::chrono::hours(47), now));
+  CHECK(retention.is_late(now - std::chrono::hours(49), now));
+}
+
+TEST_CASE("consumer names are checked before they reach logs or SQL") {
+  CHECK_NOTHROW(outbox::validate_consumer_name(outbox::ConsumerName("billing.v2:eu-1")));
+  for (const char* bad : {"", "bill ing", "billing\nERROR forged", "naïve"}) {
+    auto e = validation_error([&] { outbox::Inbox({"outbox", outbox::ConsumerName(bad)}); });
+    CHECK(e.field() == "consumer");
+    CHECK(std::string(e.what()).find('\n') == std::string::npos);
+  }
+  CHECK(validation_error([] { outbox::Inbox({"Robert'); DROP", outbox::ConsumerName("billing")}); }).field() ==
+        "schema");
+}
+
+TEST_CASE("runner options name the field at fault") {
+  CHECK_NOTHROW(validate_runner_options(valid_options()));
+  struct Case {
+    const char* field;
+    void (*spoil)(outbox::RunnerOptions&);
+  };
+  const Case cases[] = {
+      {"pg_dsn", [](outbox::RunnerOptions& o) { o.pg_dsn.clear(); }},
+      {"amqp_uri", [](outbox::RunnerOptions& o) { o.amqp_uri.clear(); }},
+      {"queue", [](outbox::RunnerOptions& o) { o.queue.clear(); }},
+      {"dead_letter_exchange", [](outbox::RunnerOptions& o) { o.dead_letter_exchange.clear(); }},
+      {"consumer", [](outbox::RunnerOptions& o) { o.consumer = outbox::ConsumerName(""); }},
+      {"schema", [](outbox::RunnerOptions& o) { o.schema = "a-b"; }},
+      {"concurrency", [](outbox::RunnerOptions& o) { o.concurrency = 0; }},
+      {"prefetch", [](outbox::RunnerOptions& o) { o.prefetch = 0; }},
+      {"max_attempts", [](outbox::RunnerOptions& o) { o.max_attempts = 0; }},
+      {"retry_delay_max_ms", [](outbox::RunnerOptions& o) { o.retry_delay_max = o.retry_delay - 1ms; }},
+      {"bindings[0].exchange", [](outbox::RunnerOptions& o) { o.bindings[0].exchange.clear(); }},
+      {"bindings[0].exchange_type", [](outbox::RunnerOptions& o) { o.bindings[0].exchange_type = "x-custom"; }},
+  };
+  for (const auto& c : cases) {
+    auto o = valid_options();
+    c.spoil(o);
+    CAPTURE(c.field);
+    CHECK(validation_error([&] { validate_runner_options(o); }).field() == c.field);
+  }
+  auto o = valid_options();
+  o.concurrency = 300;
+  CHECK(std::string(validation_error([&] { validate_runner_options(o); }).what()) ==
+        "concurrency: 300 is outside 1-256");
+}
+
+TEST_CASE("a runner without a handler is refused") {
+  CHECK(validation_error([] { outbox::ConsumerRunner(valid_options(), nullptr); }).field() == "handler");
+}
+
+TEST_CASE("idempotent-write helpers refuse names that are not plain identifiers") {
+  CHECK(validation_error([] { outbox::NaturalKeyInsert("shop", "invoices;--", {"order_id"}, {"order_id"}); })
+            .field() == "table");
+  CHECK(validation_error([] { outbox::NaturalKeyInsert("shop", "invoices", {"order_id"}, {"customer"}); })
+            .field() == "key_columns");
+  CHECK(validation_error([] { outbox::StateTransition("shop", "payments", "id", "state\""); }).field() ==
+        "state_column");
+  outbox::NaturalKeyInsert insert("shop", "invoices", {"order_id", "amount"}, {"order_id"});
+  CHECK(insert.sql() ==
+        "INSERT INTO \"shop\".\"invoices\" (\"order_id\", \"amount\") VALUES ($1, $2) "
+        "ON CONFLICT (\"order_id\") DO NOTHING");
+}

@@ -1,0 +1,307 @@
+// ConsumerRunner against the real RabbitMQ and PostgreSQL: ack after commit,
+// duplicates, retries, dead letters, the consumer outbox, shutdown.
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <csignal>
+#include <future>
+#include <map>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <thread>
+#include <unistd.h>
+
+#include "consumer_test_support.h"
+#include "outbox/consumer_runner.h"
+#include "outbox/errors.h"
+#include "outbox/outbox_writer.h"
+#include "test_env.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using outbox::MessageId;
+
+// A schema with an effects table: one row per committed handler run.
+struct Fixture {
+  testenv::ScopedSchema schema{"runner"};
+  testenv::ConsumerTopology topology{"runner"};
+  testenv::TestPublisher publisher;
+
+  Fixture() { testenv::sql_exec("CREATE TABLE " + s() + ".effects (message_id uuid NOT NULL, body text)"); }
+  const std::string& s() const { return schema.name(); }
+
+  outbox::RunnerOptions options(int concurrency = 1) const {
+    return topology.options(s(), testenv::unique_name("consumer"), concurrency);
+  }
+  std::string publish(const std::string& body, std::optional<std::string> id = MessageId::generate_v7().to_string()) {
+    testenv::TestPublisher::Options o;
+    o.message_id = id;
+    publisher.publish(topology.exchange, topology.routing_key, body, o);
+    return id.value_or("");
+  }
+  void record_effect(pqxx::transaction_base& tx, const outbox::Delivery& d) const {
+    tx.exec_params("INSERT INTO " + s() + ".effects VALUES ($1::uuid, $2)", d.message_id.to_string(), d.body);
+  }
+  int effects() const { return std::stoi(testenv::sql_value("SELECT count(*) FROM " + s() + ".effects")); }
+  int inbox_rows() const { return std::stoi(testenv::sql_value("SELECT count(*) FROM " + s() + ".inbox")); }
+};
+
+class InjectedPermanent : public outbox::PermanentError {
+ public:
+  InjectedPermanent() : outbox::PermanentError("payload breaks the event schema") {}
+};
+
+}  // namespace
+
+TEST_CASE("each message is handled once, committed, then acked") {
+  Fixture f;
+  outbox::ConsumerRunner runner(f.options(2), [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
+    f.record_effect(tx, d);
+  });
+  runner.start();
+  for (int i = 0; i < 5; ++i) f.publish("{\"n\":" + std::to_string(i) + "}");
+  REQUIRE(testenv::wait_until([&] { return runner.counters().processed == 5; }, 10s));
+  runner.stop();
+  runner.wait();
+  CHECK(f.effects() == 5);
+  CHECK(f.inbox_rows() == 5);
+  CHECK(runner.counters().duplicates == 0);
+  CHECK(testenv::queue_state(f.topology.queue).ready == 0);  // acked: nothing came back on close
+}
+
+TEST_CASE("a redelivered message is acked as a duplicate without a second effect") {
+  Fixture f;
+  outbox::ConsumerRunner runner(f.options(), [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
+    f.record_effect(tx, d);
+  });
+  runner.start();
+  auto id = f.publish("first");
+  f.publish("again", id);
+  f.publish("other");
+  REQUIRE(testenv::wait_until([&] { return runner.counters().processed + runner.counters().duplicates == 3; }, 10s));
+  runner.stop();
+  runner.wait();
+  CHECK(runner.counters().processed == 2);
+  CHECK(runner.counters().duplicates == 1);
+  CHECK(f.effects() == 2);
+  CHECK(testenv::sql_value("SELECT body FROM " + f.s() + ".effects WHERE message_id = '" + id + "'") == "first");
+  CHECK(testenv::queue_state(f.topology.queue).ready == 0);
+}
+
+TEST_CASE("a failing handler is retried, its failed tries rolled back, until it succeeds") {
+  Fixture f;
+  std::mutex m;
+  std::vector<int> attempts;
+  outbox::ConsumerRunner runner(f.options(), [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
+    f.record_effect(tx, d);  // written before the failure: must vanish with the rollback
+    std::lock_guard lock(m);
+    attempts.push_back(d.attempt);
+    if (attempts.size() < 3) throw std::runtime_error("gateway timeout");
+  });
+  runner.start();
+  f.publish("x");
+  REQUIRE(testenv::wait_until([&] { return runner.counters().processed == 1; }, 10s));
+  runner.stop();
+  runner.wait();
+  CHECK(attempts == std::vector<int>{1, 2, 3});
+  CHECK(runner.counters().failed == 2);
+  CHECK(runner.counters().retried == 2);
+  CHECK(runner.counters().dead_lettered == 0);
+  CHECK(f.effects() == 1);
+  CHECK(f.inbox_rows() == 1);
+}
+
+TEST_CASE("a handler that keeps failing is dead-lettered after max_attempts") {
+  Fixture f;
+  auto options = f.options();
+  options.max_attempts = 3;
+  std::atomic<int> calls{0};
+  outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
+    f.record_effect(tx, d);
+    ++calls;
+    throw std::runtime_error("always broken");
+  });
+  runner.start();
+  f.publish("poison");
+  REQUIRE(testenv::wait_until([&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == 1; }, 10s));
+  runner.stop();
+  runner.wait();
+  CHECK(calls == 3);
+  CHECK(runner.counters().failed == 3);
+  CHECK(runner.counters().retried == 2);
+  CHECK(runner.counters().dead_lettered == 1);
+  CHECK(f.effects() == 0);
+  CHECK(f.inbox_rows() == 0);  // a replay from the dead-letter queue will be processed
+  CHECK(testenv::queue_state(f.topology.queue).ready == 0);
+}
+
+TEST_CASE("a PermanentError is dead-lettered on the first try") {
+  Fixture f;
+  std::atomic<int> calls{0};
+  outbox::ConsumerRunner runner(f.options(), [&](pqxx::transaction_base&, const outbox::Delivery&) {
+    ++calls;
+    throw InjectedPermanent();
+  });
+  runner.start();
+  f.publish("undecryptable");
+  REQUIRE(testenv::wait_until([&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == 1; }, 10s));
+  runner.stop();
+  runner.wait();
+  CHECK(calls == 1);
+  CHECK(runner.counters().retried == 0);
+  CHECK(runner.counters().dead_lettered == 1);
+}
+
+TEST_CASE("a message without a valid message id is dead-lettered unprocessed") {
+  Fixture f;
+  std::atomic<int> calls{0};
+  outbox::ConsumerRunner runner(f.options(), [&](pqxx::transaction_base&, const outbox::Delivery&) { ++calls; });
+  runner.start();
+  f.publish("no id", std::nullopt);
+  f.publish("bad id", std::string("order-42"));
+  REQUIRE(testenv::wait_until([&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == 2; }, 10s));
+  runner.stop();
+  runner.wait();
+  CHECK(calls == 0);
+  CHECK(runner.counters().dead_lettered == 2);
+}
+
+TEST_CASE("follow-up events enqueued by a handler commit with its inbox record and effect, or not at all") {
+  Fixture f;
+  outbox::OutboxWriter writer({f.s(), {}});
+  outbox::ConsumerRunner runner(f.options(), [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
+    f.record_effect(tx, d);
+    outbox::Message invoiced;
+    invoiced.exchange = outbox::Exchange("billing");
+    invoiced.routing_key = outbox::RoutingKey("invoice.created");
+    invoiced.type = outbox::MessageType("InvoiceCreated");
+    invoiced.correlation_id = d.message_id.to_string();
+    invoiced.payload = d.body;
+    writer.enqueue(tx, invoiced);
+    if (d.body == "fails after enqueue") throw InjectedPermanent();
+  });
+  runner.start();
+  auto good = f.publish("ok");
+  auto bad = f.publish("fails after enqueue");
+  REQUIRE(testenv::wait_until([&] { return runner.counters().processed + runner.counters().dead_lettered == 2; }, 10s));
+  runner.stop();
+  runner.wait();
+  CHECK(testenv::sql_value("SELECT count(*) FROM " + f.s() + ".outbox") == "1");
+  CHECK(testenv::sql_value("SELECT correlation_id FROM " + f.s() + ".outbox") == good);
+  CHECK(testenv::sql_value("SELECT count(*) FROM " + f.s() + ".inbox WHERE message_id = '" + bad + "'") == "0");
+  CHECK(f.effects() == 1);
+}
+
+TEST_CASE("a commit that fails is retried: the message is neither lost nor applied twice") {
+  Fixture f;
+  // A deferred constraint trigger fails the first COMMIT that wrote an effect; a
+  // sequence counts across the rollback.
+  testenv::sql_exec("CREATE SEQUENCE " + f.s() + ".commits");
+  testenv::sql_exec("CREATE FUNCTION " + f.s() + ".fail_first_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                    "IF nextval('" + f.s() + ".commits') = 1 THEN RAISE EXCEPTION 'injected commit failure'; END IF; "
+                    "RETURN NULL; END $$");
+  testenv::sql_exec("CREATE CONSTRAINT TRIGGER fail_commit AFTER INSERT ON " + f.s() +
+                    ".effects DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION " + f.s() +
+                    ".fail_first_commit()");
+  std::atomic<int> calls{0};
+  outbox::ConsumerRunner runner(f.options(), [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
+    ++calls;
+    f.record_effect(tx, d);
+  });
+  runner.start();
+  f.publish("x");
+  REQUIRE(testenv::wait_until([&] { return runner.counters().processed == 1; }, 10s));
+  runner.stop();
+  runner.wait();
+  CHECK(calls == 2);
+  CHECK(runner.counters().failed == 1);
+  CHECK(f.effects() == 1);
+  CHECK(f.inbox_rows() == 1);
+}
+
+TEST_CASE("a lost PostgreSQL connection requeues the message without counting a try") {
+  Fixture f;
+  auto options = f.options();
+  options.max_attempts = 1;  // a counted try would dead-letter the message
+  std::atomic<int> backend_pid{0};
+  outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
+    backend_pid = tx.exec1("SELECT pg_backend_pid()")[0].as<int>();
+    f.record_effect(tx, d);
+  });
+  runner.start();
+  f.publish("first");
+  REQUIRE(testenv::wait_until([&] { return runner.counters().processed == 1; }, 10s));
+  testenv::sql_exec("SELECT pg_terminate_backend(" + std::to_string(backend_pid.load()) + ")");
+  f.publish("second");
+  REQUIRE(testenv::wait_until([&] { return runner.counters().processed == 2; }, 15s));
+  runner.stop();
+  runner.wait();
+  CHECK(runner.counters().dead_lettered == 0);
+  CHECK(runner.counters().failed == 1);
+  CHECK(runner.counters().retried == 1);
+  CHECK(f.effects() == 2);
+}
+
+TEST_CASE("SIGTERM lets the in-flight message commit and be acked; the rest stay queued") {
+  Fixture f;
+  std::promise<void> started;
+  std::atomic<int> calls{0};
+  outbox::ConsumerRunner runner(f.options(), [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
+    if (++calls == 1) started.set_value();
+    std::this_thread::sleep_for(300ms);  // still running when SIGTERM arrives
+    f.record_effect(tx, d);
+  });
+  auto result = std::async(std::launch::async, [&] { return runner.run_until_signal(); });
+  struct StopOnExit {  // a failed REQUIRE must not leave the future waiting forever
+    outbox::ConsumerRunner& r;
+    ~StopOnExit() { r.stop(); }
+  } stop_on_exit{runner};
+  REQUIRE(testenv::wait_until([&] { return testenv::consumer_count(f.topology.queue) == 1; }, 10s));
+  for (int i = 0; i < 3; ++i) f.publish("m" + std::to_string(i));
+  started.get_future().wait();
+  REQUIRE(kill(getpid(), SIGTERM) == 0);
+  REQUIRE(result.wait_for(10s) == std::future_status::ready);
+  CHECK(result.get() == SIGTERM);
+  CHECK(calls == 1);
+  CHECK(runner.counters().processed == 1);
+  CHECK(f.effects() == 1);
+  CHECK(testenv::queue_state(f.topology.queue).ready == 2);
+}
+
+TEST_CASE("a message older than the inbox retention is counted as a late delivery and still processed") {
+  Fixture f;
+  auto options = f.options();
+  options.retention = outbox::RetentionPolicy{std::chrono::hours(1), std::chrono::hours(1), 1000};
+  outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
+    f.record_effect(tx, d);
+  });
+  runner.start();
+  auto now_s = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  testenv::TestPublisher::Options late, fresh;
+  late.message_id = MessageId::generate_v7().to_string();
+  late.timestamp_unix_s = now_s - 2 * 3600;
+  fresh.message_id = MessageId::generate_v7().to_string();
+  fresh.timestamp_unix_s = now_s;
+  f.publisher.publish(f.topology.exchange, f.topology.routing_key, "late", late);
+  f.publisher.publish(f.topology.exchange, f.topology.routing_key, "fresh", fresh);
+  REQUIRE(testenv::wait_until([&] { return runner.counters().processed == 2; }, 10s));
+  CHECK(runner.counters().late_deliveries == 1);
+}
+
+TEST_CASE("a queue that exists without the dead-letter exchange stops the runner from starting") {
+  Fixture f;
+  testenv::declare_plain_queue(f.topology.queue);
+  outbox::ConsumerRunner runner(f.options(), [](pqxx::transaction_base&, const outbox::Delivery&) {});
+  try {
+    runner.start();
+    FAIL("start() succeeded on a conflicting queue");
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    CHECK(what.find(f.topology.queue) != std::string::npos);
+    CHECK(what.find("PRECONDITION_FAILED") != std::string::npos);
+    CHECK(what.find("guest") == std::string::npos);  // no credentials in the error
+  }
+}
