@@ -82,17 +82,20 @@ ConsumerRunner::~ConsumerRunner() {
   wait();
 }
 
+void ConsumerRunner::declare_topology() {
+  const auto& o = state_->options;
+  detail::AmqpConsumer setup({o.amqp_uri, 0, o.connect_timeout, "outbox-consumer " + o.consumer.value() + " setup"});
+  setup.connect();
+  detail::Topology topology{o.queue, {}, o.dead_letter_exchange, o.dead_letter_queue};
+  for (const auto& b : o.bindings) topology.bindings.push_back({b.exchange, b.routing_key, b.exchange_type});
+  setup.declare(topology);
+}
+
 void ConsumerRunner::start() {
   std::lock_guard lock(state_->lifecycle);
   if (!state_->threads.empty()) throw std::logic_error("ConsumerRunner::start called twice");
   const auto& o = state_->options;
-  {
-    detail::AmqpConsumer setup({o.amqp_uri, 0, o.connect_timeout, "outbox-consumer " + o.consumer.value() + " setup"});
-    setup.connect();
-    detail::Topology topology{o.queue, {}, o.dead_letter_exchange, o.dead_letter_queue};
-    for (const auto& b : o.bindings) topology.bindings.push_back({b.exchange, b.routing_key, b.exchange_type});
-    setup.declare(topology);
-  }
+  declare_topology();
   // Connect everything before any thread starts, so a bad setting fails here.
   std::vector<std::unique_ptr<detail::ConsumerWorker>> workers;
   for (int i = 0; i < o.concurrency; ++i) {

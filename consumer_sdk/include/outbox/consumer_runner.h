@@ -90,6 +90,10 @@ class ConsumerRunner {
   ConsumerRunner(const ConsumerRunner&) = delete;
   ConsumerRunner& operator=(const ConsumerRunner&) = delete;
 
+  // Declares the queue, its bindings and the dead-letter exchange and queue, on a
+  // connection of its own, without consuming (a deploy step can call it alone).
+  // Throws when the broker is unreachable or the topology conflicts with what exists.
+  void declare_topology();
   // Declares the topology, connects every worker (AMQP + PostgreSQL) and starts
   // consuming. Throws (with nothing left running) when a server is unreachable or
   // the topology conflicts with what exists. Later connection losses are retried.
