@@ -264,7 +264,13 @@ EventSchema EventSchema::parse(const std::string& yaml, const std::string& sourc
                           "not valid YAML: " + e.msg + " (line " + std::to_string(e.mark.line + 1) + ")");
   }
   SchemaParser parser(source);
-  auto root = std::make_shared<Node>(parser.node(doc, "$", false, true));
+  std::shared_ptr<Node> root;
+  try {
+    root = std::make_shared<Node>(parser.node(doc, "$", false, true));
+  } catch (const YAML::Exception& e) {  // e.g. a mapping where a property name belongs
+    throw ValidationError("event schema " + source,
+                          "malformed: " + e.msg + " (line " + std::to_string(e.mark.line + 1) + ")");
+  }
   if (root->kind != Kind::kObject) parser.fail(doc, "$", "the payload must be an object");
   if (root->sensitive) parser.fail(doc, "$", "the payload as a whole cannot be sensitive: mark its fields");
   const auto type = doc["x-event-type"];

@@ -102,18 +102,22 @@ Keyring Keyring::parse(const std::string& yaml, const std::string& source) {
     throw KeyringError(where, "not valid YAML: " + e.msg + " (line " + std::to_string(e.mark.line + 1) + ")");
   }
   if (!root.IsMap()) throw KeyringError(where, "expected a mapping with 'active' and 'keys'");
-  reject_unknown(root, {"active", "keys", "blind_index"}, where);
   Keyring ring;
-  ring.active_ = parse_key_set(root, where, ring.keys_);
-  if (const auto index = root["blind_index"]) {
-    if (index.IsMap()) reject_unknown(index, {"active", "keys"}, where + ": blind_index");
-    ring.index_active_ = parse_key_set(index, where + ": blind_index", ring.index_keys_);
-    for (const auto& [index_id, index_key] : ring.index_keys_)
-      for (const auto& [id, key] : ring.keys_)
-        if (CRYPTO_memcmp(index_key.data(), key.data(), SecretKey::kBytes) == 0)
-          throw KeyringError(where + ": blind_index: key '" + index_id + "'",
-                             "must differ from encryption key '" + id + "'");
+  try {
+    reject_unknown(root, {"active", "keys", "blind_index"}, where);
+    ring.active_ = parse_key_set(root, where, ring.keys_);
+    if (const auto index = root["blind_index"]) {
+      if (index.IsMap()) reject_unknown(index, {"active", "keys"}, where + ": blind_index");
+      ring.index_active_ = parse_key_set(index, where + ": blind_index", ring.index_keys_);
+    }
+  } catch (const YAML::Exception& e) {  // e.g. a list where a name belongs; e.msg holds no document text
+    throw KeyringError(where, "malformed: " + e.msg + " (line " + std::to_string(e.mark.line + 1) + ")");
   }
+  for (const auto& [index_id, index_key] : ring.index_keys_)
+    for (const auto& [id, key] : ring.keys_)
+      if (CRYPTO_memcmp(index_key.data(), key.data(), SecretKey::kBytes) == 0)
+        throw KeyringError(where + ": blind_index: key '" + index_id + "'",
+                           "must differ from encryption key '" + id + "'");
   return ring;
 }
 

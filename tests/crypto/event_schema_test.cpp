@@ -114,6 +114,7 @@ TEST_CASE("schema mistakes are caught at load time with the schema path") {
                               "string}\n  e: {type: string, x-gdpr-sensitive: true, x-gdpr-searchable: true}\n"),
                  "cannot be combined"));
   CHECK(contains(schema_error("type: string\n"), "must be an object"));
+  CHECK(contains(schema_error("type: object\nrequired: [{a: 1}]\nproperties: {a: {type: string}}\n"), "malformed"));
   CHECK(contains(schema_error("type: object\nproperties: {\"a.b\": {type: string}}\n"), "is not [A-Za-z_]"));
 }
 

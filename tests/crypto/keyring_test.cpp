@@ -91,6 +91,7 @@ TEST_CASE("keyring settings are checked: active key listed, no unknown settings,
   CHECK_FALSE(contains(as_id, k));
   CHECK(contains(error_of([&] { Keyring::parse("active: k1\nkeys: {k1: [" + k + "]}\n", "t"); }), "key 'k1'"));
   CHECK(contains(error_of([&] { Keyring::parse("{{{", "t"); }), "not valid YAML"));
+  CHECK(contains(error_of([&] { Keyring::parse("active: k1\nkeys:\n  [a]: " + k + "\n", "t"); }), "malformed"));
 }
 
 TEST_CASE("a blind-index key must differ from every encryption key") {
