@@ -12,7 +12,7 @@ PACKAGES=(
   postgresql-15 postgresql-client-15 rabbitmq-server
   python3 procps iproute2
   # operations (issue 8): TLS test certificates, /metrics cross-check, dashboard picture
-  openssl python3-prometheus-client python3-yaml python3-matplotlib
+  openssl python3-prometheus-client python3-yaml python3-matplotlib systemd
 )
 
 missing=()

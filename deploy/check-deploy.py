@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""Checks the deploy/ files as far as this machine can (Docker and Kubernetes do not run here).
+
+  deploy/check-deploy.py --relay BUILD/relay/outbox-relay [--image-build]
+
+1. Every YAML file under deploy/ parses (PyYAML).
+2. Kubernetes manifests: kinds and names; volume mounts name defined volumes; probe
+   ports exist; ConfigMap and Secret references resolve; the PodDisruptionBudget selects
+   the relay Deployment; terminationGracePeriodSeconds covers the SIGTERM drain
+   (amqp.confirm_timeout_ms of the relay configuration the pod runs); kustomization lists
+   files that exist.
+3. docker-compose.yml: secrets, configs and depends_on resolve; stop_grace_period covers
+   the drain.
+4. Every relay configuration shipped (ConfigMap, image, compose, systemd) passes
+   `outbox-relay check-config` without warnings (secret files and CA files are replaced
+   by temporary stand-ins).
+5. The systemd unit passes `systemd-analyze verify` and scores at most 2.0 in
+   `systemd-analyze security --offline`.
+6. The Dockerfile's runtime packages exist in apt; with --image-build, the build steps run
+   (deploy/docker/build-steps.sh build) into a temporary root and `check-runtime` confirms
+   the slim stage provides every shared library.
+Prints one line per check; exits 1 if any failed.
+"""
+import argparse
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+DEPLOY = os.path.dirname(os.path.abspath(__file__))
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+    return ok
+
+
+def load_all(path):
+    with open(path) as f:
+        return [d for d in yaml.safe_load_all(f) if d is not None]
+
+
+def relay_check_config(relay, text, origin, tmp):
+    """Runs check-config on a relay YAML with stand-ins for secret and CA files."""
+    def stand_in(match):
+        path = os.path.join(tmp, "secret-" + str(abs(hash(match.group(1)))))
+        with open(path, "w") as f:
+            f.write("stand-in-secret\n")
+        return "${file:" + path + "}"
+    text = re.sub(r"\$\{file:([^}]+)\}", stand_in, text)
+    ca = os.path.join(tmp, "ca.crt")
+    open(ca, "w").write("stand-in")
+    text = re.sub(r"(ca_file|cert_file|key_file): \S+", lambda m: m.group(1) + ": " + ca, text)
+    path = os.path.join(tmp, "relay-" + str(abs(hash(origin))) + ".yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    env = dict(os.environ, OUTBOX_PG_HOST="db", OUTBOX_PG_DATABASE="shop", OUTBOX_PG_USER="relay",
+               OUTBOX_AMQP_HOST="mq", OUTBOX_AMQP_USER="relay")
+    r = subprocess.run([relay, "check-config", path], capture_output=True, text=True, env=env)
+    out = (r.stdout + r.stderr).strip().replace(path, origin)
+    check(r.returncode == 0 and "warning" not in out, f"check-config {origin}: {out.splitlines()[-1] if out else ''}")
+    return yaml.safe_load(text)
+
+
+def confirm_timeout_s(config):
+    return config.get("amqp", {}).get("confirm_timeout_ms", 30000) / 1000
+
+
+def check_yaml_parses():
+    files = sorted(glob.glob(os.path.join(DEPLOY, "**", "*.y*ml"), recursive=True))
+    for path in files:
+        try:
+            load_all(path)
+            check(True, f"YAML parses: {os.path.relpath(path, DEPLOY)}")
+        except yaml.YAMLError as e:
+            check(False, f"YAML parses: {os.path.relpath(path, DEPLOY)}: {e}")
+
+
+def pod_specs(docs):
+    for d in docs:
+        if d.get("kind") == "Deployment":
+            yield d, d["spec"]["template"]["spec"]
+
+
+def check_kubernetes(relay, tmp):
+    k8s = os.path.join(DEPLOY, "kubernetes")
+    docs = []
+    for path in sorted(glob.glob(os.path.join(k8s, "*.yaml"))):
+        if os.path.basename(path) == "kustomization.yaml":
+            kust = load_all(path)[0]
+            for res in kust["resources"]:
+                check(os.path.exists(os.path.join(k8s, res)), f"kustomization lists existing {res}")
+            continue
+        docs += load_all(path)
+    for d in docs:
+        check(bool(d.get("apiVersion")) and bool(d.get("kind")) and bool(d.get("metadata", {}).get("name")),
+              f"k8s {d.get('kind')}/{d.get('metadata', {}).get('name')}: apiVersion, kind, name")
+    configmaps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
+    secrets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Secret"}
+    relay_configs = {}
+    for cm_name, cm in configmaps.items():
+        for key, text in cm["data"].items():
+            relay_configs[key] = relay_check_config(relay, text, f"kubernetes ConfigMap {cm_name}/{key}", tmp)
+    for dep, spec in pod_specs(docs):
+        name = dep["metadata"]["name"]
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        for v in volumes.values():
+            if "configMap" in v:
+                check(v["configMap"]["name"] in configmaps, f"{name}: volume {v['name']} names a defined ConfigMap")
+            if "secret" in v:
+                sname = v["secret"]["secretName"]
+                ok = sname in secrets
+                for item in v["secret"].get("items", []):
+                    ok = ok and item["key"] in secrets[sname].get("stringData", {})
+                check(ok, f"{name}: volume {v['name']} names a defined Secret and keys")
+        containers = spec.get("containers", []) + spec.get("initContainers", [])
+        for c in containers:
+            for m in c.get("volumeMounts", []):
+                check(m["name"] in volumes, f"{name}/{c['name']}: mount {m['name']} is a defined volume")
+            ports = {p.get("name") for p in c.get("ports", [])} | {p["containerPort"] for p in c.get("ports", [])}
+            for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+                if probe in c:
+                    port = c[probe]["httpGet"]["port"]
+                    check(port in ports or (isinstance(port, int) and c[probe]["httpGet"].get("host")),
+                          f"{name}/{c['name']}: {probe} port {port} is exposed (or a loopback port)")
+            args = c.get("args", [])
+            if "--config" in args:
+                key = os.path.basename(args[args.index("--config") + 1])
+                check(key in relay_configs, f"{name}/{c['name']}: runs ConfigMap key {key}")
+                grace = spec.get("terminationGracePeriodSeconds", 30)
+                need = confirm_timeout_s(relay_configs.get(key, {})) + 10
+                check(grace >= need, f"{name}: terminationGracePeriodSeconds {grace} covers the drain ({need:.0f} s)")
+        if name == "outbox-relay":
+            labels = dep["spec"]["template"]["metadata"]["labels"]
+            pdbs = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+            check(any(all(labels.get(k) == v for k, v in p["spec"]["selector"]["matchLabels"].items()) for p in pdbs),
+                  "a PodDisruptionBudget selects the relay Deployment")
+            check(dep["spec"]["replicas"] > 1, "the relay Deployment is scaled (replicas > 1)")
+    sidecars = [c for _, s in pod_specs(docs) for c in s.get("initContainers", []) if c.get("restartPolicy") == "Always"]
+    check(len(sidecars) == 1 and "readinessProbe" not in sidecars[0],
+          "the order service runs the relay as a native sidecar without a readiness probe")
+
+
+def check_compose(relay, tmp):
+    path = os.path.join(DEPLOY, "docker", "docker-compose.yml")
+    c = load_all(path)[0]
+    services = c["services"]
+    for name, s in services.items():
+        for sec in s.get("secrets", []):
+            check(sec in c.get("secrets", {}), f"compose {name}: secret {sec} is defined")
+        for cfg in s.get("configs", []):
+            check(cfg["source"] in c.get("configs", {}), f"compose {name}: config {cfg['source']} is defined")
+        deps = s.get("depends_on", {})
+        for dep in deps:
+            check(dep in services, f"compose {name}: depends on defined service {dep}")
+    for name, cfg in c.get("configs", {}).items():
+        relay_check_config(relay, cfg["content"].replace("$$", "$"), f"compose config {name}", tmp)
+    image_cfg = relay_check_config(relay, open(os.path.join(DEPLOY, "docker", "relay.yaml")).read(),
+                                   "docker/relay.yaml", tmp)
+    grace = int(services["relay"]["stop_grace_period"].rstrip("s"))
+    check(grace >= confirm_timeout_s(image_cfg) + 10, f"compose relay: stop_grace_period {grace}s covers the drain")
+
+
+def check_systemd(relay, tmp):
+    unit = os.path.join(DEPLOY, "systemd", "outbox-relay.service")
+    relay_check_config(relay, open(os.path.join(DEPLOY, "systemd", "relay.yaml")).read(), "systemd/relay.yaml", tmp)
+    if not shutil.which("systemd-analyze"):
+        check(False, "systemd-analyze is installed")
+        return
+    copy = os.path.join(tmp, "outbox-relay.service")
+    open(copy, "w").write(open(unit).read().replace("/usr/local/bin/outbox-relay", os.path.abspath(relay)))
+    r = subprocess.run(["systemd-analyze", "verify", copy], capture_output=True, text=True)
+    check(r.returncode == 0 and not r.stderr.strip(), f"systemd-analyze verify: {r.stderr.strip() or 'clean'}")
+    r = subprocess.run(["systemd-analyze", "security", "--offline=yes", copy], capture_output=True, text=True)
+    m = re.search(r"Overall exposure level for \S+: ([0-9.]+)", r.stdout)
+    check(m is not None and float(m.group(1)) <= 2.0,
+          f"systemd-analyze security: exposure {m.group(1) if m else '?'} (at most 2.0)")
+    text = open(unit).read()
+    grace = int(re.search(r"TimeoutStopSec=(\d+)", text).group(1))
+    check(grace >= 40 and "KillSignal=SIGTERM" in text, f"systemd: SIGTERM with TimeoutStopSec={grace} covers the drain")
+
+
+def check_docker(image_build):
+    steps = os.path.join(DEPLOY, "docker", "build-steps.sh")
+    check(subprocess.run(["bash", "-n", steps]).returncode == 0, "build-steps.sh: bash syntax")
+    pkgs = subprocess.run([steps, "runtime-packages"], capture_output=True, text=True).stdout.split()
+    r = subprocess.run(["apt-cache", "show", "--no-all-versions"] + pkgs, capture_output=True, text=True)
+    check(r.returncode == 0, f"runtime packages exist in apt: {' '.join(pkgs)}")
+    dockerfile = open(os.path.join(DEPLOY, "docker", "Dockerfile")).read()
+    froms = re.findall(r"^FROM (\S+)", dockerfile, re.M)
+    check(froms == ["debian:12", "debian:12-slim"], f"Dockerfile: two stages on Debian 12 ({', '.join(froms)})")
+    check(re.search(r"^USER 10001", dockerfile, re.M) is not None, "Dockerfile: runs as an unprivileged user")
+    if not image_build:
+        print("skip build steps (pass --image-build to run them)")
+        return
+    root = tempfile.mkdtemp(prefix="outbox-image-root-")
+    src = tempfile.mkdtemp(prefix="outbox-image-src-")
+    repo = os.path.dirname(DEPLOY)
+    # The committed tree, as a clean clone (the Docker build context) would have it.
+    subprocess.run(f"git -C {repo} archive HEAD | tar -x -C {src}", shell=True, check=True)
+    r = subprocess.run([steps, "build", src, root, os.path.join(src, "build-image")], capture_output=True, text=True)
+    check(r.returncode == 0, "build-steps.sh build (committed tree): " + (r.stdout.strip().splitlines() or ["?"])[-1])
+    r = subprocess.run([steps, "check-runtime", root], capture_output=True, text=True)
+    check(r.returncode == 0, "build-steps.sh check-runtime: " + (r.stdout + r.stderr).strip())
+    shutil.rmtree(src, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--relay", required=True, help="the outbox-relay binary")
+    parser.add_argument("--image-build", action="store_true", help="also run the image's build steps (slow)")
+    args = parser.parse_args()
+    tmp = tempfile.mkdtemp(prefix="outbox-check-deploy-")
+    try:
+        check_yaml_parses()
+        check_kubernetes(args.relay, tmp)
+        check_compose(args.relay, tmp)
+        check_systemd(args.relay, tmp)
+        check_docker(args.image_build)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{len(failures)} check(s) failed" if failures else "all deploy checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
