@@ -28,6 +28,10 @@ std::string PayloadDecryptor::decrypt(const std::string& type, std::string_view 
   return decryptor_->decrypt(type, body, message_id);
 }
 
+std::string PayloadDecryptor::decrypt(const Delivery& delivery) const {
+  return decrypt(delivery.type, delivery.body, delivery.message_id);
+}
+
 SubjectKeyStore::DataKey PayloadDecryptor::fetch_subject_key(const std::string& key_id) const {
   std::lock_guard lock(mu_);
   try {

@@ -60,6 +60,11 @@ TEST_CASE("a consumer restores the payload; tampering and erasure are permanent;
   options.subject_keys_schema = schema.name();
   PayloadDecryptor decryptor(options);
   CHECK(decryptor.decrypt("OrderPlaced", produced.body, produced.id) == original.dump());
+  Delivery delivery;
+  delivery.message_id = produced.id;
+  delivery.type = "OrderPlaced";
+  delivery.body = produced.body;
+  CHECK(decryptor.decrypt(delivery) == original.dump());
 
   auto tampered = json::parse(produced.body);
   cryptotest::flip_bit(tampered["customer"]["address"], "tag");

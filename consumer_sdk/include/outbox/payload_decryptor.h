@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "outbox/delivery.h"
 #include "outbox/field_decryptor.h"
 #include "outbox/keyring.h"
 #include "outbox/message_id.h"
@@ -49,6 +50,8 @@ class PayloadDecryptor {
   // The plaintext payload of a message of `type` with `message_id` (both from the
   // AMQP properties). A payload without envelopes comes back re-serialised, unchanged.
   std::string decrypt(const std::string& type, std::string_view body, const MessageId& message_id) const;
+  // The same for a delivery handed to a ConsumerRunner handler.
+  std::string decrypt(const Delivery& delivery) const;
 
  private:
   SubjectKeyStore::DataKey fetch_subject_key(const std::string& key_id) const;
