@@ -156,6 +156,12 @@ void AmqpPublisher::open_channel() {
   next_tag_ = 1;
 }
 
+int AmqpPublisher::socket() const { return conn_ ? amqp_get_sockfd(conn_) : -1; }
+
+bool AmqpPublisher::has_buffered_data() const {
+  return conn_ && (amqp_frames_enqueued(conn_) || amqp_data_in_buffer(conn_));
+}
+
 void AmqpPublisher::disconnect() {
   if (conn_) amqp_destroy_connection(conn_);
   conn_ = nullptr;

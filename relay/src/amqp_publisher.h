@@ -66,6 +66,11 @@ class AmqpPublisher {
   // disconnected.
   std::optional<BrokerEvent> next_event(std::chrono::milliseconds timeout);
 
+  // The connection's socket, for poll() while idle; -1 when not connected.
+  int socket() const;
+  // Frames rabbitmq-c has already read: poll() on socket() would not see them.
+  bool has_buffered_data() const;
+
   // True between connection.blocked and connection.unblocked (a broker resource alarm).
   bool blocked() const { return blocked_; }
   // "host:port/vhost", for logs.

@@ -312,7 +312,10 @@ void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c,
 void read_relay(const YAML::Node& n, const std::string& origin, RelaySettings& c) {
   SectionReader r(n, "relay", origin);
   r.integer("batch_size", c.batch_size, 1, 100000);
+  r.integer("pipeline_depth", c.pipeline_depth, 1, 8);
   r.integer("poll_interval_ms", c.poll_interval_ms, 1, 3600000);
+  r.boolean("listen", c.listen);
+  r.integer("listen_poll_interval_ms", c.listen_poll_interval_ms, 100, 3600000);
   r.integer("max_attempts", c.max_attempts, 1, 1000000);
   r.integer("backoff_initial_ms", c.backoff_initial_ms, 1, 86400000);
   r.integer("backoff_max_ms", c.backoff_max_ms, 1, 86400000);

@@ -52,8 +52,21 @@ struct AmqpConfig {
 struct RelaySettings {
   // Rows claimed (and locked) per transaction.
   int batch_size = 500;
-  // Sleep between claims when the last claim found nothing.
+  // Batches in flight at once, each in its own transaction on its own PostgreSQL
+  // connection: the next batch is claimed and published while the broker confirms
+  // the previous one. 1 = claim, publish, confirm, commit, strictly one after another.
+  int pipeline_depth = 2;
+  // Sleep between claims when the last claim found nothing (relay.listen off, or
+  // while a producer transaction that did not notify stays open).
   int poll_interval_ms = 200;
+  // Wake on the NOTIFY of migration 0004 as soon as a producer inserts, instead of
+  // polling; producers notify only while a relay waits (so a busy relay costs them
+  // nothing). Turn off behind a pooler that does not keep sessions (LISTEN needs one).
+  bool listen = true;
+  // While listening, poll this often anyway: rows that become due later (retries
+  // other relays scheduled) send no notification. The relay's own retries wake it
+  // when due.
+  int listen_poll_interval_ms = 5000;
   // After this many failed attempts a row is parked: never claimed again until requeued.
   int max_attempts = 10;
   // Retry delay: initial * factor^(attempts-1), capped at max, with +/-20% jitter.

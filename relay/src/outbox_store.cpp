@@ -27,6 +27,33 @@ std::string dsn_with_session_options(const PostgresConfig& c) {
   return out;
 }
 
+namespace {
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// bytea in the server's default text form ("\x" then hex) decoded straight into
+// the payload: one allocation, no intermediate copy. Other forms (bytea_output =
+// escape) go through libpq.
+std::string decode_bytea(const pqxx::field& f) {
+  const char* text = f.c_str();
+  const std::size_t size = f.size();
+  if (size < 2 || text[0] != '\\' || text[1] != 'x' || size % 2 != 0) return pqxx::binarystring(f).str();
+  std::string out((size - 2) / 2, '\0');
+  for (std::size_t i = 0, j = 2; i < out.size(); ++i, j += 2) {
+    int hi = hex_value(text[j]), lo = hex_value(text[j + 1]);
+    if (hi < 0 || lo < 0) return pqxx::binarystring(f).str();
+    out[i] = static_cast<char>(hi << 4 | lo);
+  }
+  return out;
+}
+
+}  // namespace
+
 OutboxStore::OutboxStore(PostgresConfig config)
     : config_(std::move(config)), schema_(outbox::quoted_identifier(config_.schema, "postgres.schema")) {}
 
@@ -61,8 +88,14 @@ void OutboxStore::connect() {
                 "FROM " + schema_ + ".outbox "
                 "WHERE published_at IS NULL AND parked_at IS NULL AND next_attempt_at <= now() "
                 "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED");
+  // clock_timestamp(), not now(): the time the relay recorded the broker's acks,
+  // not the start of the claim transaction.
   conn->prepare("outbox_mark_published",
-                "UPDATE " + schema_ + ".outbox SET published_at = now() WHERE id = ANY($1::bigint[])");
+                "UPDATE " + schema_ + ".outbox SET published_at = clock_timestamp() "
+                "WHERE id = ANY($1::bigint[])");
+  conn->prepare("outbox_due",
+                "SELECT EXISTS (SELECT 1 FROM " + schema_ + ".outbox "
+                "WHERE published_at IS NULL AND parked_at IS NULL AND next_attempt_at <= now())");
   conn->prepare("outbox_mark_failed",
                 "UPDATE " + schema_ + ".outbox o SET attempts = o.attempts + f.counted, "
                 "next_attempt_at = now() + f.retry_in_ms * interval '1 millisecond', "
@@ -77,6 +110,11 @@ void OutboxStore::connect() {
                 "(SELECT count(*) FROM " + schema_ + ".outbox WHERE parked_at IS NOT NULL) "
                 "FROM " + schema_ + ".outbox WHERE published_at IS NULL AND parked_at IS NULL");
   conn_ = std::move(conn);
+}
+
+bool OutboxStore::has_due_rows() {
+  pqxx::nontransaction tx(*conn_);
+  return tx.exec_prepared1("outbox_due")[0].as<bool>();
 }
 
 std::vector<ClaimedRow> OutboxStore::claim(pqxx::transaction_base& tx, int limit) {
@@ -99,7 +137,7 @@ std::vector<ClaimedRow> OutboxStore::claim(pqxx::transaction_base& tx, int limit
         row.headers.emplace_back(it.key(), it.value().get<std::string>());
     }
     if (!r[8].is_null()) row.correlation_id = r[8].c_str();
-    row.payload = pqxx::binarystring(r[9]).str();
+    row.payload = decode_bytea(r[9]);
     row.attempts = r[10].as<int>();
     row.created_unix = r[11].as<double>();
     row.created_unix_s = static_cast<std::int64_t>(row.created_unix);

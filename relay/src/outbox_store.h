@@ -66,7 +66,10 @@ class OutboxStore {
   // other relays hold (FOR UPDATE SKIP LOCKED). The locks last until `tx` ends:
   // they are the lease.
   std::vector<ClaimedRow> claim(pqxx::transaction_base& tx, int limit);
-  // One set-based statement for all ids.
+  // One autocommit statement: is any pending row due? What an idle relay asks
+  // instead of a claim transaction (BEGIN, claim, COMMIT).
+  bool has_due_rows();
+  // One set-based statement for all ids; published_at is the time of the mark.
   void mark_published(pqxx::transaction_base& tx, const std::vector<std::int64_t>& ids);
   // attempts+1, next_attempt_at, last_error; parks rows reaching `max_attempts`.
   void mark_failed(pqxx::transaction_base& tx, const std::vector<FailedRow>& rows, int max_attempts);

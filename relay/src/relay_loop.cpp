@@ -1,9 +1,12 @@
 #include "relay_loop.h"
 
+#include <poll.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <pqxx/pqxx>
 #include <thread>
+#include <utility>
 
 #include "one_line.h"
 
@@ -26,6 +29,10 @@ FailureReason failure_reason(ConfirmTracker::Outcome outcome, const std::string&
   return FailureReason::kConnectionLost;
 }
 
+// How long an idle relay waits for producer transactions still open (that did not
+// notify) before it takes the listener's lock; it polls meanwhile if they last.
+constexpr milliseconds kArmLockWait{200};
+
 RelaySettings reconnect_settings() {
   RelaySettings s;
   s.backoff_initial_ms = 200;
@@ -39,12 +46,14 @@ RelaySettings reconnect_settings() {
 RelayLoop::RelayLoop(RelayConfig config, const std::atomic<bool>& stop, RelayMetrics* metrics)
     : config_(std::move(config)),
       stop_(stop),
-      store_(config_.postgres),
       amqp_(config_.amqp),
+      listener_(config_.postgres, kArmLockWait),
       backoff_(config_.relay),
       reconnect_backoff_(reconnect_settings()),
       last_summary_(Clock::now()),
       metrics_(metrics) {
+  for (int i = 0; i < config_.relay.pipeline_depth; ++i)
+    stores_.push_back(std::make_unique<OutboxStore>(config_.postgres));
   if (!metrics_) {  // nobody scrapes: count into a private registry
     own_registry_ = std::make_unique<metrics::Registry>();
     own_metrics_ = std::make_unique<RelayMetrics>(*own_registry_, "");
@@ -54,25 +63,37 @@ RelayLoop::RelayLoop(RelayConfig config, const std::atomic<bool>& stop, RelayMet
 
 void RelayLoop::note_state() {
   metrics_->heartbeat();
-  metrics_->set_connected(store_.connected(), amqp_.connected(), amqp_.blocked());
+  metrics_->set_connected(primary().connected(), amqp_.connected(), amqp_.blocked());
 }
 
 int RelayLoop::run(bool exit_when_idle) {
-  spdlog::info("relay starting: schema '{}', batch_size {}, publish_window {}",
-               config_.postgres.schema, config_.relay.batch_size, config_.amqp.publish_window);
-  while (!stop_) {
+  spdlog::info("relay starting: schema '{}', batch_size {}, pipeline_depth {}, publish_window {}, listen {}",
+               config_.postgres.schema, config_.relay.batch_size, config_.relay.pipeline_depth,
+               config_.amqp.publish_window, config_.relay.listen);
+  for (;;) {
     note_state();
-    if (!ensure_connected()) continue;
-    if (amqp_.blocked()) {
+    if (inflight_.empty()) {
+      if (stop_) break;
+      if (!ensure_connected()) continue;
+    }
+    pump_events();
+    finish_settled();
+    maybe_log_summary(false);
+    if (publish_pending()) continue;
+    if (can_claim()) {
+      claim_batch(std::exchange(probe_first_, false));
+      continue;
+    }
+    if (!inflight_.empty()) {
+      await_broker();
+      continue;
+    }
+    if (amqp_.blocked()) {  // a resource alarm: claim nothing until it clears
       idle_wait(milliseconds(config_.relay.poll_interval_ms));
       continue;
     }
-    std::size_t claimed = run_batch();
-    maybe_log_summary(false);
-    if (claimed == 0) {
-      if (exit_when_idle) break;
-      idle_wait(milliseconds(config_.relay.poll_interval_ms));
-    }
+    if (exit_when_idle || stop_) break;
+    sleep_until_work();
   }
   maybe_log_summary(true);
   spdlog::info("relay stopped: {} published, {} failed, {} parked", counters_.published,
@@ -80,13 +101,17 @@ int RelayLoop::run(bool exit_when_idle) {
   return 0;
 }
 
+// Connects what is not connected. REQUIRES: no batch in flight.
 bool RelayLoop::ensure_connected() {
-  if (store_.connected() && amqp_.connected()) return true;
+  bool all = amqp_.connected();
+  for (const auto& s : stores_) all = all && s->connected();
+  if (all) return true;
   std::string error;
   try {
-    if (!store_.connected()) {
-      store_.connect();
-      metrics_->connected_to("postgres");
+    for (std::size_t i = 0; i < stores_.size(); ++i) {
+      if (stores_[i]->connected()) continue;
+      stores_[i]->connect();
+      if (i == 0) metrics_->connected_to("postgres");
     }
   } catch (const std::exception& e) {
     error = "PostgreSQL: " + one_line(e.what());
@@ -96,6 +121,7 @@ bool RelayLoop::ensure_connected() {
       if (!amqp_.connected()) {
         amqp_.connect();
         metrics_->connected_to("amqp");
+        metrics_->on_channel_reset();  // delivery tags start again from 1
       }
     } catch (const std::exception& e) {
       error = "AMQP: " + one_line(e.what());
@@ -103,11 +129,12 @@ bool RelayLoop::ensure_connected() {
   }
   if (error.empty()) {
     if (reconnect_attempt_ > 0 || !last_connect_error_.empty())
-      spdlog::info("connected again to PostgreSQL {} and AMQP {}", store_.endpoint(), amqp_.endpoint());
+      spdlog::info("connected again to PostgreSQL {} and AMQP {}", primary().endpoint(), amqp_.endpoint());
     else
-      spdlog::info("connected to PostgreSQL {} and AMQP {}", store_.endpoint(), amqp_.endpoint());
+      spdlog::info("connected to PostgreSQL {} and AMQP {}", primary().endpoint(), amqp_.endpoint());
     reconnect_attempt_ = 0;
     last_connect_error_.clear();
+    last_claim_empty_ = false;  // rows may have come while disconnected
     return true;
   }
   if (error != last_connect_error_) spdlog::warn("cannot connect, will retry: {}", error);
@@ -116,151 +143,298 @@ bool RelayLoop::ensure_connected() {
   return false;
 }
 
-std::size_t RelayLoop::run_batch() {
-  std::vector<ClaimedRow> rows;
-  try {
-    const auto t0 = Clock::now();
-    pqxx::work tx(store_.connection());
-    rows = store_.claim(tx, config_.relay.batch_size);
-    metrics_->claimed(rows.size(), seconds_since(t0));
-    if (rows.empty()) {
-      tx.commit();
-      return 0;
-    }
-    const auto t1 = Clock::now();
-    publish_all(rows);
-    const auto t2 = Clock::now();
-    std::vector<std::int64_t> acked;
-    std::vector<FailedRow> failed;
-    settle(rows, acked, failed);
-    store_.mark_published(tx, acked);
-    store_.mark_failed(tx, failed, config_.relay.max_attempts);
-    commit_batch(tx, acked.size(), failed.size());
-    metrics_->marked(seconds_since(t2));
-    auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
-    spdlog::debug("batch of {}: claim {:.1f} ms, publish+confirm {:.1f} ms, mark+commit {:.1f} ms",
-                  rows.size(), ms(t0, t1), ms(t1, t2), ms(t2, Clock::now()));
-  } catch (const pqxx::broken_connection& e) {
-    spdlog::warn("PostgreSQL connection lost during a batch of {} rows; they stay pending and "
-                 "may be published again: {}", rows.size(), one_line(e.what()));
-    store_.disconnect();
-  } catch (const pqxx::sql_error& e) {
-    spdlog::error("batch of {} rows rolled back (SQLSTATE {}): {}", rows.size(), e.sqlstate(),
-                  one_line(e.what()));
-    if (!store_.connected()) store_.disconnect();
+OutboxStore* RelayLoop::free_store() {
+  for (const auto& s : stores_) {
+    if (!s->connected()) continue;
+    bool busy = false;
+    for (const auto& b : inflight_) busy = busy || b->store == s.get();
+    if (!busy) return s.get();
   }
-  return rows.size();
+  return nullptr;
 }
 
-void RelayLoop::commit_batch(pqxx::work& tx, std::size_t acked, std::size_t failed) {
+// Claims while nothing is in flight unless the last claim found nothing; claims a
+// further batch only behind a full one (a backlog), once everything in flight is
+// published and the window has room.
+bool RelayLoop::can_claim() {
+  if (stop_ || amqp_.blocked() || !amqp_.connected()) return false;
+  if (inflight_.empty()) return !last_claim_empty_ && free_store();
+  if (caught_up_ || inflight_.size() >= stores_.size()) return false;
+  for (const auto& b : inflight_)
+    if (!b->publishing_done) return false;
+  return outstanding() < static_cast<std::size_t>(config_.amqp.publish_window) && free_store();
+}
+
+std::size_t RelayLoop::claim_batch(bool probe_first) {
+  OutboxStore* store = free_store();
+  auto batch = std::make_unique<InflightBatch>();
+  batch->store = store;
+  const int limit = config_.relay.batch_size;
+  const auto t0 = Clock::now();
   try {
-    tx.commit();
+    if (probe_first && !store->has_due_rows()) {
+      last_claim_empty_ = true;
+      return 0;
+    }
+    batch->tx = std::make_unique<pqxx::work>(store->connection());
+    batch->rows = store->claim(*batch->tx, limit);
+    metrics_->claimed(batch->rows.size(), seconds_since(t0));
+    if (batch->rows.empty()) batch->tx->commit();
+  } catch (const std::exception& e) {
+    const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
+    spdlog::error("claim failed{}: {}", sql ? " (SQLSTATE " + sql->sqlstate() + ")" : std::string(),
+                  one_line(e.what()));
+    batch->tx.reset();
+    if (!sql || !store->connected()) store->disconnect();
+    last_claim_empty_ = true;  // sleep a poll interval rather than spin on a fault
+    return 0;
+  }
+  const std::size_t n = batch->rows.size();
+  last_claim_empty_ = n == 0;
+  caught_up_ = n < static_cast<std::size_t>(limit);
+  if (n == 0) return 0;
+  batch->claimed_at = Clock::now();
+  batch->claim_ms = std::chrono::duration<double, std::milli>(batch->claimed_at - t0).count();
+  batch->tracker.reset(n);
+  inflight_.push_back(std::move(batch));
+  publish_some(*inflight_.back());
+  if (listener_.armed()) {  // busy: producers need not notify any more
+    try {
+      listener_.disarm();
+    } catch (const std::exception& e) {
+      spdlog::warn("PostgreSQL listener session failed, polling until it is back: {}", one_line(e.what()));
+      listener_.disconnect();
+    }
+  }
+  return n;
+}
+
+bool RelayLoop::publish_pending() {
+  for (auto& b : inflight_)
+    if (!b->publishing_done) return publish_some(*b);
+  return false;
+}
+
+// Publishes the batch's next rows while the window has room. Returns whether any
+// went out.
+bool RelayLoop::publish_some(InflightBatch& b) {
+  const auto window = static_cast<std::size_t>(config_.amqp.publish_window);
+  std::size_t sent = 0;
+  while (b.published < b.rows.size() && !b.publishing_done) {
+    // A blocked connection (resource alarm) is not read by the broker: publish no
+    // more; the rest of the batch stays pending without counting an attempt.
+    if (!amqp_.connected() || amqp_.blocked()) {
+      b.publishing_done = true;
+      break;
+    }
+    if (outstanding() >= window) break;  // await_broker() waits for acks
+    const auto& row = b.rows[b.published];
+    OutboundMessage m{row.id, &row.message_id, &row.exchange, &row.routing_key, &row.type,
+                      &row.content_type, row.correlation_id ? &*row.correlation_id : nullptr,
+                      &row.headers, &row.payload, row.created_unix_s};
+    try {
+      const auto tag = amqp_.publish(m);
+      b.tracker.on_published(b.published, tag, row.message_id);
+      metrics_->on_published(tag);
+    } catch (const AmqpError& e) {
+      connection_lost(one_line(e.what()));
+      break;
+    }
+    ++b.published;
+    last_broker_progress_ = Clock::now();
+    if (++sent % 64 == 0) pump_events();  // read acks as they come, so the socket never backs up
+  }
+  if (b.published == b.rows.size()) b.publishing_done = true;
+  if (b.publishing_done && b.publish_done_at == Clock::time_point{}) b.publish_done_at = Clock::now();
+  return sent > 0;
+}
+
+std::size_t RelayLoop::outstanding() const {
+  std::size_t n = 0;
+  for (const auto& b : inflight_) n += b->tracker.outstanding();
+  return n;
+}
+
+void RelayLoop::pump_events() {
+  while (amqp_.connected() && wait_for_event(milliseconds(0))) {}
+}
+
+// Waits for the broker while batches are in flight; no event for
+// amqp.confirm_timeout_ms fails what is outstanding.
+void RelayLoop::await_broker() {
+  const auto deadline = last_broker_progress_ + milliseconds(config_.amqp.confirm_timeout_ms);
+  const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+  if (left > milliseconds(0)) {
+    wait_for_event(std::min(left, milliseconds(100)));  // slices keep /healthz fed
+    return;
+  }
+  if (amqp_.blocked()) {
+    // The broker blocked the connection (resource alarm) and reads nothing until it
+    // unblocks. Keep the connection: tags only grow on the channel, so a late
+    // ack settles nothing of a later batch; run() claims nothing while blocked.
+    for (auto& b : inflight_) {
+      b->tracker.fail_outstanding("not confirmed: broker blocked publishing (resource alarm)");
+      b->publishing_done = true;
+    }
+    return;
+  }
+  // No confirm within the timeout: the broker may hang, so start over on a fresh
+  // connection; the rows stay pending.
+  connection_lost("no broker confirm within amqp.confirm_timeout_ms (" +
+                  std::to_string(config_.amqp.confirm_timeout_ms) + " ms)");
+  spdlog::warn("confirm timeout at {}; reconnecting", amqp_.endpoint());
+  amqp_.disconnect();
+}
+
+// Every batch in flight loses what is outstanding and publishes no more.
+void RelayLoop::connection_lost(const std::string& reason) {
+  for (auto& b : inflight_) {
+    b->tracker.fail_outstanding(reason);
+    b->publishing_done = true;
+  }
+  metrics_->on_channel_reset();
+}
+
+// Handles at most one broker event; false when none came within `timeout`. Tags
+// are unique on the channel, so each batch's tracker settles only its own.
+bool RelayLoop::wait_for_event(milliseconds timeout) {
+  auto ev = amqp_.next_event(timeout);
+  if (!ev) return false;
+  last_broker_progress_ = Clock::now();
+  switch (ev->kind) {
+    case BrokerEvent::Kind::kAck:
+      for (auto& b : inflight_) b->tracker.on_ack(ev->tag, ev->multiple);
+      metrics_->on_acked(ev->tag, ev->multiple);
+      break;
+    case BrokerEvent::Kind::kNack:
+      for (auto& b : inflight_) b->tracker.on_nack(ev->tag, ev->multiple, ev->reason);
+      metrics_->on_unconfirmed(ev->tag, ev->multiple);
+      break;
+    case BrokerEvent::Kind::kReturn:
+      for (auto& b : inflight_) b->tracker.on_return(ev->message_id, ev->reason);
+      break;
+    case BrokerEvent::Kind::kChannelClosed:
+      spdlog::warn("AMQP {}; channel reopened", ev->reason);
+      for (auto& b : inflight_) {
+        b->channel_failure = ev->reason;
+        b->tracker.fail_outstanding(ev->reason);
+      }
+      metrics_->on_channel_reset();
+      break;
+    case BrokerEvent::Kind::kConnectionClosed:
+      spdlog::warn("AMQP {}", ev->reason);
+      connection_lost(ev->reason);
+      break;
+  }
+  return true;
+}
+
+// Marks and commits every batch whose rows are all settled.
+void RelayLoop::finish_settled() {
+  for (std::size_t i = 0; i < inflight_.size();) {
+    auto& b = *inflight_[i];
+    if (!b.publishing_done || b.tracker.outstanding() > 0) {
+      ++i;
+      continue;
+    }
+    finish_batch(b);
+    inflight_.erase(inflight_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+}
+
+void RelayLoop::finish_batch(InflightBatch& b) {
+  const auto t2 = Clock::now();
+  try {
+    std::vector<std::int64_t> acked;
+    std::vector<FailedRow> failed;
+    settle(b, acked, failed);
+    b.store->mark_published(*b.tx, acked);
+    b.store->mark_failed(*b.tx, failed, config_.relay.max_attempts);
+    if (!commit_batch(b, acked.size(), failed.size())) return;
+    note_retries(failed);
+    metrics_->marked(seconds_since(t2));
+    auto ms = [](auto a, auto z) { return std::chrono::duration<double, std::milli>(z - a).count(); };
+    spdlog::debug("batch of {}: claim {:.1f} ms, publish+confirm {:.1f} ms, mark+commit {:.1f} ms",
+                  b.rows.size(), b.claim_ms, ms(b.claimed_at, t2), ms(t2, Clock::now()));
+    return;
+  } catch (const pqxx::broken_connection& e) {
+    spdlog::warn("PostgreSQL connection lost during a batch of {} rows; they stay pending and "
+                 "may be published again: {}", b.rows.size(), one_line(e.what()));
+  } catch (const pqxx::sql_error& e) {
+    spdlog::error("batch of {} rows rolled back (SQLSTATE {}): {}", b.rows.size(), e.sqlstate(),
+                  one_line(e.what()));
+    if (b.store->connected()) {
+      b.tx.reset();
+      return;
+    }
+  } catch (const std::exception& e) {
+    // Nothing may end the relay: drop the session (the rows stay pending) and
+    // pause, so a fault that repeats does not spin.
+    spdlog::error("batch of {} rows abandoned; they stay pending and may be published again: {}",
+                  b.rows.size(), one_line(e.what()));
+    b.tx.reset();
+    b.store->disconnect();
+    idle_wait(reconnect_backoff_.delay(1));
+    return;
+  }
+  b.tx.reset();  // before its connection goes
+  b.store->disconnect();
+}
+
+bool RelayLoop::commit_batch(InflightBatch& b, std::size_t acked, std::size_t failed) {
+  try {
+    b.tx->commit();
   } catch (const pqxx::in_doubt_error& e) {
     ++counters_.commit_unknown;
     metrics_->commit_unknown();
     spdlog::error("commit outcome unknown for a batch of {} acked rows; they may be published "
                   "again: {}", acked, one_line(e.what()));
-    store_.disconnect();
-    return;
+    b.tx.reset();
+    b.store->disconnect();
+    return false;
   }
   ++counters_.batches;
   counters_.published += acked;
   counters_.failed += failed;
   metrics_->committed(acked, failed);
   spdlog::debug("batch committed: {} published, {} failed", acked, failed);
-}
-
-void RelayLoop::publish_all(std::vector<ClaimedRow>& rows) {
-  tracker_.reset(rows.size());
-  metrics_->on_channel_reset();
-  channel_failure_.clear();
-  connection_lost_ = false;
-  const auto timeout = milliseconds(config_.amqp.confirm_timeout_ms);
-  const std::size_t window = static_cast<std::size_t>(config_.amqp.publish_window);
-  for (std::size_t i = 0; i < rows.size() && !connection_lost_; ++i) {
-    while (tracker_.outstanding() >= window && !connection_lost_)
-      if (!wait_for_event(timeout)) break;
-    if (connection_lost_ || tracker_.outstanding() >= window) break;
-    const auto& row = rows[i];
-    OutboundMessage m{row.id, &row.message_id, &row.exchange, &row.routing_key, &row.type,
-                      &row.content_type, row.correlation_id ? &*row.correlation_id : nullptr,
-                      &row.headers, &row.payload, row.created_unix_s};
-    try {
-      const auto tag = amqp_.publish(m);
-      tracker_.on_published(i, tag, row.message_id);
-      metrics_->on_published(tag);
-    } catch (const AmqpError& e) {
-      tracker_.fail_outstanding(one_line(e.what()));
-      connection_lost_ = true;
-      break;
-    }
-    if (i % 64 == 63)  // read acks as they come, so the socket never backs up
-      while (wait_for_event(milliseconds(0))) {}
-  }
-  while (tracker_.outstanding() > 0 && !connection_lost_)
-    if (!wait_for_event(timeout)) break;
-  if (tracker_.outstanding() > 0) {
-    // No confirm within the timeout: late acks would be ambiguous, so start over
-    // on a fresh connection; the rows stay pending.
-    tracker_.fail_outstanding("no broker confirm within amqp.confirm_timeout_ms (" +
-                              std::to_string(config_.amqp.confirm_timeout_ms) + " ms)");
-    spdlog::warn("confirm timeout at {}; reconnecting", amqp_.endpoint());
-    amqp_.disconnect();
-  }
-}
-
-// Handles at most one broker event; false when none came within `timeout`.
-bool RelayLoop::wait_for_event(milliseconds timeout) {
-  auto ev = amqp_.next_event(timeout);
-  if (!ev) return false;
-  switch (ev->kind) {
-    case BrokerEvent::Kind::kAck:
-      tracker_.on_ack(ev->tag, ev->multiple);
-      metrics_->on_acked(ev->tag, ev->multiple);
-      break;
-    case BrokerEvent::Kind::kNack:
-      tracker_.on_nack(ev->tag, ev->multiple, ev->reason);
-      metrics_->on_unconfirmed(ev->tag, ev->multiple);
-      break;
-    case BrokerEvent::Kind::kReturn: tracker_.on_return(ev->message_id, ev->reason); break;
-    case BrokerEvent::Kind::kChannelClosed:
-      spdlog::warn("AMQP {}; channel reopened", ev->reason);
-      channel_failure_ = ev->reason;
-      tracker_.fail_outstanding(ev->reason);
-      metrics_->on_channel_reset();
-      break;
-    case BrokerEvent::Kind::kConnectionClosed:
-      spdlog::warn("AMQP {}", ev->reason);
-      tracker_.fail_outstanding(ev->reason);
-      metrics_->on_channel_reset();
-      connection_lost_ = true;
-      break;
-  }
   return true;
+}
+
+// The relay's own retries wake it when due, so an idle relay needs no fast poll
+// to honour its backoff. Rows failed without an attempt are due at once.
+void RelayLoop::note_retries(const std::vector<FailedRow>& failed) {
+  for (const auto& f : failed) {
+    if (f.retry_in_ms <= 0) {
+      last_claim_empty_ = false;
+      continue;
+    }
+    auto due = Clock::now() + milliseconds(f.retry_in_ms);
+    if (!next_retry_at_ || due < *next_retry_at_) next_retry_at_ = due;
+  }
 }
 
 // Splits the batch by outcome. Only failures that belong to the message (nack,
 // return, a channel closed over its exchange) count as an attempt; a lost
 // connection or a timeout says nothing about the message and must not park it.
-void RelayLoop::settle(const std::vector<ClaimedRow>& rows, std::vector<std::int64_t>& acked,
-                       std::vector<FailedRow>& failed) {
+void RelayLoop::settle(InflightBatch& b, std::vector<std::int64_t>& acked, std::vector<FailedRow>& failed) {
   using Outcome = ConfirmTracker::Outcome;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const auto& row = rows[i];
-    Outcome outcome = tracker_.outcome(i);
+  const double now_unix =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (std::size_t i = 0; i < b.rows.size(); ++i) {
+    const auto& row = b.rows[i];
+    Outcome outcome = b.tracker.outcome(i);
     if (outcome == Outcome::kAcked) {
       acked.push_back(row.id);
-      metrics_->enqueue_to_confirm(std::chrono::duration<double>(
-          std::chrono::system_clock::now().time_since_epoch()).count() - row.created_unix);
+      metrics_->enqueue_to_confirm(now_unix - row.created_unix);
       continue;
     }
-    const bool channel = outcome == Outcome::kFailed && !channel_failure_.empty() &&
-                         tracker_.reason(i) == channel_failure_;
+    const std::string& why = b.tracker.reason(i);
+    const bool channel = outcome == Outcome::kFailed && !b.channel_failure.empty() && why == b.channel_failure;
     bool counts = outcome == Outcome::kNacked || outcome == Outcome::kReturned ||
-                  (channel && channel_failure_.find("'" + row.exchange + "'") != std::string::npos);
-    metrics_->failure(failure_reason(outcome, tracker_.reason(i), channel));
-    std::string reason = tracker_.reason(i).empty() ? "not published: connection lost before publish"
-                                                   : tracker_.reason(i);
+                  (channel && b.channel_failure.find("'" + row.exchange + "'") != std::string::npos);
+    metrics_->failure(failure_reason(outcome, why, channel));
+    std::string reason = why.empty() ? "not published: connection lost before publish" : why;
     FailedRow f{row.id, one_line(reason), 0, counts};
     if (counts) {
       f.retry_in_ms = backoff_.delay(row.attempts + 1).count();
@@ -273,6 +447,89 @@ void RelayLoop::settle(const std::vector<ClaimedRow>& rows, std::vector<std::int
     }
     failed.push_back(std::move(f));
   }
+}
+
+// Nothing in flight and the last claim found nothing. With relay.listen, arm the
+// listener first; once armed, claim once more (every insert that did not notify
+// has ended), then sleep until a notification, the fallback poll, this relay's own
+// earliest retry, or stop.
+void RelayLoop::sleep_until_work() {
+  using Arm = NotifyListener::Arm;
+  auto poll = milliseconds(config_.relay.poll_interval_ms);
+  bool fallback_poll = false;
+  if (config_.relay.listen && listener_ready()) {
+    try {
+      if (!listener_.armed()) {
+        arm_state_ = listener_.arm();
+        if (arm_state_ == Arm::kArmed) {
+          last_claim_empty_ = false;
+          probe_first_ = true;
+          return;
+        }
+      }
+      // Armed, or another idle relay is: every insert notifies. Otherwise a
+      // producer transaction that did not notify is open: poll until it ends.
+      if (listener_.armed() || arm_state_ == Arm::kOtherRelay) {
+        poll = milliseconds(config_.relay.listen_poll_interval_ms);
+        fallback_poll = true;
+      }
+    } catch (const std::exception& e) {
+      spdlog::warn("PostgreSQL listener session failed, polling until it is back: {}", one_line(e.what()));
+      listener_.disconnect();
+    }
+  }
+  auto until = Clock::now() + poll;
+  if (next_retry_at_ && *next_retry_at_ < until) until = *next_retry_at_;
+  const bool notified = wait_for_work(until);
+  if (next_retry_at_ && Clock::now() >= *next_retry_at_) next_retry_at_.reset();
+  last_claim_empty_ = false;
+  probe_first_ = fallback_poll && !notified;  // a notification means rows: claim at once
+}
+
+// Connects the listener when needed; false (logged once) while it cannot.
+bool RelayLoop::listener_ready() {
+  if (listener_.connected()) return true;
+  try {
+    listener_.connect();
+    if (listener_failed_) spdlog::info("PostgreSQL listener session is back: waking on notifications");
+    listener_failed_ = false;
+    return true;
+  } catch (const std::exception& e) {
+    if (!listener_failed_)
+      spdlog::warn("cannot LISTEN, polling every relay.poll_interval_ms instead: {}", one_line(e.what()));
+    listener_failed_ = true;
+    return false;
+  }
+}
+
+// Sleeps until `until`, waiting on both sockets: a notification on the listener's
+// session ends the wait (true); broker frames and AMQP heartbeats are serviced.
+bool RelayLoop::wait_for_work(Clock::time_point until) {
+  while (!stop_) {
+    note_state();
+    try {
+      if (listener_.take_notifications()) return true;
+    } catch (const std::exception& e) {
+      spdlog::warn("PostgreSQL listener session lost, polling until it is back: {}", one_line(e.what()));
+      listener_.disconnect();
+    }
+    auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now());
+    if (left <= milliseconds(0)) return false;
+    pollfd fds[2];
+    nfds_t n = 0;
+    if (amqp_.connected()) fds[n++] = pollfd{amqp_.socket(), POLLIN, 0};
+    if (listener_.connected()) fds[n++] = pollfd{listener_.socket(), POLLIN, 0};
+    const bool buffered = amqp_.has_buffered_data();
+    if (!buffered) ::poll(fds, n, static_cast<int>(std::min(left, milliseconds(100)).count()));
+    // Reading (even nothing) lets rabbitmq-c send and check heartbeats.
+    while (amqp_.connected()) {
+      auto ev = amqp_.next_event(milliseconds(0));
+      if (!ev) break;
+      if (ev->kind == BrokerEvent::Kind::kConnectionClosed) spdlog::warn("AMQP {}", ev->reason);
+    }
+    if (n == 0) std::this_thread::sleep_for(std::min(left, milliseconds(100)));
+  }
+  return false;
 }
 
 // Sleeps up to `total`, servicing AMQP heartbeats and broker events, and wakes
@@ -297,14 +554,16 @@ void RelayLoop::maybe_log_summary(bool force) {
   auto now = Clock::now();
   auto elapsed = std::chrono::duration<double>(now - last_summary_).count();
   if (!force && elapsed < config_.relay.summary_interval_s) return;
+  OutboxStore* store = free_store();  // a session with no claim transaction open
+  if (!store && !force && !inflight_.empty()) return;  // after the next commit
   double rate = elapsed > 0 ? (counters_.published - published_at_last_summary_) / elapsed : 0;
   last_summary_ = now;
   published_at_last_summary_ = counters_.published;
   PendingStats stats;
   try {
-    if (!store_.connected()) throw std::runtime_error("not connected");
-    pqxx::read_transaction tx(store_.connection());
-    stats = store_.stats(tx);
+    if (!store) throw std::runtime_error("not connected");
+    pqxx::nontransaction tx(store->connection());  // one statement, no BEGIN/COMMIT
+    stats = store->stats(tx);
   } catch (const std::exception& e) {
     spdlog::info("summary: published {} ({:.0f}/s), failed {}, parked {}; pending unknown: {}",
                  counters_.published, rate, counters_.failed, counters_.parked, one_line(e.what()));

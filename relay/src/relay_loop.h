@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,8 @@
 #include "backoff.h"
 #include "config.h"
 #include "confirm_tracker.h"
+#include "inflight_batch.h"
+#include "notify_listener.h"
 #include "outbox_store.h"
 #include "relay_metrics.h"
 
@@ -32,6 +35,13 @@ struct RelayCounters {
 // message by message, settle them from the broker's acks/nacks/returns, mark the
 // acked rows published and the rest failed (with backoff), commit.
 //
+// Up to relay.pipeline_depth batches are in flight, each in its own transaction on
+// its own connection: while the broker confirms one, the next is claimed (SKIP
+// LOCKED passes over the rows the first one holds) and published. A batch commits as
+// soon as all its own tags are settled. When a claim finds nothing, the relay arms
+// its NotifyListener and sleeps until a producer's notification, its fallback poll
+// or its own earliest retry.
+//
 // At-least-once: a row is marked published only after the ack for its own delivery
 // tag. If the relay dies, or the commit fails, after the broker acked, the row stays
 // pending and is published again (consumers deduplicate by message id). A commit
@@ -39,7 +49,7 @@ struct RelayCounters {
 // republish" for the same reason.
 //
 // Thread safety: none; run() owns the thread. `stop` may be set from any thread
-// (a signal handler): the batch in flight is finished and committed, then run()
+// (a signal handler): the batches in flight are finished and committed, then run()
 // returns.
 class RelayLoop {
  public:
@@ -54,27 +64,47 @@ class RelayLoop {
   const RelayCounters& counters() const { return counters_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
   bool ensure_connected();
-  std::size_t run_batch();
-  void publish_all(std::vector<ClaimedRow>& rows);
+  OutboxStore& primary() { return *stores_.front(); }
+  OutboxStore* free_store();  // connected, with no batch in flight
+  bool can_claim();
+  std::size_t claim_batch(bool probe_first);
+  bool publish_pending();
+  bool publish_some(InflightBatch& batch);
+  std::size_t outstanding() const;
+  void pump_events();
+  void await_broker();
   bool wait_for_event(std::chrono::milliseconds timeout);
-  void settle(const std::vector<ClaimedRow>& rows, std::vector<std::int64_t>& acked,
-              std::vector<FailedRow>& failed);
-  void commit_batch(pqxx::work& tx, std::size_t acked, std::size_t failed);
+  void connection_lost(const std::string& reason);
+  void finish_settled();
+  void finish_batch(InflightBatch& batch);
+  void settle(InflightBatch& batch, std::vector<std::int64_t>& acked, std::vector<FailedRow>& failed);
+  bool commit_batch(InflightBatch& batch, std::size_t acked, std::size_t failed);
+  void note_retries(const std::vector<FailedRow>& failed);
+  void sleep_until_work();
+  bool listener_ready();
+  bool wait_for_work(Clock::time_point until);
   void idle_wait(std::chrono::milliseconds total);
   void maybe_log_summary(bool force);
   void note_state();  // heartbeat and connection gauges for /healthz, /readyz
 
   RelayConfig config_;
   const std::atomic<bool>& stop_;
-  OutboxStore store_;
+  std::vector<std::unique_ptr<OutboxStore>> stores_;  // one per batch in flight
   AmqpPublisher amqp_;
-  ConfirmTracker tracker_;
+  NotifyListener listener_;
   Backoff backoff_;
   Backoff reconnect_backoff_;
   RelayCounters counters_;
-  std::string channel_failure_;  // last channel close reason within a batch
-  bool connection_lost_ = false;
+  std::vector<std::unique_ptr<InflightBatch>> inflight_;  // claim order
+  bool last_claim_empty_ = false;  // the last claim found nothing: sleep before the next
+  bool caught_up_ = true;          // the last claim was not full: no backlog to pipeline
+  bool probe_first_ = false;       // next claim: ask has_due_rows() first (fallback poll)
+  NotifyListener::Arm arm_state_ = NotifyListener::Arm::kProducerBusy;
+  bool listener_failed_ = false;   // logged once until it works again
+  std::optional<Clock::time_point> next_retry_at_;  // earliest retry this relay scheduled
+  Clock::time_point last_broker_progress_;          // last publish or broker event
   int reconnect_attempt_ = 0;
   std::string last_connect_error_;
   std::chrono::steady_clock::time_point last_summary_;

@@ -1,0 +1,36 @@
+#pragma once
+// InflightBatch: one claimed batch between its claim and its commit.
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "confirm_tracker.h"
+#include "outbox_store.h"
+
+#include <pqxx/transaction>
+
+namespace relay {
+
+// The claim transaction (on the connection of the store that claimed it) holds the
+// rows' locks, which are the lease, until the batch commits. The relay keeps up to
+// relay.pipeline_depth batches in flight, each on its own connection (a libpqxx
+// connection runs one transaction at a time), so the next claim and publish overlap
+// the broker's confirms of the previous batch.
+//
+// Plain data owned by the relay loop's thread.
+struct InflightBatch {
+  OutboxStore* store = nullptr;
+  std::unique_ptr<pqxx::work> tx;
+  std::vector<ClaimedRow> rows;
+  ConfirmTracker tracker;         // settles this batch's delivery tags only
+  std::size_t published = 0;      // rows [0, published) went to the broker
+  bool publishing_done = false;   // no more of its rows will be published
+  std::string channel_failure;    // a channel close seen while its rows were outstanding
+  std::chrono::steady_clock::time_point claimed_at, publish_done_at;
+  double claim_ms = 0;
+};
+
+}  // namespace relay

@@ -1,0 +1,90 @@
+#include "notify_listener.h"
+
+#include <algorithm>
+#include <pqxx/pqxx>
+
+#include "outbox_store.h"
+
+namespace relay {
+namespace {
+
+// The advisory lock of migration 0004: (this class id, hashtext(schema)).
+constexpr const char* kLockKey = "1868724338, hashtext($1)";
+
+}  // namespace
+
+NotifyListener::NotifyListener(PostgresConfig config, std::chrono::milliseconds lock_wait)
+    : config_(std::move(config)), lock_wait_(lock_wait) {}
+
+NotifyListener::~NotifyListener() = default;
+
+std::string NotifyListener::channel_of(const std::string& schema) {
+  return ("outbox_" + schema).substr(0, 63);
+}
+
+bool NotifyListener::connected() const { return conn_ && conn_->is_open(); }
+
+void NotifyListener::disconnect() {
+  conn_.reset();  // the server releases the session's lock with it
+  armed_ = false;
+}
+
+int NotifyListener::socket() const { return connected() ? conn_->sock() : -1; }
+
+void NotifyListener::connect() {
+  disconnect();
+  auto conn = std::make_unique<pqxx::connection>(dsn_with_session_options(config_));
+  pqxx::nontransaction setup(*conn);
+  setup.exec("SET statement_timeout = " + std::to_string(config_.statement_timeout_ms));
+  setup.exec("SET lock_timeout = " + std::to_string(std::max<long long>(1, lock_wait_.count())));
+  setup.exec("LISTEN " + conn->quote_name(channel_of(config_.schema)));
+  setup.commit();
+  conn->prepare("notify_try_lock", std::string("SELECT pg_try_advisory_lock(") + kLockKey + ")");
+  conn->prepare("notify_lock", std::string("SELECT pg_advisory_lock(") + kLockKey + ")");
+  conn->prepare("notify_unlock", std::string("SELECT pg_advisory_unlock(") + kLockKey + ")");
+  conn->prepare("notify_other_relay",
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND mode = 'ExclusiveLock' AND objsubid = 2 AND classid = 1868724338 "
+                "AND objid = hashtext($1)::oid "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))");
+  conn_ = std::move(conn);
+}
+
+NotifyListener::Arm NotifyListener::arm() {
+  if (armed_) return Arm::kArmed;
+  {
+    pqxx::nontransaction tx(*conn_);
+    if (tx.exec_prepared1("notify_try_lock", config_.schema)[0].as<bool>()) {
+      armed_ = true;
+      return Arm::kArmed;
+    }
+    // Producers take the lock in shared mode only; an exclusive holder is a relay.
+    if (tx.exec_prepared1("notify_other_relay", config_.schema)[0].as<bool>()) return Arm::kOtherRelay;
+  }
+  // Producer transactions are still open. Queueing for the lock makes every newer
+  // producer notify, and the open ones usually end within milliseconds; the
+  // session's lock_timeout bounds the wait.
+  try {
+    pqxx::nontransaction tx(*conn_);
+    tx.exec_prepared("notify_lock", config_.schema);
+    armed_ = true;
+    return Arm::kArmed;
+  } catch (const pqxx::sql_error& e) {
+    if (e.sqlstate() != "55P03") throw;  // lock_not_available: the wait timed out
+    return Arm::kProducerBusy;
+  }
+}
+
+void NotifyListener::disarm() {
+  if (!armed_) return;
+  armed_ = false;
+  pqxx::nontransaction tx(*conn_);
+  tx.exec_prepared("notify_unlock", config_.schema);
+}
+
+bool NotifyListener::take_notifications() {
+  if (!connected()) return false;
+  return conn_->get_notifs() > 0;
+}
+
+}  // namespace relay
