@@ -6,6 +6,8 @@
 #   deploy/local/servers.sh stop     # stops what start started, by pid
 #   deploy/local/servers.sh status
 #   deploy/local/servers.sh env      # prints the connection settings as shell exports
+#   deploy/local/servers.sh restart-rabbitmq | restart-postgres | rabbitmq-pid
+#                                    # for fault-injection runs (tests/chaos) on private servers
 #
 # Settings (environment): OUTBOX_LOCAL_DIR (default /tmp/outbox-relay-local),
 # OUTBOX_PG_PORT (default 35432), OUTBOX_AMQP_PORT (default 35673; its Erlang
@@ -136,10 +138,16 @@ case "$cmd" in
     print_env >"$DIR/env.sh"
     echo "connection settings (also in $DIR/env.sh):"; print_env ;;
   stop) stop_rmq; stop_pg ;;
+  # For fault-injection suites on their own servers (never the shared ones):
+  restart-rabbitmq) stop_rmq; start_rmq ;;
+  restart-postgres) as_user postgres "$PG_BIN/pg_ctl" -D "$PG_DIR" -m fast -w -t 60 \
+      -o "-p $PG_PORT -k $PG_DIR -c listen_addresses=127.0.0.1" restart >/dev/null
+    echo "postgres: restarted on 127.0.0.1:$PG_PORT" ;;
+  rabbitmq-pid) rmq_pid ;;
   status)
     pg_running && echo "postgres: running on 127.0.0.1:$PG_PORT" || echo "postgres: stopped"
     rmq_running && echo "rabbitmq: running on 127.0.0.1:$AMQP_PORT (pid $(rmq_pid))" || echo "rabbitmq: stopped" ;;
   env) print_env ;;
   rabbitmqctl) shift; rmq_env as_user rabbitmq /usr/lib/rabbitmq/bin/rabbitmqctl -n "$RMQ_NODE" "$@" ;;
-  *) echo "usage: $0 start|stop|status|env|rabbitmqctl ARGS..." >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|status|env|restart-rabbitmq|restart-postgres|rabbitmq-pid|rabbitmqctl ARGS..." >&2; exit 2 ;;
 esac
