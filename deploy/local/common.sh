@@ -19,12 +19,12 @@ install_and_build() {
 start_servers() {
   step "Starting local PostgreSQL and RabbitMQ"
   local before
-  before=$("$SERVERS" status)
-  "$SERVERS" start
+  before=$(bash "$SERVERS" status)
+  bash "$SERVERS" start
   if ! grep -q "postgres: running" <<<"$before" || ! grep -q "rabbitmq: running" <<<"$before"; then
     if [ "${OUTBOX_KEEP_SERVERS:-0}" != 1 ]; then
-      trap '"$SERVERS" stop' EXIT
+      trap 'bash "$SERVERS" stop' EXIT
     fi
   fi
-  eval "$("$SERVERS" env)"
+  eval "$(bash "$SERVERS" env)"
 }
