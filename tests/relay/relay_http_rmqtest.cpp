@@ -3,7 +3,10 @@
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <fstream>
 #include <pqxx/pqxx>
+#include <regex>
+#include <sstream>
 #include <thread>
 
 #include "http_scrape.h"
@@ -88,6 +91,17 @@ TEST_CASE("/metrics counts published, returned and parked rows and the backlog t
   CHECK(reply.status == 200);
   CHECK(reply.content_type == "text/plain; version=0.0.4; charset=utf-8");
   CHECK(testenv::python_prometheus_check(reply.body) == "");
+
+  // Every metric the Grafana dashboard queries is exported.
+  std::ifstream dashboard(OUTBOX_DASHBOARD);
+  std::stringstream text;
+  text << dashboard.rdbuf();
+  const std::regex name(R"(outbox_relay_[a-z_]+)");
+  int used = 0;
+  const auto json = text.str();
+  for (std::sregex_iterator it(json.begin(), json.end(), name), end; it != end; ++it, ++used)
+    CHECK_MESSAGE(contains(reply.body, "\n" + it->str()), it->str());
+  CHECK(used > 20);
 
   relay.signal(SIGTERM);
   CHECK(relay.wait() == 0);
