@@ -21,6 +21,7 @@ int cmd_check_config(const Args& args);  // check-config FILE
 int cmd_status(const Args& args);        // status --config FILE [--json]      (cmd_status.cpp)
 int cmd_replay(const Args& args);        // replay --config FILE --id.../--since (cmd_replay.cpp)
 int cmd_cleanup(const Args& args);       // cleanup --config FILE --older-than   (cmd_cleanup.cpp)
+int cmd_dead(const Args& args);          // dead list|requeue --config FILE ... (cmd_dead.cpp)
 
 struct Command {
   const char* name;

@@ -18,6 +18,10 @@ const std::vector<Command>& all_commands() {
                              "                          publish published rows again, same message id"},
       {"cleanup", cmd_cleanup, "--config FILE --older-than AGE [--batch N] [--dry-run] [--json]\n"
                                "                          delete old published rows in batches"},
+      {"dead", cmd_dead, "list --config FILE [--type T] [--limit N] [--json]\n"
+                         "                          parked rows: id, message id, type, attempts, age, last error\n"
+                         "  outbox-relay dead requeue --config FILE (--id ID... | --type T | --all) [--json]\n"
+                         "                          parked rows back to pending"},
   };
   return commands;
 }

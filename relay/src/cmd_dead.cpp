@@ -1,0 +1,188 @@
+// outbox-relay dead list / dead requeue: the parked rows (failed relay.max_attempts
+// times), shown and sent back to pending.
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <pqxx/pqxx>
+
+#include "admin_args.h"
+#include "one_line.h"
+#include "outbox/errors.h"
+#include "outbox/message_id.h"
+#include "outbox/pg_array.h"
+#include "outbox/sql_identifier.h"
+#include "outbox_store.h"
+
+namespace relay {
+namespace {
+
+constexpr const char* kDeadHelp =
+    "usage: outbox-relay dead list --config FILE [--type T] [--limit N] [--json]\n"
+    "       outbox-relay dead requeue --config FILE (--id ID... | --type T | --all) [--json]\n"
+    "\n"
+    "A row is parked when it failed relay.max_attempts times for a reason of its own\n"
+    "(nacked, unroutable, its exchange missing); the relay never claims it again.\n"
+    "\n"
+    "  list      parked rows, oldest first: outbox id, message id, type, attempts,\n"
+    "            age (since enqueue), time parked, last error\n"
+    "    --type T    only rows of message type T\n"
+    "    --limit N   at most N rows (default 1000); the total is always printed\n"
+    "  requeue   makes parked rows pending again, due now, with attempts reset to 0\n"
+    "            (last_error is kept until the next attempt); the running relay\n"
+    "            publishes them with their own message ids\n"
+    "    --id ID...  message ids (UUID) or outbox ids; every one must be parked, or\n"
+    "                nothing changes (exit 2)\n"
+    "    --type T    every parked row of message type T\n"
+    "    --all       every parked row\n"
+    "  --json    one JSON value on stdout\n"
+    "\n"
+    "exit codes: 0 done, 1 PostgreSQL failed, 2 bad usage, configuration, or an id\n"
+    "that is unknown or not parked\n";
+
+std::string table_of(const RelayConfig& config) {
+  return outbox::quoted_identifier(config.postgres.schema, "postgres.schema") + ".outbox";
+}
+
+int dead_list(const AdminArgs& args, const RelayConfig& config) {
+  const auto limit = args.integer("--limit", 1000, 1, 10000000);
+  const auto type = args.value("--type");
+  pqxx::connection conn(dsn_with_session_options(config.postgres));
+  pqxx::read_transaction tx(conn);
+  const std::string where = " WHERE parked_at IS NOT NULL AND ($1::text IS NULL OR message_type = $1::text)";
+  const auto total = tx.exec_params1("SELECT count(*) FROM " + table_of(config) + where, type)[0].as<std::int64_t>();
+  auto rows = tx.exec_params(
+      "SELECT id, message_id::text, message_type, attempts, coalesce(last_error, ''), "
+      "extract(epoch from now() - created_at)::float8, extract(epoch from now() - parked_at)::float8 "
+      "FROM " + table_of(config) + where + " ORDER BY id LIMIT $2",
+      type, limit);
+  if (args.json()) {
+    auto list = nlohmann::json::array();
+    for (const auto& r : rows)
+      list.push_back({{"id", r[0].as<std::int64_t>()}, {"message_id", r[1].c_str()}, {"type", r[2].c_str()},
+                      {"attempts", r[3].as<int>()}, {"last_error", r[4].c_str()},
+                      {"age_s", r[5].as<double>()}, {"parked_for_s", r[6].as<double>()}});
+    std::cout << nlohmann::json{{"total", total}, {"rows", list}}.dump() << "\n";
+    return kExitOk;
+  }
+  std::printf("%lld parked row(s)%s\n", static_cast<long long>(total),
+              static_cast<std::int64_t>(rows.size()) < total ? ", oldest shown first" : "");
+  if (rows.empty()) return kExitOk;
+  std::printf("%-10s %-36s %-24s %8s %12s %12s  %s\n", "id", "message id", "type", "attempts", "age",
+              "parked for", "last error");
+  for (const auto& r : rows)
+    std::printf("%-10lld %-36s %-24s %8d %12s %12s  %s\n", r[0].as<long long>(), r[1].c_str(),
+                one_line(r[2].c_str(), 24).c_str(), r[3].as<int>(), human_seconds(r[5].as<double>()).c_str(),
+                human_seconds(r[6].as<double>()).c_str(), one_line(r[4].c_str(), 300).c_str());
+  if (static_cast<std::int64_t>(rows.size()) < total)
+    std::printf("... %lld more (raise --limit)\n", static_cast<long long>(total - rows.size()));
+  return kExitOk;
+}
+
+struct IdSelection {
+  std::vector<std::int64_t> ids;
+  std::vector<std::string> message_ids;
+};
+
+IdSelection parse_ids(const std::vector<std::string>& given) {
+  IdSelection s;
+  for (const auto& id : given) {
+    if (!id.empty() && id.size() <= 18 && id.find_first_not_of("0123456789") == std::string::npos) {
+      s.ids.push_back(std::stoll(id));
+      continue;
+    }
+    try {
+      s.message_ids.push_back(outbox::MessageId::parse(id, "--id").to_string());
+    } catch (const outbox::ValidationError&) {
+      throw UsageError("--id '" + one_line(id, 60) + "' is neither a message id (UUID) nor an outbox id");
+    }
+  }
+  return s;
+}
+
+// Every given id must name a parked row. Returns the problems, one per id.
+std::vector<std::string> check_ids(pqxx::work& tx, const std::string& table, const IdSelection& s) {
+  auto found = tx.exec_params("SELECT id, message_id::text, parked_at IS NOT NULL FROM " + table +
+                                  " WHERE id = ANY($1::bigint[]) OR message_id = ANY($2::uuid[])",
+                              outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids));
+  std::vector<std::string> problems;
+  auto describe = [&](const std::string& given, auto match) {
+    for (const auto& r : found)
+      if (match(r)) {
+        if (!r[2].as<bool>()) problems.push_back(given + " is not parked");
+        return;
+      }
+    problems.push_back(given + " not found");
+  };
+  for (auto id : s.ids) describe(std::to_string(id), [&](const pqxx::row& r) { return r[0].as<std::int64_t>() == id; });
+  for (const auto& m : s.message_ids) describe(m, [&](const pqxx::row& r) { return m == r[1].c_str(); });
+  return problems;
+}
+
+void check_requeue_usage(const AdminArgs& args) {
+  const int selectors = args.has("--id") + args.has("--type") + args.has("--all");
+  if (selectors != 1) throw UsageError("dead requeue needs exactly one of --id ID..., --type T or --all");
+  parse_ids(args.all("--id"));
+}
+
+int dead_requeue(const AdminArgs& args, const RelayConfig& config) {
+  const auto selection = parse_ids(args.all("--id"));
+  const auto table = table_of(config);
+  pqxx::connection conn(dsn_with_session_options(config.postgres));
+  pqxx::work tx(conn);
+  if (args.has("--id")) {
+    auto problems = check_ids(tx, table, selection);
+    if (!problems.empty()) {
+      for (const auto& p : problems) std::cerr << "dead requeue: " << one_line(p) << "\n";
+      std::cerr << "dead requeue: nothing changed\n";
+      return kExitUsage;
+    }
+  }
+  // Pending again and due now; attempts restart so a row gets a full set of retries.
+  auto r = tx.exec_params(
+      "UPDATE " + table + " SET parked_at = NULL, attempts = 0, next_attempt_at = now() "
+      "WHERE parked_at IS NOT NULL "
+      "AND ($1 OR id = ANY($2::bigint[]) OR message_id = ANY($3::uuid[]) OR message_type = $4::text) "
+      "RETURNING id",
+      args.has("--all"), outbox::pg::bigint_array(selection.ids), outbox::pg::text_array(selection.message_ids),
+      args.value("--type"));
+  tx.commit();
+  if (args.json()) std::cout << nlohmann::json{{"requeued", r.size()}}.dump() << "\n";
+  else std::cout << r.size() << " row(s) back to pending; the running relay publishes them\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+int cmd_dead(const Args& raw) {
+  if (raw.empty() || raw[0] == "--help" || raw[0] == "-h") {
+    if (raw.empty()) throw UsageError("dead needs a subcommand: list or requeue");
+    std::cout << kDeadHelp;
+    return kExitOk;
+  }
+  const std::string sub = raw[0];
+  if (sub != "list" && sub != "requeue")
+    throw UsageError("unknown dead subcommand '" + one_line(sub, 40) + "' (expected list or requeue)");
+  const Args rest(raw.begin() + 1, raw.end());
+  const auto args = sub == "list"
+                        ? AdminArgs("dead list", rest, {{"--type", true}, {"--limit", true}, {"--json"}})
+                        : AdminArgs("dead requeue", rest, {{"--id", true, true}, {"--type", true}, {"--all"}, {"--json"}});
+  if (args.help()) {
+    std::cout << kDeadHelp;
+    return kExitOk;
+  }
+  // Usage errors first: nothing is read or written for a bad command line.
+  if (sub == "list") args.integer("--limit", 1000, 1, 10000000);
+  else check_requeue_usage(args);
+  auto config = load_admin_config(args.config_path());
+  if (!config) return kExitUsage;
+  try {
+    return sub == "list" ? dead_list(args, *config) : dead_requeue(args, *config);
+  } catch (const std::exception& e) {
+    std::cerr << "dead " << sub << " failed: " << one_line(e.what()) << "\n";
+    return kExitFailure;
+  }
+}
+
+}  // namespace relay
