@@ -46,7 +46,6 @@ std::string new_key_id() {
   return id;
 }
 
-
 }  // namespace
 
 SubjectKeyStore::SubjectKeyStore(std::string schema, std::shared_ptr<const Keyring> keyring)
@@ -88,7 +87,7 @@ SubjectKeyStore::DataKey SubjectKeyStore::unwrap(const Row& row) const {
 
 namespace {
 
-// Columns in kColumns order.
+// Columns in kColumns order. A template because Row is private to the class.
 template <class RowType>
 RowType row_from(const pqxx::row& r) {
   RowType row;
