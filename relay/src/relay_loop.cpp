@@ -129,7 +129,8 @@ bool RelayLoop::ensure_connected() {
   }
   if (error.empty()) {
     if (reconnect_attempt_ > 0 || !last_connect_error_.empty())
-      spdlog::info("connected again to PostgreSQL {} and AMQP {}", primary().endpoint(), amqp_.endpoint());
+      spdlog::info("connected again to PostgreSQL {} and AMQP {} after {} failed attempt(s)",
+                   primary().endpoint(), amqp_.endpoint(), reconnect_attempt_);
     else
       spdlog::info("connected to PostgreSQL {} and AMQP {}", primary().endpoint(), amqp_.endpoint());
     reconnect_attempt_ = 0;
@@ -137,7 +138,10 @@ bool RelayLoop::ensure_connected() {
     last_claim_empty_ = false;  // rows may have come while disconnected
     return true;
   }
-  if (error != last_connect_error_) spdlog::warn("cannot connect, will retry: {}", error);
+  // One warning per outage (the next line is "connected again"), however the error
+  // text varies while the peer restarts; the attempts in between go to debug.
+  if (last_connect_error_.empty()) spdlog::warn("cannot connect, will retry with backoff: {}", error);
+  else if (error != last_connect_error_) spdlog::debug("still cannot connect: {}", error);
   last_connect_error_ = error;
   idle_wait(reconnect_backoff_.delay(++reconnect_attempt_));
   return false;
