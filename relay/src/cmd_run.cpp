@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <cctype>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
@@ -54,7 +55,9 @@ bool wait_and_preflight(const RelayConfig& config, const std::atomic<bool>& stop
       preflight(conn, config);
       return true;
     } catch (const pqxx::broken_connection& e) {
-      auto error = one_line(e.what());
+      std::string text = e.what();
+      while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+      auto error = one_line(text);
       if (error != last_error) spdlog::warn("cannot connect to PostgreSQL, will retry: {}", error);
       last_error = error;
     }
