@@ -84,6 +84,9 @@ class Bench {
     report_["backlog"] = o_.backlog;
     report_["batch_size"] = o_.batch_size;
     report_["relay_settings"] = o_.relay_settings;
+    report_["schema"] = env.schema();  // dropped, like the exchange and queue, at the end
+    report_["exchange"] = env.exchange();
+    report_["queue"] = env.queue();
     std::cout << "outbox-bench " << report_["date"].get<std::string>() << ", "
               << report_["machine"]["cpus"] << " CPUs, load " << load_average() << "\n"
               << "  " << o_.command << "\n";

@@ -143,3 +143,23 @@ TEST_CASE("log level and format take only known words") {
   CHECK(contains(error_of(kValid + "log:\n  level: loud\n"), "log.level: must be one of"));
   CHECK(contains(error_of(kValid + "log:\n  format: xml\n"), "log.format: must be one of"));
 }
+
+TEST_CASE("pipelining and listening settings have defaults, ranges and a type check") {
+  SecretEnv env;
+  auto c = parse_config(kValid, "relay.yaml");
+  CHECK(c.relay.pipeline_depth == 2);
+  CHECK(c.relay.listen);
+  CHECK(c.relay.listen_poll_interval_ms == 5000);
+  auto set = replace(kValid, "  batch_size: 250\n",
+                     "  batch_size: 250\n  pipeline_depth: 1\n  listen: false\n  listen_poll_interval_ms: 900\n");
+  c = parse_config(set, "relay.yaml");
+  CHECK(c.relay.pipeline_depth == 1);
+  CHECK_FALSE(c.relay.listen);
+  CHECK(c.relay.listen_poll_interval_ms == 900);
+  CHECK(contains(error_of(replace(kValid, "batch_size: 250", "batch_size: 250\n  pipeline_depth: 9")),
+                 "relay.pipeline_depth: must be between 1 and 8, got 9"));
+  CHECK(contains(error_of(replace(kValid, "batch_size: 250", "batch_size: 250\n  listen_poll_interval_ms: 5")),
+                 "relay.listen_poll_interval_ms: must be between 100 and 3600000, got 5"));
+  CHECK(contains(error_of(replace(kValid, "batch_size: 250", "batch_size: 250\n  listen: sometimes")),
+                 "relay.listen: expected"));
+}

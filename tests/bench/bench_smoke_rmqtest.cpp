@@ -1,0 +1,109 @@
+// outbox-bench --smoke against the local servers: it runs every phase, writes the
+// JSON summary with its figures, and leaves nothing behind. Its speed is not checked.
+#include <doctest/doctest.h>
+
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "relay_process.h"
+#include "test_env.h"
+
+extern char** environ;
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  std::string output;
+};
+
+Run run_bench(const std::vector<std::string>& args) {
+  const std::string out_path = testenv::write_temp_file("", ".out");
+  std::vector<std::string> all = {OUTBOX_BENCH_BIN};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = -1;
+  REQUIRE(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&actions);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::ifstream in(out_path);
+  std::stringstream s;
+  s << in.rdbuf();
+  ::unlink(out_path.c_str());
+  return Run{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), s.str()};
+}
+
+// Whether the broker knows a queue (passive declare on a throwaway connection).
+bool queue_exists(const std::string& queue) {
+  std::string uri = testenv::amqp_uri();
+  amqp_connection_info info;
+  amqp_default_connection_info(&info);
+  REQUIRE(amqp_parse_url(uri.data(), &info) == AMQP_STATUS_OK);
+  auto conn = amqp_new_connection();
+  auto socket = amqp_tcp_socket_new(conn);
+  REQUIRE(amqp_socket_open(socket, info.host, info.port) == AMQP_STATUS_OK);
+  REQUIRE(amqp_login(conn, info.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, info.user, info.password)
+              .reply_type == AMQP_RESPONSE_NORMAL);
+  amqp_channel_open(conn, 1);
+  REQUIRE(amqp_get_rpc_reply(conn).reply_type == AMQP_RESPONSE_NORMAL);
+  amqp_queue_declare(conn, 1, amqp_cstring_bytes(queue.c_str()), 1, 0, 0, 0, amqp_empty_table);
+  bool exists = amqp_get_rpc_reply(conn).reply_type == AMQP_RESPONSE_NORMAL;
+  amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
+  amqp_destroy_connection(conn);
+  return exists;
+}
+
+}  // namespace
+
+TEST_CASE("outbox-bench --smoke measures every phase, writes the JSON summary and cleans up") {
+  const std::string json_path = testenv::write_temp_file("", ".json");
+  auto run = run_bench({"--smoke", "--json", json_path});
+  if (run.exit_code != 0) MESSAGE(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("ratio drain 1 relay / broker ceiling") != std::string::npos);
+
+  std::ifstream in(json_path);
+  auto report = nlohmann::json::parse(in);
+  ::unlink(json_path.c_str());
+  for (const char* key : {"broker_ceiling_msgs_per_s", "pg_claim_ceiling_rows_per_s", "relay_drain_msgs_per_s",
+                          "relay_drain_2proc_msgs_per_s", "latency_p50_ms", "latency_p99_ms",
+                          "relay_peak_rss_mib", "drain_to_ceiling_ratio"}) {
+    INFO(key);
+    REQUIRE(report.contains(key));
+    CHECK(report[key].get<double>() > 0);
+  }
+  REQUIRE(report.contains("idle_queries_per_s"));
+  CHECK(report["idle_queries_per_s"].get<double>() >= 0);
+  CHECK(report["latency"][0]["to_receipt_ms"]["count"].get<long>() > 0);
+  CHECK(report["enqueue"]["8conn_batch100_msgs_per_s"].get<double>() > 0);
+
+  // Its own schema, exchange and queue are gone.
+  const auto schema = report["schema"].get<std::string>();
+  CHECK(schema.rfind("bench_", 0) == 0);
+  CHECK(testenv::sql_value("SELECT count(*) FROM pg_namespace WHERE nspname = '" + schema + "'") == "0");
+  CHECK_FALSE(queue_exists(report["queue"].get<std::string>()));
+}
+
+TEST_CASE("outbox-bench refuses a bad option with exit code 2, naming it") {
+  auto run = run_bench({"--backlog", "lots"});
+  CHECK(run.exit_code == 2);
+  CHECK(run.output.find("--backlog: expected an integer, got 'lots'") != std::string::npos);
+  run = run_bench({"--rates", "1000,0"});
+  CHECK(run.exit_code == 2);
+  CHECK(run.output.find("--rates: must be between 1 and 1000000, got 0") != std::string::npos);
+}

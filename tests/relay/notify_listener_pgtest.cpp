@@ -1,0 +1,146 @@
+// Migration 0004's insert notification and the relay's NotifyListener, on a real
+// PostgreSQL: producers notify only while a relay waits.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "notify_listener.h"
+#include "outbox/outbox_writer.h"
+#include "test_env.h"
+
+using namespace outbox;
+using relay::NotifyListener;
+using testenv::ScopedSchema;
+using Arm = NotifyListener::Arm;
+
+namespace {
+
+relay::PostgresConfig config_for(const ScopedSchema& schema) {
+  relay::PostgresConfig c;
+  c.dsn = testenv::pg_dsn();
+  c.schema = schema.name();
+  return c;
+}
+
+Message event(int n) {
+  Message m;
+  m.exchange = Exchange("orders");
+  m.routing_key = RoutingKey("order.placed");
+  m.type = MessageType("OrderPlaced");
+  m.payload = "{\"n\":" + std::to_string(n) + "}";
+  return m;
+}
+
+void enqueue(const ScopedSchema& schema, int count = 1) {
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  std::vector<Message> batch;
+  for (int i = 0; i < count; ++i) batch.push_back(event(i));
+  OutboxWriter({schema.name(), {}}).enqueue_batch(tx, batch);
+  tx.commit();
+}
+
+// Notifications received on `conn` within `wait` (LISTEN already issued).
+int notifications(pqxx::connection& conn, std::chrono::milliseconds wait) {
+  int n = 0;
+  const auto until = std::chrono::steady_clock::now() + wait;
+  while (std::chrono::steady_clock::now() < until) {
+    n += conn.get_notifs();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return n;
+}
+
+std::unique_ptr<pqxx::connection> raw_listener(const ScopedSchema& schema) {
+  auto conn = std::make_unique<pqxx::connection>(testenv::pg_dsn());
+  pqxx::nontransaction(*conn).exec("LISTEN " + conn->quote_name(NotifyListener::channel_of(schema.name())));
+  return conn;
+}
+
+}  // namespace
+
+TEST_CASE("an insert notifies the schema's channel only while a relay holds the waiting lock") {
+  ScopedSchema schema;
+  auto observer = raw_listener(schema);
+  NotifyListener relay(config_for(schema), std::chrono::milliseconds(200));
+  relay.connect();
+
+  enqueue(schema);
+  CHECK(notifications(*observer, std::chrono::milliseconds(300)) == 0);  // no relay waits
+
+  REQUIRE(relay.arm() == Arm::kArmed);
+  enqueue(schema);
+  CHECK(notifications(*observer, std::chrono::milliseconds(500)) == 1);
+  CHECK(relay.take_notifications());
+
+  relay.disarm();  // busy again: producers stop notifying
+  enqueue(schema);
+  CHECK(notifications(*observer, std::chrono::milliseconds(300)) == 0);
+}
+
+TEST_CASE("a statement inserting a batch sends one notification, not one per row") {
+  ScopedSchema schema;
+  auto observer = raw_listener(schema);
+  NotifyListener relay(config_for(schema), std::chrono::milliseconds(200));
+  relay.connect();
+  REQUIRE(relay.arm() == Arm::kArmed);
+  enqueue(schema, 50);
+  CHECK(notifications(*observer, std::chrono::milliseconds(500)) == 1);
+}
+
+TEST_CASE("arming waits for an open producer transaction that did not notify, and says so when it stays open") {
+  ScopedSchema schema;
+  NotifyListener relay(config_for(schema), std::chrono::milliseconds(200));
+  relay.connect();
+  pqxx::connection producer(testenv::pg_dsn());
+  auto tx = std::make_unique<pqxx::work>(producer);
+  OutboxWriter({schema.name(), {}}).enqueue(*tx, event(1));  // not armed: no notification
+
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(relay.arm() == Arm::kProducerBusy);  // its row is invisible until it commits
+  CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(150));
+  CHECK_FALSE(relay.armed());
+
+  tx->commit();
+  tx.reset();
+  CHECK(relay.arm() == Arm::kArmed);  // from now on every insert notifies
+}
+
+TEST_CASE("a second idle relay sees the first one armed and is woken by the same notification") {
+  ScopedSchema schema;
+  NotifyListener first(config_for(schema), std::chrono::milliseconds(200));
+  NotifyListener second(config_for(schema), std::chrono::milliseconds(200));
+  first.connect();
+  second.connect();
+  REQUIRE(first.arm() == Arm::kArmed);
+  CHECK(second.arm() == Arm::kOtherRelay);
+  enqueue(schema);
+  bool first_woken = false, second_woken = false;
+  for (int i = 0; i < 100 && !(first_woken && second_woken); ++i) {
+    first_woken = first.take_notifications() || first_woken;
+    second_woken = second.take_notifications() || second_woken;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(first_woken);
+  CHECK(second_woken);
+}
+
+TEST_CASE("the lock goes with the listener's session: a relay that dies stops the notifications") {
+  ScopedSchema schema;
+  auto observer = raw_listener(schema);
+  {
+    NotifyListener relay(config_for(schema), std::chrono::milliseconds(200));
+    relay.connect();
+    REQUIRE(relay.arm() == Arm::kArmed);
+  }  // session closed without disarm()
+  // The server releases the lock when the backend has exited.
+  const std::string held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1868724338 "
+                           "AND objid = hashtext('" + schema.name() + "')::oid";
+  for (int i = 0; i < 500 && testenv::sql_value(held) != "0"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(testenv::sql_value(held) == "0");
+  enqueue(schema);
+  CHECK(notifications(*observer, std::chrono::milliseconds(300)) == 0);
+}

@@ -1,0 +1,147 @@
+// An idle relay: woken by producers' notifications, quiet on the database, and
+// never stranding a row behind a long fallback poll.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <map>
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "outbox/outbox_writer.h"
+#include "relay_process.h"
+#include "test_env.h"
+
+using namespace outbox;
+using testenv::RelayProcess;
+using testenv::ScopedSchema;
+using testenv::sql_value;
+using testenv::TestBroker;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+Message event_for(const TestBroker& broker, const std::string& routing_key = "") {
+  Message m;
+  m.exchange = Exchange(broker.exchange());
+  m.routing_key = RoutingKey(routing_key.empty() ? broker.routing_key() : routing_key);
+  m.type = MessageType("OrderPlaced");
+  m.payload = R"({"order_id":1})";
+  return m;
+}
+
+std::string enqueue(const ScopedSchema& schema, const Message& m) {
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  auto id = OutboxWriter({schema.name(), {}}).enqueue(tx, m);
+  tx.commit();
+  return id.to_string();
+}
+
+// True once some relay of the schema holds the "waiting" lock of migration 0004.
+bool relay_armed(const ScopedSchema& schema) {
+  return sql_value("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                   "AND mode = 'ExclusiveLock' AND classid = 1868724338 AND objid = hashtext('" +
+                   schema.name() + "')::oid") == "1";
+}
+
+void wait_armed(const ScopedSchema& schema, RelayProcess& relay) {
+  for (int i = 0; i < 500 && !relay_armed(schema); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (!relay_armed(schema)) MESSAGE(relay.log());
+  REQUIRE(relay_armed(schema));
+}
+
+// A relay configuration whose sessions carry `application_name` (to count their
+// statements) and whose polls are far apart unless `relay_lines` say otherwise.
+std::string quiet_yaml(const ScopedSchema& schema, const std::string& app, const std::string& relay_lines) {
+  std::string dsn = testenv::pg_dsn();
+  bool uri = dsn.rfind("postgresql://", 0) == 0 || dsn.rfind("postgres://", 0) == 0;
+  dsn += uri ? std::string(dsn.find('?') == std::string::npos ? "?" : "&") + "application_name=" + app
+             : " application_name=" + app;
+  return "postgres:\n  dsn: \"" + dsn + "\"\n  schema: " + schema.name() +
+         "\namqp:\n  uri: ${OUTBOX_AMQP_URI}\n  heartbeat_s: 5\n  confirm_timeout_ms: 10000\n"
+         "relay:\n  batch_size: 500\n" + relay_lines + "log:\n  level: debug\n";
+}
+
+}  // namespace
+
+TEST_CASE("an idle relay publishes a new row at once, woken by a notification, though it polls every 30 s") {
+  ScopedSchema schema;
+  TestBroker broker;
+  RelayProcess relay(quiet_yaml(schema, testenv::unique_name("listen"),
+                                "  poll_interval_ms: 30000\n  listen_poll_interval_ms: 30000\n"));
+  wait_armed(schema, relay);
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = Clock::now();
+    auto id = enqueue(schema, event_for(broker));
+    auto got = broker.receive(1, std::chrono::milliseconds(5000));
+    const auto waited = Clock::now() - t0;
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].message_id == id);
+    MESSAGE("enqueue commit to receipt " << std::chrono::duration<double, std::milli>(waited).count() << " ms");
+    CHECK(waited < std::chrono::seconds(3));  // far below the 30 s fallback poll
+    wait_armed(schema, relay);                // idle again before the next row
+  }
+}
+
+TEST_CASE("a row whose transaction was open while the relay went idle is published soon after it commits") {
+  ScopedSchema schema;
+  TestBroker broker;
+  // The producer's insert happens before the relay waits, so it does not notify.
+  pqxx::connection producer(testenv::pg_dsn());
+  auto tx = std::make_unique<pqxx::work>(producer);
+  auto id = OutboxWriter({schema.name(), {}}).enqueue(*tx, event_for(broker)).to_string();
+  RelayProcess relay(quiet_yaml(schema, testenv::unique_name("listen"),
+                                "  poll_interval_ms: 100\n  listen_poll_interval_ms: 30000\n"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  CHECK_FALSE(relay_armed(schema));  // it cannot arm while that transaction is open
+  const auto t0 = Clock::now();
+  tx->commit();
+  tx.reset();
+  auto got = broker.receive(1, std::chrono::milliseconds(5000));
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].message_id == id);
+  CHECK(Clock::now() - t0 < std::chrono::seconds(3));
+  wait_armed(schema, relay);  // and once it is closed, the relay waits for notifications
+}
+
+TEST_CASE("an idle relay starts at most one statement per second") {
+  ScopedSchema schema;
+  TestBroker broker;
+  const auto app = testenv::unique_name("idle");
+  RelayProcess relay(quiet_yaml(schema, app, ""));  // default intervals
+  wait_armed(schema, relay);
+  pqxx::connection conn(testenv::pg_dsn());
+  std::map<int, std::string> last;  // session pid -> query_start
+  int statements = 0;
+  const auto t0 = Clock::now();
+  while (Clock::now() - t0 < std::chrono::seconds(6)) {
+    pqxx::nontransaction q(conn);
+    for (const auto& r : q.exec_params("SELECT pid, query_start::text FROM pg_stat_activity "
+                                       "WHERE application_name = $1", app)) {
+      auto [it, added] = last.emplace(r[0].as<int>(), r[1].is_null() ? "" : r[1].c_str());
+      if (!added && it->second != (r[1].is_null() ? "" : r[1].c_str())) {
+        it->second = r[1].c_str();
+        ++statements;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  MESSAGE(statements << " statements in 6 s from " << last.size() << " sessions");
+  CHECK(last.size() >= 2);  // the sessions were seen: the count means something
+  CHECK(statements <= 6);
+}
+
+TEST_CASE("a relay retries its own failed row when it is due, not at its next fallback poll") {
+  ScopedSchema schema;
+  TestBroker broker;
+  enqueue(schema, event_for(broker, "nowhere"));  // unroutable: returned on every attempt
+  RelayProcess relay(quiet_yaml(schema, testenv::unique_name("retry"),
+                                "  poll_interval_ms: 60000\n  listen_poll_interval_ms: 60000\n"
+                                "  max_attempts: 3\n  backoff_initial_ms: 300\n  backoff_max_ms: 300\n"));
+  const std::string parked = "SELECT count(*) FROM \"" + schema.name() +
+                             "\".outbox WHERE parked_at IS NOT NULL AND attempts = 3";
+  for (int i = 0; i < 500 && sql_value(parked) != "1"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (sql_value(parked) != "1") MESSAGE(relay.log());
+  CHECK(sql_value(parked) == "1");  // three attempts within seconds, not minutes
+}
