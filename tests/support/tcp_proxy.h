@@ -1,0 +1,43 @@
+#pragma once
+// TcpProxy: a loopback TCP forwarder that tests put between a relay and a server,
+// so they can cut, stall or refuse its connections without touching the server.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace testenv {
+
+// Listens on 127.0.0.1 (an ephemeral port unless one is given) and forwards every
+// accepted connection to target_host:target_port, bytes unchanged, on a thread of
+// its own.
+//
+// Thread safety: every public method may be called from any thread.
+// Owns sockets and a thread: not copyable.
+class TcpProxy {
+ public:
+  TcpProxy(std::string target_host, std::uint16_t target_port, std::uint16_t listen_port = 0);
+  ~TcpProxy();
+  TcpProxy(const TcpProxy&) = delete;
+  TcpProxy& operator=(const TcpProxy&) = delete;
+
+  std::uint16_t port() const;
+
+  // Resets every open connection (RST on both sides), mid-stream: the client sees
+  // "connection reset", the server a vanished peer. Returns how many were cut.
+  int cut_all();
+  // While stalled no byte moves in either direction; connections stay open, as
+  // with a peer that hangs or a network that drops everything.
+  void set_stalled(bool stalled);
+  // While refusing, new connections are closed at once (as if nothing listened);
+  // open ones are not touched.
+  void set_refusing(bool refusing);
+  // Connections open now.
+  int open_connections() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace testenv
