@@ -16,6 +16,7 @@
 #include "outbox/consumer_runner.h"
 #include "outbox/errors.h"
 #include "outbox/outbox_writer.h"
+#include "tcp_proxy.h"
 #include "test_env.h"
 
 namespace {
@@ -304,4 +305,32 @@ TEST_CASE("a queue that exists without the dead-letter exchange stops the runner
     CHECK(what.find("PRECONDITION_FAILED") != std::string::npos);
     CHECK(what.find("guest") == std::string::npos);  // no credentials in the error
   }
+}
+
+TEST_CASE("a message whose ack is lost with the connection comes back and is skipped as a duplicate") {
+  Fixture f;
+  // The runner reaches RabbitMQ through a proxy the handler cuts after its effect:
+  // the commit succeeds, the ack cannot reach the broker, which requeues the message.
+  std::string uri = testenv::amqp_uri();
+  auto at = uri.rfind('@'), colon = uri.find(':', at), slash = uri.find('/', at);
+  REQUIRE((at != std::string::npos && colon != std::string::npos && slash != std::string::npos));
+  testenv::TcpProxy proxy(uri.substr(at + 1, colon - at - 1),
+                          static_cast<std::uint16_t>(std::stoi(uri.substr(colon + 1, slash - colon - 1))));
+  auto options = f.options();
+  options.amqp_uri = uri.substr(0, colon + 1) + std::to_string(proxy.port()) + uri.substr(slash);
+  std::atomic<int> calls{0};
+  outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
+    f.record_effect(tx, d);
+    if (++calls == 1) proxy.cut_all();
+  });
+  runner.start();
+  f.publish("first");
+  REQUIRE(testenv::wait_until([&] { return runner.counters().duplicates == 1; }, 15s));
+  f.publish("after the reconnect");
+  REQUIRE(testenv::wait_until([&] { return f.effects() == 2; }, 10s));
+  runner.stop();
+  runner.wait();
+  CHECK(calls == 2);  // the redelivery never reached the handler
+  CHECK(f.effects() == 2);
+  CHECK(testenv::queue_state(f.topology.queue).ready == 0);
 }
