@@ -168,7 +168,26 @@ void AmqpPublisher::disconnect() {
   blocked_ = false;
 }
 
+// Checked before anything is sent: rabbitmq-c refuses such a frame only after the
+// method frame may have gone out, and a relay that dropped the connection for it
+// would claim the same row again at once, holding up every row behind it.
+static void check_short_strings(const OutboundMessage& m) {
+  auto check = [](const char* what, const std::string& value) {
+    if (value.size() > 255)
+      throw UnpublishableMessage(std::string(what) + " is " + std::to_string(value.size()) +
+                                 " bytes, AMQP allows at most 255");
+  };
+  check("exchange", *m.exchange);
+  check("routing key", *m.routing_key);
+  check("message id", *m.message_id);
+  check("type", *m.type);
+  check("content type", *m.content_type);
+  if (m.correlation_id) check("correlation id", *m.correlation_id);
+  for (const auto& h : *m.headers) check("a header name", h.first);
+}
+
 std::uint64_t AmqpPublisher::publish(const OutboundMessage& m) {
+  check_short_strings(m);
   std::vector<amqp_table_entry_t> entries;
   entries.reserve(m.headers->size() + 1);
   amqp_table_entry_t id_entry;

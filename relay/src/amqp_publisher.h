@@ -36,6 +36,14 @@ class AmqpError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A message that AMQP cannot carry (a short string over 255 bytes: exchange,
+// routing key, message id, type, content type, correlation id, header name). It
+// was not sent and the connection is untouched; the fault is the row's own.
+class UnpublishableMessage : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Publishes persistent, mandatory messages on a channel in confirm mode and decodes
 // what the broker sends back. Delivery tags are counted here from 1 per channel
 // (rabbitmq-c does not report them) and restart when the channel is reopened.
@@ -57,7 +65,8 @@ class AmqpPublisher {
   void disconnect();
 
   // Publishes one message and returns its delivery tag.
-  // REQUIRES: connected(). Throws AmqpError when the socket fails.
+  // REQUIRES: connected(). Throws UnpublishableMessage (nothing sent) when the
+  // message breaks an AMQP limit, AmqpError when the socket fails.
   std::uint64_t publish(const OutboundMessage& message);
 
   // Waits up to `timeout` for one event (zero: only what is already readable).

@@ -48,6 +48,11 @@ void ConfirmTracker::on_return(const std::string& message_id, const std::string&
   rows_[it->second].reason = reason;
 }
 
+void ConfirmTracker::on_unpublishable(std::size_t row, const std::string& reason) {
+  rows_[row].outcome = Outcome::kInvalid;
+  rows_[row].reason = reason;
+}
+
 void ConfirmTracker::fail_outstanding(const std::string& reason) {
   for (const auto& [tag, row] : by_tag_) {
     auto& state = rows_[row];

@@ -22,6 +22,7 @@ class ConfirmTracker {
     kNacked,       // refused by the broker
     kReturned,     // unroutable: returned, whatever ack follows
     kFailed,       // channel/connection lost or confirm timeout before settling
+    kInvalid,      // never sent: the message breaks an AMQP limit (its own fault)
   };
 
   // Starts a batch of `rows` rows, all unconfirmed.
@@ -33,6 +34,8 @@ class ConfirmTracker {
   void on_nack(std::uint64_t tag, bool multiple, const std::string& reason);
   // basic.return carries no tag: the row is found by message id. Its ack follows.
   void on_return(const std::string& message_id, const std::string& reason);
+  // Row `row` was not sent because it cannot be (UnpublishableMessage): it has no tag.
+  void on_unpublishable(std::size_t row, const std::string& reason);
   // Settles every outstanding row as failed (channel closed, timeout, lost link).
   // The tag space restarts after a channel reopens, so nothing outstanding survives.
   void fail_outstanding(const std::string& reason);

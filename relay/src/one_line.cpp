@@ -4,6 +4,10 @@ namespace relay {
 
 std::string one_line(std::string_view text, std::size_t max_bytes) {
   static const char* digits = "0123456789abcdef";
+  // libpq and others end messages with a newline: trailing white space is dropped
+  // rather than escaped.
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))
+    text.remove_suffix(1);
   std::string out;
   out.reserve(text.size());
   for (unsigned char c : text) {

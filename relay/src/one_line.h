@@ -7,7 +7,8 @@
 namespace relay {
 
 // Escapes CR, LF and other control characters (\r, \n, \xNN) and caps the length,
-// so an error can never forge or split a log line.
+// so an error can never forge or split a log line. Trailing white space (libpq ends
+// its messages with a newline) is dropped.
 std::string one_line(std::string_view text, std::size_t max_bytes = 1000);
 
 }  // namespace relay

@@ -23,6 +23,7 @@ FailureReason failure_reason(ConfirmTracker::Outcome outcome, const std::string&
   using Outcome = ConfirmTracker::Outcome;
   if (outcome == Outcome::kNacked) return FailureReason::kNack;
   if (outcome == Outcome::kReturned) return FailureReason::kReturned;
+  if (outcome == Outcome::kInvalid) return FailureReason::kInvalid;
   if (channel) return FailureReason::kChannelClosed;
   if (reason.rfind("no broker confirm", 0) == 0) return FailureReason::kConfirmTimeout;
   if (reason.find("blocked") != std::string::npos) return FailureReason::kBlocked;
@@ -106,6 +107,13 @@ bool RelayLoop::ensure_connected() {
   bool all = amqp_.connected();
   for (const auto& s : stores_) all = all && s->connected();
   if (all) return true;
+  // A connection lost within a second of being made (a peer that accepts and then
+  // drops, a fault that recurs at once) must not turn into a hot reconnect loop.
+  if (last_connected_at_ != Clock::time_point{} && Clock::now() - last_connected_at_ < std::chrono::seconds(1)) {
+    idle_wait(reconnect_backoff_.delay(++quick_losses_));
+  } else {
+    quick_losses_ = 0;
+  }
   std::string error;
   try {
     for (std::size_t i = 0; i < stores_.size(); ++i) {
@@ -136,6 +144,7 @@ bool RelayLoop::ensure_connected() {
     reconnect_attempt_ = 0;
     last_connect_error_.clear();
     last_claim_empty_ = false;  // rows may have come while disconnected
+    last_connected_at_ = Clock::now();
     return true;
   }
   // One warning per outage (the next line is "connected again"), however the error
@@ -240,6 +249,9 @@ bool RelayLoop::publish_some(InflightBatch& b) {
       const auto tag = amqp_.publish(m);
       b.tracker.on_published(b.published, tag, row.message_id);
       metrics_->on_published(tag);
+    } catch (const UnpublishableMessage& e) {
+      // The row's own fault: an attempt for it; the rows behind it go on.
+      b.tracker.on_unpublishable(b.published, "not publishable: " + one_line(e.what()));
     } catch (const AmqpError& e) {
       connection_lost(one_line(e.what()));
       break;
@@ -436,7 +448,7 @@ void RelayLoop::settle(InflightBatch& b, std::vector<std::int64_t>& acked, std::
     }
     const std::string& why = b.tracker.reason(i);
     const bool channel = outcome == Outcome::kFailed && !b.channel_failure.empty() && why == b.channel_failure;
-    bool counts = outcome == Outcome::kNacked || outcome == Outcome::kReturned ||
+    bool counts = outcome == Outcome::kNacked || outcome == Outcome::kReturned || outcome == Outcome::kInvalid ||
                   (channel && b.channel_failure.find("'" + row.exchange + "'") != std::string::npos);
     metrics_->failure(failure_reason(outcome, why, channel));
     std::string reason = why.empty() ? "not published: connection lost before publish" : why;

@@ -106,6 +106,8 @@ class RelayLoop {
   std::optional<Clock::time_point> next_retry_at_;  // earliest retry this relay scheduled
   Clock::time_point last_broker_progress_;          // last publish or broker event
   int reconnect_attempt_ = 0;
+  Clock::time_point last_connected_at_{};  // the last time both sessions came up
+  int quick_losses_ = 0;  // connections lost within a second of being made, in a row
   std::string last_connect_error_;
   std::chrono::steady_clock::time_point last_summary_;
   std::uint64_t published_at_last_summary_ = 0;

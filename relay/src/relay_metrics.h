@@ -15,7 +15,7 @@
 namespace relay {
 
 // Why a claimed row was not published (label `reason` of publish failures).
-enum class FailureReason { kNack, kReturned, kChannelClosed, kConnectionLost, kConfirmTimeout, kBlocked };
+enum class FailureReason { kNack, kReturned, kChannelClosed, kConnectionLost, kConfirmTimeout, kBlocked, kInvalid };
 
 // The relay's metrics (all names start with outbox_relay_) and the state behind
 // /healthz and /readyz. Series with labels are created up front, so every series
@@ -72,7 +72,7 @@ class RelayMetrics {
 
   metrics::Registry& registry_;
   metrics::Counter &published_, &batches_, &parked_, &commit_unknown_;
-  std::array<metrics::Counter*, 6> failures_;  // by FailureReason
+  std::array<metrics::Counter*, 7> failures_;  // by FailureReason
   metrics::Counter &reconnects_pg_, &reconnects_amqp_;
   metrics::Gauge &connected_pg_, &connected_amqp_, &blocked_, &last_claim_;
   metrics::Gauge &pending_, &parked_rows_, &oldest_age_, &lanes_owned_;

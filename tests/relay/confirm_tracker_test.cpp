@@ -86,6 +86,20 @@ TEST_CASE("rows never published stay unconfirmed") {
   CHECK(t.outcome(2) == Outcome::kUnconfirmed);
 }
 
+TEST_CASE("a row that could not be sent settles as invalid and leaves the tags of the others alone") {
+  ConfirmTracker t;
+  t.reset(3);
+  t.on_published(0, 1, "m0");
+  t.on_unpublishable(1, "routing key is 300 bytes");
+  t.on_published(2, 2, "m2");  // the next row takes the next tag
+  t.on_ack(2, true);
+  CHECK(t.outcome(0) == Outcome::kAcked);
+  CHECK(t.outcome(1) == Outcome::kInvalid);
+  CHECK(t.reason(1) == "routing key is 300 bytes");
+  CHECK(t.outcome(2) == Outcome::kAcked);
+  CHECK(t.outstanding() == 0);
+}
+
 TEST_CASE("backoff grows by the factor, is capped, and jitters within 20 percent") {
   relay::RelaySettings s;
   s.backoff_initial_ms = 100;
@@ -107,4 +121,6 @@ TEST_CASE("backoff grows by the factor, is capped, and jitters within 20 percent
 TEST_CASE("one_line escapes line breaks and control characters and caps length") {
   CHECK(relay::one_line("a\nb\rc\x01") == "a\\nb\\rc\\x01");
   CHECK(relay::one_line(std::string(2000, 'x'), 100).size() == 103);
+  CHECK(relay::one_line("connection refused\n\tIs the server running?\n") ==
+        "connection refused\\n\\tIs the server running?");
 }
