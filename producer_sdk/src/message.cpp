@@ -1,5 +1,7 @@
 #include "outbox/message.h"
 
+#include <cstdint>
+
 #include "outbox/errors.h"
 #include "outbox/message_id.h"
 #include "outbox/trace_context.h"
@@ -16,6 +18,33 @@ std::string shown(const std::string& v) {
   return "'" + (v.size() > 64 ? v.substr(0, 64) + "..." : v) + "'";
 }
 
+// Offset of the first byte that breaks UTF-8 (overlong forms, surrogates and code
+// points above U+10FFFF included), or npos. Text columns and AMQP strings need
+// valid UTF-8: PostgreSQL refuses the row otherwise, and the headers' JSON too.
+std::size_t invalid_utf8_at(const std::string& s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const std::size_t n = s.size();
+  for (std::size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > n) return i;
+    std::uint32_t cp = len == 1 ? c : c & (0xFF >> (len + 1));
+    for (std::size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    const std::uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return std::string::npos;
+}
+
+void require_utf8(const std::string& field, const std::string& value) {
+  if (auto at = invalid_utf8_at(value); at != std::string::npos)
+    throw ValidationError(field, "is not valid UTF-8 (at byte " + std::to_string(at) + ")");
+}
+
 void require_short(const std::string& field, const std::string& value, bool required) {
   if (required && value.empty()) throw ValidationError(field, "must not be empty");
   if (value.size() > kShortStrMax)
@@ -23,6 +52,7 @@ void require_short(const std::string& field, const std::string& value, bool requ
                                      " bytes, at most 255 allowed: " + shown(value));
   if (value.find('\0') != std::string::npos)
     throw ValidationError(field, "must not contain NUL bytes");
+  require_utf8(field, value);
 }
 
 bool valid_header_name_char(char c) {
@@ -46,6 +76,7 @@ void validate_header(const std::string& name, const std::string& value) {
                                      " bytes, at most 4096 allowed");
   if (value.find('\0') != std::string::npos)
     throw ValidationError(field, "header value must not contain NUL bytes");
+  require_utf8(field, value);
 }
 
 }  // namespace

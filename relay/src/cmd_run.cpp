@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "config.h"
+#include "connection_check.h"
 #include "housekeeper.h"
 #include "http_server.h"
 #include "logging.h"
@@ -89,12 +90,21 @@ std::string parse_config_flag(const std::string& command, const Args& args,
 }
 
 int cmd_check_config(const Args& args) {
-  if (args.size() != 1 || args[0].rfind("--", 0) == 0)
-    throw UsageError(args.empty() ? "check-config needs a FILE" : "check-config takes exactly one FILE");
-  auto config = load_or_report(args[0]);
+  bool connect = false;
+  std::vector<std::string> files;
+  for (const auto& a : args) {
+    if (a == "--connect") connect = true;
+    else if (a.rfind("--", 0) == 0) throw UsageError("unknown argument '" + one_line(a, 80) + "' for check-config");
+    else files.push_back(a);
+  }
+  if (files.size() != 1)
+    throw UsageError(files.empty() ? "check-config needs a FILE" : "check-config takes exactly one FILE");
+  auto config = load_or_report(files[0]);
   if (!config) return kExitUsage;
   for (const auto& w : config->warnings) std::cerr << "warning: " << w << "\n";
-  std::cout << args[0] << ": valid" << (config->warnings.empty() ? "" : " (with warnings)") << "\n";
+  std::cout << files[0] << ": valid" << (config->warnings.empty() ? "" : " (with warnings)") << "\n";
+  // `run` waits for servers that are not up yet; --connect is the fail-fast check.
+  if (connect && !check_connections(*config, std::cout)) return kExitFailure;
   return kExitOk;
 }
 

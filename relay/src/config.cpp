@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "duration.h"
+#include "endpoint_syntax.h"
 #include "http_server.h"
 #include "outbox/errors.h"
 #include "outbox/sql_identifier.h"
@@ -393,6 +394,11 @@ RelayConfig parse_config(const std::string& yaml_text, const std::string& origin
              "postgres.idle_in_transaction_timeout_ms",
              "must exceed amqp.confirm_timeout_ms (" + std::to_string(c.amqp.confirm_timeout_ms) +
                  " ms): the claim transaction stays open while confirms are awaited");
+  // Last, so that other keys' errors come first. Syntax only: whether the servers
+  // answer is known when connecting (`run` waits for them, `check-config --connect`
+  // does not).
+  if (auto why = dsn_syntax_error(c.postgres.dsn)) top.fail(root["postgres"]["dsn"], "postgres.dsn", *why);
+  if (auto why = amqp_uri_syntax_error(c.amqp.uri)) top.fail(root["amqp"]["uri"], "amqp.uri", *why);
   return c;
 }
 

@@ -12,7 +12,8 @@ const std::vector<Command>& all_commands() {
   static const std::vector<Command> commands = {
       {"run", cmd_run, "--config FILE [--exit-when-idle]   publish pending outbox rows"},
       {"migrate", cmd_migrate, "--config FILE                  create or upgrade the schema"},
-      {"check-config", cmd_check_config, "FILE                      validate a configuration file"},
+      {"check-config", cmd_check_config, "FILE [--connect]          validate a configuration file (--connect: and\n"
+                                         "                          reach both servers once, exit 1 if either fails)"},
       {"status", cmd_status, "--config FILE [--json]             backlog: pending, parked, oldest age, by type"},
       {"replay", cmd_replay, "--config FILE (--id ID... | --since TIME) [--type T] [--dry-run] [--json]\n"
                              "                          publish published rows again, same message id"},

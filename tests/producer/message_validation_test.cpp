@@ -6,6 +6,7 @@
 #include "outbox/errors.h"
 #include "outbox/message.h"
 #include "outbox/message_id.h"
+#include "outbox/outbox_writer.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
 
@@ -143,4 +144,30 @@ TEST_CASE("array literals escape quotes and backslashes and encode bytes as hex"
   CHECK(pg::bigint_array({1, -2, 3}) == "{1,-2,3}");
   std::string bytes("\x00\xff", 2);
   CHECK(pg::bytea_array({bytes}) == R"({"\\x00ff"})");
+}
+
+TEST_CASE("text that is not valid UTF-8 is rejected naming the field, before anything is written") {
+  for (std::string bad : {std::string("\xff"), std::string("caf\xc3"), std::string("\xc0\xaf"),  // truncated, overlong
+                          std::string("\xed\xa0\x80"), std::string("\xf4\x90\x80\x80")}) {      // surrogate, > U+10FFFF
+    auto m = valid_message();
+    m.headers["tenant"] = bad;
+    CHECK(rejected_field([&] { validate_message(m, {}); }) == "headers['tenant']");
+    m = valid_message();
+    m.routing_key = RoutingKey("order." + bad);
+    CHECK(rejected_field([&] { validate_message(m, {}); }) == "routing_key");
+    m = valid_message();
+    m.correlation_id = bad;
+    CHECK(rejected_field([&] { validate_message(m, {}); }) == "correlation_id");
+  }
+  auto m = valid_message();
+  m.headers["tenant"] = "Grüße, 東京, \xf0\x9f\x98\x80";  // valid multi-byte text passes
+  m.ordering_key = "köln-1";
+  CHECK_NOTHROW(validate_message(m, {}));
+  m.payload = std::string("\xff\x00\xfe", 3);  // the payload is bytes: anything goes
+  CHECK_NOTHROW(validate_message(m, {}));
+}
+
+TEST_CASE("a writer for a hostile schema name is refused before it can reach SQL") {
+  for (std::string bad : {"outbox\"; DROP TABLE orders; --", "out'box", "schéma", "a;b"})
+    CHECK_THROWS_AS(OutboxWriter(WriterOptions{bad, {}}), ValidationError);
 }

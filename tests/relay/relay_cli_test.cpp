@@ -2,6 +2,10 @@
 // exit non-zero with a message naming the key at fault.
 #include <doctest/doctest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "relay_process.h"
 
 using testenv::run_relay_command;
@@ -89,4 +93,75 @@ TEST_CASE("an unreachable database makes migrate fail with exit 1 and no passwor
   CHECK(r.exit_code == 1);
   CHECK(contains(r.output, "migrate failed"));
   CHECK_FALSE(contains(r.output, "pg-secret-1"));
+}
+
+TEST_CASE("check-config --connect fails fast with exit 1 on unreachable servers, naming them without secrets") {
+  auto path = write_temp_file(
+      "postgres:\n  dsn: host=127.0.0.1 port=1 user=postgres password=pg-secret-1\n  connect_timeout_s: 2\n"
+      "amqp:\n  uri: amqp://guest:amqp-secret-2@127.0.0.1:1/\n  connect_timeout_ms: 2000\n");
+  auto r = run_relay_command({"check-config", path, "--connect"});
+  CHECK(r.exit_code == 1);
+  CHECK_MESSAGE(contains(r.output, ": valid"), r.output);  // the file itself is fine
+  CHECK_MESSAGE(contains(r.output, "postgres: FAILED: "), r.output);
+  CHECK_MESSAGE(contains(r.output, "amqp: FAILED: cannot connect to 127.0.0.1:1/"), r.output);
+  CHECK_FALSE(contains(r.output, "pg-secret-1"));
+  CHECK_FALSE(contains(r.output, "amqp-secret-2"));
+  // Each error is one line: the AMQP line follows the PostgreSQL line directly.
+  auto pg = r.output.find("postgres: FAILED: ");
+  REQUIRE(pg != std::string::npos);
+  CHECK(r.output.compare(r.output.find('\n', pg) + 1, 14, "amqp: FAILED: ") == 0);
+}
+
+TEST_CASE("a malformed DSN or AMQP URI is a configuration error (exit 2), not a relay that retries forever") {
+  for (const auto& [yaml, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"postgres:\n  dsn: host=127.0.0.1 port=5432x password=pg-secret-1\n"
+            "amqp:\n  uri: amqp://guest:amqp-secret-2@127.0.0.1:5672/\n",
+            "postgres.dsn: port '5432x' is not a number from 1 to 65535"},
+           {"postgres:\n  dsn: host=127.0.0.1 password pg-secret-1\n"
+            "amqp:\n  uri: amqp://guest:amqp-secret-2@127.0.0.1:5672/\n",
+            "postgres.dsn: not a valid libpq connection string or URI"},
+           {"postgres:\n  dsn: host=127.0.0.1 password=pg-secret-1\n"
+            "amqp:\n  uri: amqp://guest:amqp-secret-2@127.0.0.1:notaport/\n",
+            "amqp.uri: not a valid amqp://"}}) {
+    auto path = write_temp_file(yaml);
+    for (std::string cmd : {"run", "migrate"}) {
+      auto r = run_relay_command({cmd, "--config", path});
+      CHECK_MESSAGE(r.exit_code == 2, std::string(cmd + ": " + r.output));
+      CHECK_MESSAGE(contains(r.output, expected), r.output);
+      CHECK_FALSE(contains(r.output, "pg-secret-1"));
+      CHECK_FALSE(contains(r.output, "amqp-secret-2"));
+    }
+  }
+}
+
+TEST_CASE("dead: unknown subcommands, flags and selectors exit 2 before anything is read or written") {
+  auto path = write_temp_file(kGood);  // its servers do not exist: usage errors come first
+  struct Case {
+    std::vector<std::string> args;
+    std::string expected;
+  };
+  std::vector<Case> cases = {
+      {{"dead"}, "dead needs a subcommand: list or requeue"},
+      {{"dead", "purge", "--config", path}, "unknown dead subcommand 'purge'"},
+      {{"dead", "list", "--config", path, "--all"}, "unknown argument '--all' for dead list"},
+      {{"dead", "list", "--config", path, "--limit", "0"}, "--limit must be a whole number from 1"},
+      {{"dead", "requeue", "--config", path}, "dead requeue needs exactly one of --id ID..., --type T or --all"},
+      {{"dead", "requeue", "--config", path, "--all", "--type", "A"}, "needs exactly one of"},
+      {{"dead", "requeue", "--config", path, "--id", "12;DROP"}, "--id '12;DROP' is neither a message id"},
+      {{"dead", "requeue", "--id", "1"}, "dead requeue needs --config FILE"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_relay_command(c.args);
+    CHECK_MESSAGE(r.exit_code == 2, c.expected);
+    CHECK_MESSAGE(contains(r.output, c.expected), r.output);
+  }
+  auto help = run_relay_command({"dead", "--help"});
+  CHECK(help.exit_code == 0);
+  CHECK(contains(help.output, "outbox-relay dead requeue --config FILE (--id ID... | --type T | --all)"));
+}
+
+TEST_CASE("check-config takes one file and only --connect") {
+  auto r = run_relay_command({"check-config", write_temp_file(kGood), "--fast"});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "unknown argument '--fast' for check-config"));
 }

@@ -131,6 +131,36 @@ TEST_CASE("hostile schema names are refused with the value shown") {
   }
 }
 
+TEST_CASE("a malformed PostgreSQL DSN is refused, naming the key and never the password") {
+  SecretEnv env;
+  auto with_dsn = [&](const std::string& dsn) {
+    return error_of(replace(kValid, "dsn: host=db user=relay password=${TEST_PG_SECRET}", "dsn: \"" + dsn + "\""));
+  };
+  CHECK(contains(with_dsn("host=db port=notaport password=${TEST_PG_SECRET}"),
+                 "relay.yaml:2: postgres.dsn: port 'notaport' is not a number from 1 to 65535"));
+  CHECK(contains(with_dsn("host=db port=70000"), "postgres.dsn: port '70000' is not a number"));
+  CHECK(contains(with_dsn("host=db hots=x password=${TEST_PG_SECRET}"),
+                 "postgres.dsn: not a valid libpq connection string or URI: invalid connection option \"hots\""));
+  for (std::string bad : {"host=db password ${TEST_PG_SECRET}", "postgresql://relay:${TEST_PG_SECRET}%zz@db/app",
+                          "postgresql://relay:${TEST_PG_SECRET}@[::1/app", "host='${TEST_PG_SECRET}"}) {
+    auto e = with_dsn(bad);
+    CHECK_MESSAGE(contains(e, "postgres.dsn: not a valid libpq connection string or URI: "), e);
+    CHECK_MESSAGE(!contains(e, "s3cr3t"), e);
+  }
+  CHECK(parse_config(replace(kValid, "host=db", "host=db port=5433,5434"), "relay.yaml").postgres.dsn.find("5433") !=
+        std::string::npos);
+}
+
+TEST_CASE("a malformed AMQP URI is refused without showing it") {
+  SecretEnv env;
+  for (std::string bad : {"amqp://relay:hunter2@mq:notaport/", "amqp://relay:hunter2@mq:99999/",
+                          "amqp://relay:hunter2@[::1/", "amqp://relay:hunter2@mq/a/b"}) {
+    auto e = error_of(replace(kValid, "uri: amqp://relay:hunter2@mq:5672/", "uri: \"" + bad + "\""));
+    CHECK_MESSAGE(contains(e, "relay.yaml:5: amqp.uri: not a valid amqp://user:password@host:port/vhost URI"), e);
+    CHECK_MESSAGE(!contains(e, "hunter2"), e);
+  }
+}
+
 TEST_CASE("backoff maximum below the initial delay is refused") {
   SecretEnv env;
   auto e = error_of(replace(kValid, "  batch_size: 250\n",

@@ -1,0 +1,35 @@
+#include "connection_check.h"
+
+#include <pqxx/pqxx>
+
+#include "amqp_publisher.h"
+#include "one_line.h"
+#include "outbox_store.h"
+#include "preflight.h"
+
+namespace relay {
+
+bool check_connections(const RelayConfig& config, std::ostream& out) {
+  bool ok = true;
+  try {
+    pqxx::connection conn(dsn_with_session_options(config.postgres));
+    preflight(conn, config);
+    const char* host = conn.hostname();
+    out << "postgres: ok (" << (host ? host : "?") << ":" << conn.port() << "/" << conn.dbname()
+        << ", schema '" << config.postgres.schema << "' migrated, privileges sufficient)\n";
+  } catch (const std::exception& e) {
+    out << "postgres: FAILED: " << one_line(e.what()) << "\n";
+    ok = false;
+  }
+  try {
+    AmqpPublisher amqp(config.amqp);
+    amqp.connect();
+    out << "amqp: ok (" << amqp.endpoint() << ", confirm channel open)\n";
+  } catch (const std::exception& e) {
+    out << "amqp: FAILED: " << one_line(e.what()) << "\n";
+    ok = false;
+  }
+  return ok;
+}
+
+}  // namespace relay
