@@ -322,6 +322,10 @@ void read_relay(const YAML::Node& n, const std::string& origin, RelaySettings& c
   r.integer("backoff_max_ms", c.backoff_max_ms, 1, 86400000);
   r.real("backoff_factor", c.backoff_factor, 1.0, 100.0);
   r.integer("summary_interval_s", c.summary_interval_s, 1, 86400);
+  r.one_of("ordering", c.ordering, {"unordered", "per_key"});
+  r.integer("lanes", c.lanes, 1, 4096);
+  r.integer("rebalance_interval_ms", c.rebalance_interval_ms, 100, 600000);
+  r.one_of("key_failure_policy", c.key_failure_policy, {"park_key", "park_message"});
   r.finish();
   if (c.backoff_max_ms < c.backoff_initial_ms)
     r.fail(n["backoff_max_ms"], "relay.backoff_max_ms",

@@ -75,6 +75,20 @@ struct RelaySettings {
   double backoff_factor = 2.0;
   // Period of the info-level summary (published, failed, pending, oldest age).
   int summary_interval_s = 30;
+  // "unordered": any relay publishes any due row (fastest). "per_key": rows that
+  // share an ordering key are published one at a time in id order (a key's next
+  // message goes out only after the previous one is marked published), and each
+  // key's lane is owned by exactly one relay (advisory locks; see LaneManager).
+  std::string ordering = "unordered";
+  // per_key: number of lanes keys hash to. More lanes spread keys more evenly over
+  // relays; every relay of a group must use the same number.
+  int lanes = 64;
+  // per_key: how often a relay recounts the live relays and takes or gives up lanes.
+  // Bounds the time a new relay waits for work and a dead relay's keys wait.
+  int rebalance_interval_ms = 1000;
+  // per_key, after max_attempts: "park_key" parks the message and blocks its key
+  // until an operator requeues it; "park_message" parks it and lets the key go on.
+  std::string key_failure_policy = "park_key";
 };
 
 struct LogConfig {

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "lane_manager.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
 
@@ -81,13 +82,29 @@ void OutboxStore::connect() {
   setup.exec("SET idle_in_transaction_session_timeout = " +
              std::to_string(config_.idle_in_transaction_timeout_ms));
   setup.commit();
+  const std::string columns =
+      "SELECT id, message_id::text, exchange, routing_key, message_type, ordering_key, "
+      "content_type, headers::text, correlation_id, payload, attempts, "
+      "extract(epoch from created_at)::float8 FROM " + schema_ + ".outbox ";
   conn->prepare("outbox_claim",
-                "SELECT id, message_id::text, exchange, routing_key, message_type, ordering_key, "
-                "content_type, headers::text, correlation_id, payload, attempts, "
-                "extract(epoch from created_at)::float8 "
-                "FROM " + schema_ + ".outbox "
-                "WHERE published_at IS NULL AND parked_at IS NULL AND next_attempt_at <= now() "
+                columns + "WHERE published_at IS NULL AND parked_at IS NULL AND next_attempt_at <= now() "
                 "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED");
+  if (key_lanes_ > 0) {
+    // Heads are found on committed state: a head another batch holds (locked, not
+    // yet marked) is skipped by SKIP LOCKED and its key waits; nothing behind it
+    // can be a head. With park_key a parked head blocks its key too.
+    conn->prepare("outbox_claim_key_heads",
+                  columns + "WHERE id IN (SELECT id FROM (SELECT DISTINCT ON (ordering_key) id, "
+                  "next_attempt_at, parked_at FROM " + schema_ + ".outbox WHERE published_at IS NULL " +
+                  (park_key_ ? "" : "AND parked_at IS NULL ") + "AND " +
+                  LaneManager::lane_sql("ordering_key", std::to_string(key_lanes_)) +
+                  " = ANY($2::int[]) ORDER BY ordering_key, id) heads "
+                  "WHERE parked_at IS NULL AND next_attempt_at <= now()) "
+                  // Rechecked on the newest row version if a concurrent batch just
+                  // marked the head: it is then not claimed again.
+                  "AND published_at IS NULL "
+                  "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED");
+  }
   // clock_timestamp(), not now(): the time the relay recorded the broker's acks,
   // not the start of the claim transaction.
   conn->prepare("outbox_mark_published",
@@ -118,7 +135,16 @@ bool OutboxStore::has_due_rows() {
 }
 
 std::vector<ClaimedRow> OutboxStore::claim(pqxx::transaction_base& tx, int limit) {
-  auto result = tx.exec_prepared("outbox_claim", limit);
+  return decode_claim(tx.exec_prepared("outbox_claim", limit));
+}
+
+std::vector<ClaimedRow> OutboxStore::claim_key_heads(pqxx::transaction_base& tx, int limit,
+                                                     const std::vector<int>& lanes) {
+  std::vector<std::int64_t> lane_ids(lanes.begin(), lanes.end());
+  return decode_claim(tx.exec_prepared("outbox_claim_key_heads", limit, outbox::pg::bigint_array(lane_ids)));
+}
+
+std::vector<ClaimedRow> OutboxStore::decode_claim(const pqxx::result& result) {
   std::vector<ClaimedRow> rows;
   rows.reserve(result.size());
   for (const auto& r : result) {

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <pqxx/connection>
+#include <pqxx/result>
 #include <pqxx/transaction_base>
 
 namespace relay {
@@ -66,6 +67,16 @@ class OutboxStore {
   // other relays hold (FOR UPDATE SKIP LOCKED). The locks last until `tx` ends:
   // they are the lease.
   std::vector<ClaimedRow> claim(pqxx::transaction_base& tx, int limit);
+  // relay.ordering per_key: claims only the head (lowest pending id) of each key
+  // whose lane is in `lanes`, and only when that head is due. A head that is
+  // locked by a batch in flight, or (with park_key) parked, holds its key back.
+  // REQUIRES: use_per_key_ordering() before connect().
+  std::vector<ClaimedRow> claim_key_heads(pqxx::transaction_base& tx, int limit,
+                                          const std::vector<int>& lanes);
+  void use_per_key_ordering(int lanes, bool park_key) {
+    key_lanes_ = lanes;
+    park_key_ = park_key;
+  }
   // One autocommit statement: is any pending row due? What an idle relay asks
   // instead of a claim transaction (BEGIN, claim, COMMIT).
   bool has_due_rows();
@@ -81,6 +92,9 @@ class OutboxStore {
  private:
   PostgresConfig config_;
   std::string schema_;  // quoted
+  int key_lanes_ = 0;    // per_key ordering when > 0
+  bool park_key_ = true;
+  std::vector<ClaimedRow> decode_claim(const pqxx::result& result);
   std::unique_ptr<pqxx::connection> conn_;
 };
 

@@ -55,6 +55,11 @@ RelayLoop::RelayLoop(RelayConfig config, const std::atomic<bool>& stop, RelayMet
       metrics_(metrics) {
   for (int i = 0; i < config_.relay.pipeline_depth; ++i)
     stores_.push_back(std::make_unique<OutboxStore>(config_.postgres));
+  if (config_.relay.ordering == "per_key") {
+    lanes_ = std::make_unique<LaneManager>(config_.postgres.schema, config_.relay.lanes);
+    for (auto& s : stores_)
+      s->use_per_key_ordering(config_.relay.lanes, config_.relay.key_failure_policy == "park_key");
+  }
   if (!metrics_) {  // nobody scrapes: count into a private registry
     own_registry_ = std::make_unique<metrics::Registry>();
     own_metrics_ = std::make_unique<RelayMetrics>(*own_registry_, "");
@@ -80,6 +85,7 @@ int RelayLoop::run(bool exit_when_idle) {
     pump_events();
     finish_settled();
     maybe_log_summary(false);
+    if (inflight_.empty() && rebalance_due()) rebalance_lanes();
     if (publish_pending()) continue;
     if (can_claim()) {
       claim_batch(std::exchange(probe_first_, false));
@@ -118,6 +124,7 @@ bool RelayLoop::ensure_connected() {
   try {
     for (std::size_t i = 0; i < stores_.size(); ++i) {
       if (stores_[i]->connected()) continue;
+      if (i == 0 && lanes_) lanes_->forget();  // the server dropped its locks with the session
       stores_[i]->connect();
       if (i == 0) metrics_->connected_to("postgres");
     }
@@ -133,6 +140,16 @@ bool RelayLoop::ensure_connected() {
       }
     } catch (const std::exception& e) {
       error = "AMQP: " + one_line(e.what());
+    }
+  }
+  if (error.empty() && lanes_ && !lanes_->joined()) {
+    try {
+      lanes_->join(primary().connection());
+      next_rebalance_ = Clock::now();
+      rebalance_lanes();
+    } catch (const std::exception& e) {
+      error = "PostgreSQL (lanes): " + one_line(e.what());
+      primary().disconnect();
     }
   }
   if (error.empty()) {
@@ -171,8 +188,10 @@ OutboxStore* RelayLoop::free_store() {
 // published and the window has room.
 bool RelayLoop::can_claim() {
   if (stop_ || amqp_.blocked() || !amqp_.connected()) return false;
+  if (lanes_ && (!lanes_->joined() || lanes_->owned().empty())) return false;
   if (inflight_.empty()) return !last_claim_empty_ && free_store();
-  if (caught_up_ || inflight_.size() >= stores_.size()) return false;
+  // Lanes move only between batches: let the batches in flight finish first.
+  if (rebalance_due() || caught_up_ || inflight_.size() >= stores_.size()) return false;
   for (const auto& b : inflight_)
     if (!b->publishing_done) return false;
   return outstanding() < static_cast<std::size_t>(config_.amqp.publish_window) && free_store();
@@ -190,7 +209,8 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
       return 0;
     }
     batch->tx = std::make_unique<pqxx::work>(store->connection());
-    batch->rows = store->claim(*batch->tx, limit);
+    batch->rows = lanes_ ? store->claim_key_heads(*batch->tx, limit, lanes_->owned())
+                         : store->claim(*batch->tx, limit);
     metrics_->claimed(batch->rows.size(), seconds_since(t0));
     if (batch->rows.empty()) batch->tx->commit();
   } catch (const std::exception& e) {
@@ -497,10 +517,31 @@ void RelayLoop::sleep_until_work() {
   }
   auto until = Clock::now() + poll;
   if (next_retry_at_ && *next_retry_at_ < until) until = *next_retry_at_;
+  if (lanes_ && next_rebalance_ < until) until = std::max(next_rebalance_, Clock::now());
   const bool notified = wait_for_work(until);
   if (next_retry_at_ && Clock::now() >= *next_retry_at_) next_retry_at_.reset();
   last_claim_empty_ = false;
   probe_first_ = fallback_poll && !notified;  // a notification means rows: claim at once
+}
+
+// Recounts the live relays and takes or gives up lanes (logged when they move).
+void RelayLoop::rebalance_lanes() {
+  next_rebalance_ = Clock::now() + milliseconds(config_.relay.rebalance_interval_ms);
+  if (!primary().connected() || !lanes_->joined()) return;
+  try {
+    auto change = lanes_->rebalance(primary().connection());
+    metrics_->set_lanes_owned(lanes_->owned().size());
+    if (!change.taken.empty() || !change.released.empty())
+      spdlog::info("lanes: own {} of {} ({} relays, fair share {}): took {}, gave up {}",
+                   lanes_->owned().size(), lanes_->lanes(), change.members, change.fair_share,
+                   change.taken.size(), change.released.size());
+    if (!change.taken.empty()) last_claim_empty_ = false;  // new keys may have work
+  } catch (const std::exception& e) {
+    spdlog::warn("lane rebalance failed, reconnecting: {}", one_line(e.what()));
+    primary().disconnect();
+    lanes_->forget();
+    metrics_->set_lanes_owned(0);
+  }
 }
 
 // Connects the listener when needed; false (logged once) while it cannot.

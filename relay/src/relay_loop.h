@@ -14,6 +14,7 @@
 #include "config.h"
 #include "confirm_tracker.h"
 #include "inflight_batch.h"
+#include "lane_manager.h"
 #include "notify_listener.h"
 #include "outbox_store.h"
 #include "relay_metrics.h"
@@ -88,6 +89,8 @@ class RelayLoop {
   void idle_wait(std::chrono::milliseconds total);
   void maybe_log_summary(bool force);
   void note_state();  // heartbeat and connection gauges for /healthz, /readyz
+  bool rebalance_due() const { return lanes_ && Clock::now() >= next_rebalance_; }
+  void rebalance_lanes();  // REQUIRES: no batch in flight
 
   RelayConfig config_;
   const std::atomic<bool>& stop_;
@@ -98,6 +101,8 @@ class RelayLoop {
   Backoff reconnect_backoff_;
   RelayCounters counters_;
   std::vector<std::unique_ptr<InflightBatch>> inflight_;  // claim order
+  std::unique_ptr<LaneManager> lanes_;  // relay.ordering per_key only; locks on primary()
+  Clock::time_point next_rebalance_{};
   bool last_claim_empty_ = false;  // the last claim found nothing: sleep before the next
   bool caught_up_ = true;          // the last claim was not full: no backlog to pipeline
   bool probe_first_ = false;       // next claim: ask has_due_rows() first (fallback poll)
