@@ -26,7 +26,8 @@ constexpr const char* kDeadHelp =
     "(nacked, unroutable, its exchange missing); the relay never claims it again.\n"
     "\n"
     "  list      parked rows, oldest first: outbox id, message id, type, attempts,\n"
-    "            age (since enqueue), time parked, last error\n"
+    "            age (since enqueue), time parked, last error; with relay.ordering\n"
+    "            per_key and park_key also the keys blocked behind a parked row\n"
     "    --type T    only rows of message type T\n"
     "    --limit N   at most N rows (default 1000); the total is always printed\n"
     "  requeue   makes parked rows pending again, due now, with attempts reset to 0\n"
@@ -43,6 +44,27 @@ constexpr const char* kDeadHelp =
 
 std::string table_of(const RelayConfig& config) {
   return outbox::quoted_identifier(config.postgres.schema, "postgres.schema") + ".outbox";
+}
+
+// relay.ordering per_key with park_key: keys whose head (lowest unpublished row)
+// is parked wait for an operator; each with how many messages wait behind it.
+struct BlockedKey {
+  std::string key;
+  std::int64_t head_id;
+  std::int64_t waiting;
+};
+
+std::vector<BlockedKey> blocked_keys(pqxx::transaction_base& tx, const RelayConfig& config) {
+  std::vector<BlockedKey> out;
+  if (config.relay.ordering != "per_key" || config.relay.key_failure_policy != "park_key") return out;
+  const auto table = table_of(config);
+  auto rows = tx.exec(
+      "SELECT h.ordering_key, h.id, (SELECT count(*) FROM " + table + " w WHERE w.ordering_key = h.ordering_key "
+      "AND w.published_at IS NULL AND w.id > h.id) FROM (SELECT DISTINCT ON (ordering_key) ordering_key, id, "
+      "parked_at FROM " + table + " WHERE published_at IS NULL ORDER BY ordering_key, id) h "
+      "WHERE h.parked_at IS NOT NULL ORDER BY h.id LIMIT 1000");
+  for (const auto& r : rows) out.push_back({r[0].c_str(), r[1].as<std::int64_t>(), r[2].as<std::int64_t>()});
+  return out;
 }
 
 int dead_list(const AdminArgs& args, const RelayConfig& config) {
@@ -63,8 +85,18 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
       list.push_back({{"id", r[0].as<std::int64_t>()}, {"message_id", r[1].c_str()}, {"type", r[2].c_str()},
                       {"attempts", r[3].as<int>()}, {"last_error", r[4].c_str()},
                       {"age_s", r[5].as<double>()}, {"parked_for_s", r[6].as<double>()}});
-    std::cout << nlohmann::json{{"total", total}, {"rows", list}}.dump() << "\n";
+    auto blocked = nlohmann::json::array();
+    for (const auto& b : blocked_keys(tx, config))
+      blocked.push_back({{"ordering_key", b.key}, {"head_id", b.head_id}, {"waiting", b.waiting}});
+    std::cout << nlohmann::json{{"total", total}, {"rows", list}, {"blocked_keys", blocked}}.dump() << "\n";
     return kExitOk;
+  }
+  const auto blocked = blocked_keys(tx, config);
+  if (!blocked.empty()) {
+    std::printf("%zu key(s) blocked behind a parked message (relay.key_failure_policy park_key):\n", blocked.size());
+    for (const auto& b : blocked)
+      std::printf("  key %-40s parked row %-10lld %lld message(s) waiting\n", one_line(b.key, 40).c_str(),
+                  static_cast<long long>(b.head_id), static_cast<long long>(b.waiting));
   }
   std::printf("%lld parked row(s)%s\n", static_cast<long long>(total),
               static_cast<std::int64_t>(rows.size()) < total ? ", oldest shown first" : "");

@@ -159,6 +159,12 @@ TEST_CASE("a failing key holds back its own later messages and no one else's, th
   auto got = broker.receive(100, std::chrono::milliseconds(500));
   CHECK(got.size() == 20);
   for (const auto& m : got) CHECK(m.body != "bad");
+  // The operator sees the blocked key and what waits behind it.
+  auto list = testenv::run_relay_command({"dead", "list", "--config", testenv::write_temp_file(per_key_yaml(schema.name()))});
+  CHECK(list.exit_code == 0);
+  CHECK(list.output.find("1 key(s) blocked behind a parked message") != std::string::npos);
+  CHECK(list.output.find("key bad") != std::string::npos);
+  CHECK(list.output.find("1 message(s) waiting") != std::string::npos);
 }
 
 TEST_CASE("with policy park_message the rest of a failing key flows after the parked message") {
