@@ -7,6 +7,7 @@
 //
 // Reads OUTBOX_PG_DSN and OUTBOX_AMQP_URI (deploy/local/servers.sh env). Works in a
 // schema, exchange and queue of its own and removes them at the end.
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -78,35 +79,37 @@ std::vector<outbox::Message> messages(const std::string& exchange, const std::st
   return out;
 }
 
-// µs per message spent in OutboxWriter::enqueue (validation, encryption, the INSERT
-// round trip), each in its own transaction as a service writes them. BEGIN and
-// COMMIT (the fsync) are the same with or without encryption and are left out:
-// on a shared machine their noise would hide the difference being measured.
-double enqueue_us(pqxx::connection& conn, const outbox::OutboxWriter& writer, const std::vector<outbox::Message>& ms) {
-  Clock::duration spent{};
+// This thread's CPU time: unlike wall time, it does not grow when other processes
+// compete for the cores, so the encryption's own cost stays visible on a busy box.
+Clock::duration thread_cpu() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+// Per message, inside OutboxWriter::enqueue (validation, encryption, the INSERT round
+// trip), each in its own transaction as a service writes them: wall µs and the
+// producer's CPU µs. BEGIN and COMMIT (the fsync) are the same with or without
+// encryption and are left out.
+struct EnqueueCost {
+  double wall_us, cpu_us;
+};
+
+EnqueueCost enqueue_cost(pqxx::connection& conn, const outbox::OutboxWriter& writer,
+                         const std::vector<outbox::Message>& ms) {
+  Clock::duration wall{}, cpu{};
   for (const auto& m : ms) {
     pqxx::work tx(conn);
     const auto start = Clock::now();
+    const auto cpu_start = thread_cpu();
     writer.enqueue(tx, m);
-    spent += Clock::now() - start;
+    cpu += thread_cpu() - cpu_start;
+    wall += Clock::now() - start;
     tx.commit();
   }
-  return std::chrono::duration<double, std::micro>(spent).count() / static_cast<double>(ms.size());
-}
-
-// µs per message for parse + validate + encrypt + serialise alone (no database).
-double cpu_us(const outbox::EventSchema& schema, const outbox::FieldEncryptor& enc,
-              const std::vector<outbox::Message>& ms) {
-  const auto start = Clock::now();
-  std::size_t sink = 0;
-  for (const auto& m : ms) {
-    auto p = json::parse(m.payload);
-    schema.validate(p);
-    enc.encrypt(schema, p, outbox::MessageId::generate_v7());
-    sink += p.dump().size();
-  }
-  const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-  return sink ? us / static_cast<double>(ms.size()) : 0;
+  const auto n = static_cast<double>(ms.size());
+  return {std::chrono::duration<double, std::micro>(wall).count() / n,
+          std::chrono::duration<double, std::micro>(cpu).count() / n};
 }
 
 void sql(pqxx::connection& conn, const std::string& statement) {
@@ -147,28 +150,30 @@ struct Setup {
 };
 
 void enqueue_phase(Setup& s, pqxx::connection& conn, const Options& o) {
-  std::cout << "\nEnqueue cost: time inside OutboxWriter::enqueue, " << o.messages
-            << " messages per measurement, one transaction each, median of " << o.runs << " runs, µs per message\n";
-  std::printf("%6s  %17s  %8s  %9s  %13s  %20s  %11s\n", "fields", "payload B", "plain", "encrypted",
-              "subject-keyed", "encryption adds", "CPU only");
+  std::cout << "\nEnqueue cost inside OutboxWriter::enqueue: " << o.messages
+            << " messages per measurement, one transaction each, median of " << o.runs << " runs, per message\n";
+  std::printf("%6s  %15s  %-36s  %-38s  %s\n", "fields", "payload B", "wall µs: plain / encrypted / subject",
+              "producer CPU µs: plain / enc / subject", "encryption adds (CPU)");
   long next = 1;
   for (int fields : {1, 5, 20}) {
-    std::vector<double> us[3], cpu;
+    std::vector<double> wall[3], cpu[3];
     double bytes[2] = {0, 0};
     for (int run = 0; run < o.runs; ++run) {
       for (Mode mode : {Mode::kPlain, Mode::kEncrypted, Mode::kSubjectKeyed}) {  // interleaved: same drift for all
+        const int i = static_cast<int>(mode);
         auto ms = messages(s.exchange, type_name(fields, mode == Mode::kSubjectKeyed), fields, next, o.messages);
         next += o.messages;
-        us[static_cast<int>(mode)].push_back(enqueue_us(conn, s.writer(mode), ms));
-        if (mode != Mode::kSubjectKeyed) bytes[mode == Mode::kPlain ? 0 : 1] = average_payload_bytes(conn, s.schema);
+        const auto cost = enqueue_cost(conn, s.writer(mode), ms);
+        wall[i].push_back(cost.wall_us);
+        cpu[i].push_back(cost.cpu_us);
+        if (mode != Mode::kSubjectKeyed) bytes[i] = average_payload_bytes(conn, s.schema);
         sql(conn, "TRUNCATE \"" + s.schema + "\".outbox");
       }
-      cpu.push_back(cpu_us(*s.schemas->find(type_name(fields, false)), outbox::FieldEncryptor(s.ring),
-                           messages(s.exchange, type_name(fields, false), fields, 0, o.messages)));
     }
-    const double plain = median(us[0]), enc = median(us[1]), subj = median(us[2]);
-    std::printf("%6d  %7.0f -> %-6.0f  %8.1f  %9.1f  %13.1f  %+9.1f µs (%+5.1f%%)  %8.2f µs\n", fields, bytes[0],
-                bytes[1], plain, enc, subj, enc - plain, 100 * (enc - plain) / plain, median(cpu));
+    double w[3], c[3];
+    for (int i = 0; i < 3; ++i) w[i] = median(wall[i]), c[i] = median(cpu[i]);
+    std::printf("%6d  %5.0f -> %-6.0f  %8.0f / %8.0f / %8.0f          %7.1f / %7.1f / %7.1f           %+.1f µs\n",
+                fields, bytes[0], bytes[1], w[0], w[1], w[2], c[0], c[1], c[2], c[1] - c[0]);
     std::fflush(stdout);
   }
 }
