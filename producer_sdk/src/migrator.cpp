@@ -1,6 +1,8 @@
 #include "outbox/migrator.h"
 
+#include <algorithm>
 #include <pqxx/pqxx>
+#include <set>
 
 #include "outbox/embedded_migrations.h"
 #include "outbox/sql_identifier.h"
@@ -30,16 +32,20 @@ Migrator::Result Migrator::migrate(pqxx::connection_base& conn) const {
   tx.exec("CREATE TABLE IF NOT EXISTS " + schema_ +
           ".outbox_migrations (version integer PRIMARY KEY, name text NOT NULL, "
           "applied_at timestamptz NOT NULL DEFAULT now())");
-  auto done = tx.exec("SELECT coalesce(max(version), 0) FROM " + schema_ + ".outbox_migrations");
+  // Applies every version not recorded yet, not only those above the highest: a
+  // schema recorded at a later version must still get an earlier one it lacks.
+  std::set<int> applied;
+  for (const auto& row : tx.exec("SELECT version FROM " + schema_ + ".outbox_migrations"))
+    applied.insert(row[0].as<int>());
   Result result;
-  result.version = done[0][0].as<int>();
+  result.version = applied.empty() ? 0 : *applied.rbegin();
   for (const auto& m : embedded_migrations()) {
-    if (m.version <= result.version) continue;
+    if (applied.count(m.version)) continue;
     tx.exec(render(m.sql, schema_));
     tx.exec_params("INSERT INTO " + schema_ + ".outbox_migrations (version, name) VALUES ($1, $2)",
                    m.version, std::string(m.name));
     result.applied.push_back(m.version);
-    result.version = m.version;
+    result.version = std::max(result.version, m.version);
   }
   tx.commit();
   return result;
