@@ -26,6 +26,7 @@ for queue in order-events billing.order-placed; do  # nothing left over from an 
 done
 psql "$OUTBOX_PG_DSN" -qAt -c "TRUNCATE outbox.outbox" 2>/dev/null || true
 psql "$OUTBOX_PG_DSN" -qAt -c "TRUNCATE shop.orders" 2>/dev/null || true
+psql "$OUTBOX_PG_DSN" -qAt -c "TRUNCATE outbox.outbox_subject_keys" 2>/dev/null || true
 
 step "Starting the relay"
 RELAY_LOG="$OUTBOX_LOCAL_DIR/relay-demo.log"
