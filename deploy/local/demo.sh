@@ -22,7 +22,7 @@ step "Declaring the example topology (exchange 'orders' -> queues 'order-events'
 "$BIN/examples/event-printer" --declare
 "$BIN/examples/billing/billing-consumer" --declare
 for queue in order-events billing.order-placed; do  # nothing left over from an earlier run
-  "$SERVERS" rabbitmqctl purge_queue "$queue" >/dev/null
+  bash "$SERVERS" rabbitmqctl purge_queue "$queue" >/dev/null
 done
 psql "$OUTBOX_PG_DSN" -qAt -c "TRUNCATE outbox.outbox" 2>/dev/null || true
 psql "$OUTBOX_PG_DSN" -qAt -c "TRUNCATE shop.orders" 2>/dev/null || true
@@ -32,7 +32,7 @@ step "Starting the relay"
 RELAY_LOG="$OUTBOX_LOCAL_DIR/relay-demo.log"
 "$BIN/relay/outbox-relay" run --config "$CONFIG" 2>"$RELAY_LOG" &
 RELAY_PID=$!
-trap 'kill -TERM $RELAY_PID 2>/dev/null || true; wait $RELAY_PID 2>/dev/null || true; "$SERVERS" stop' EXIT
+trap 'kill -TERM $RELAY_PID 2>/dev/null || true; wait $RELAY_PID 2>/dev/null || true; bash "$SERVERS" stop' EXIT
 [ "${OUTBOX_KEEP_SERVERS:-0}" = 1 ] && trap 'kill -TERM $RELAY_PID 2>/dev/null || true; wait $RELAY_PID 2>/dev/null || true' EXIT
 
 step "Writing $ORDERS orders (every ${ROLLBACK_EVERY}th rolled back on purpose)"
