@@ -21,8 +21,10 @@ start_servers() {
   local before
   before=$(bash "$SERVERS" status)
   bash "$SERVERS" start
+  STOP_SERVERS_AT_EXIT=0  # only what this script started, unless asked to keep it
   if ! grep -q "postgres: running" <<<"$before" || ! grep -q "rabbitmq: running" <<<"$before"; then
     if [ "${OUTBOX_KEEP_SERVERS:-0}" != 1 ]; then
+      STOP_SERVERS_AT_EXIT=1
       trap 'bash "$SERVERS" stop' EXIT
     fi
   fi

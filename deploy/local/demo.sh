@@ -32,8 +32,8 @@ step "Starting the relay"
 RELAY_LOG="$OUTBOX_LOCAL_DIR/relay-demo.log"
 "$BIN/relay/outbox-relay" run --config "$CONFIG" 2>"$RELAY_LOG" &
 RELAY_PID=$!
-trap 'kill -TERM $RELAY_PID 2>/dev/null || true; wait $RELAY_PID 2>/dev/null || true; bash "$SERVERS" stop' EXIT
-[ "${OUTBOX_KEEP_SERVERS:-0}" = 1 ] && trap 'kill -TERM $RELAY_PID 2>/dev/null || true; wait $RELAY_PID 2>/dev/null || true' EXIT
+trap 'kill -TERM $RELAY_PID 2>/dev/null || true; wait $RELAY_PID 2>/dev/null || true
+      [ "$STOP_SERVERS_AT_EXIT" = 1 ] && bash "$SERVERS" stop' EXIT
 
 step "Writing $ORDERS orders (every ${ROLLBACK_EVERY}th rolled back on purpose)"
 "$BIN/examples/order-service" --orders "$ORDERS" --rollback-every "$ROLLBACK_EVERY"
