@@ -30,6 +30,23 @@ FailureReason failure_reason(ConfirmTracker::Outcome outcome, const std::string&
   return FailureReason::kConnectionLost;
 }
 
+// Whether a channel-close reason ("NOT_FOUND - no exchange 'X' in vhost '/'",
+// "ACCESS_REFUSED - access to exchange 'X' in vhost '/' refused ...") names
+// `exchange`. The reason went through one_line (control characters escaped), and
+// the broker cuts its reply text at 255 bytes: compare in escaped form, and with
+// what is left of a cut name.
+bool names_exchange(const std::string& reason, const std::string& exchange) {
+  const std::string marker = "exchange '";
+  auto at = reason.find(marker);
+  if (at == std::string::npos) return false;
+  const auto start = at + marker.size();
+  const auto end = reason.rfind("' in vhost");
+  const auto escaped = one_line(exchange);
+  if (end != std::string::npos && end >= start) return reason.compare(start, end - start, escaped) == 0;
+  const auto left = reason.substr(start);
+  return !left.empty() && escaped.rfind(left, 0) == 0;
+}
+
 // How long an idle relay waits for producer transactions still open (that did not
 // notify) before it takes the listener's lock; it polls meanwhile if they last.
 constexpr milliseconds kArmLockWait{200};
@@ -458,6 +475,14 @@ void RelayLoop::settle(InflightBatch& b, std::vector<std::int64_t>& acked, std::
   using Outcome = ConfirmTracker::Outcome;
   const double now_unix =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  auto closed_over = [&](std::size_t i) {
+    return b.tracker.outcome(i) == Outcome::kFailed && !b.channel_failure.empty() &&
+           b.tracker.reason(i) == b.channel_failure && names_exchange(b.channel_failure, b.rows[i].exchange);
+  };
+  // A channel the broker closed over none of these rows' exchanges: nobody's
+  // attempt, but not retried at once either, or a row that provokes it would spin.
+  bool attributed = false;
+  for (std::size_t i = 0; i < b.rows.size() && !attributed; ++i) attributed = closed_over(i);
   for (std::size_t i = 0; i < b.rows.size(); ++i) {
     const auto& row = b.rows[i];
     Outcome outcome = b.tracker.outcome(i);
@@ -469,10 +494,11 @@ void RelayLoop::settle(InflightBatch& b, std::vector<std::int64_t>& acked, std::
     const std::string& why = b.tracker.reason(i);
     const bool channel = outcome == Outcome::kFailed && !b.channel_failure.empty() && why == b.channel_failure;
     bool counts = outcome == Outcome::kNacked || outcome == Outcome::kReturned || outcome == Outcome::kInvalid ||
-                  (channel && b.channel_failure.find("'" + row.exchange + "'") != std::string::npos);
+                  closed_over(i);
     metrics_->failure(failure_reason(outcome, why, channel));
     std::string reason = why.empty() ? "not published: connection lost before publish" : why;
     FailedRow f{row.id, one_line(reason), 0, counts};
+    if (channel && !attributed) f.retry_in_ms = backoff_.delay(1).count();
     if (counts) {
       f.retry_in_ms = backoff_.delay(row.attempts + 1).count();
       if (row.attempts + 1 >= config_.relay.max_attempts) {

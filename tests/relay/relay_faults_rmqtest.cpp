@@ -1,0 +1,267 @@
+// The relay under faults it must survive, against the real servers: a TCP proxy of
+// the test's own sits between the relay and PostgreSQL or RabbitMQ and refuses,
+// cuts or stalls the connections (the servers themselves are shared and untouched).
+#include <doctest/doctest.h>
+
+#include <amqp.h>
+#include <signal.h>
+
+#include <chrono>
+#include <pqxx/pqxx>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "outbox/outbox_writer.h"
+#include "relay_process.h"
+#include "tcp_proxy.h"
+#include "test_env.h"
+
+using namespace outbox;
+using namespace std::chrono_literals;
+using testenv::RelayProcess;
+using testenv::ScopedSchema;
+using testenv::sql_value;
+using testenv::TcpProxy;
+using testenv::TestBroker;
+
+namespace {
+
+std::uint16_t pg_port() {
+  std::smatch m;
+  const auto dsn = testenv::pg_dsn();
+  REQUIRE(std::regex_search(dsn, m, std::regex(R"(port=(\d+))")));
+  return static_cast<std::uint16_t>(std::stoi(m[1]));
+}
+
+std::uint16_t amqp_port() {
+  std::string uri = testenv::amqp_uri();
+  amqp_connection_info info;
+  REQUIRE(amqp_parse_url(uri.data(), &info) == AMQP_STATUS_OK);
+  return static_cast<std::uint16_t>(info.port);
+}
+
+std::string dsn_via(const TcpProxy& proxy) {
+  return std::regex_replace(testenv::pg_dsn(), std::regex(R"(port=\d+)"), "port=" + std::to_string(proxy.port()));
+}
+
+std::string uri_via(const TcpProxy& proxy) {
+  return "amqp://guest:guest@127.0.0.1:" + std::to_string(proxy.port()) + "/%2f";
+}
+
+struct Yaml {
+  explicit Yaml(std::string s) : schema(std::move(s)) {}
+  std::string schema, dsn = "${OUTBOX_PG_DSN}", uri = "${OUTBOX_AMQP_URI}";
+  std::string postgres_extra, amqp_extra = "  heartbeat_s: 2\n  confirm_timeout_ms: 3000\n", relay_extra;
+  std::string text() const {
+    return "postgres:\n  dsn: \"" + dsn + "\"\n  schema: " + schema + "\n  connect_timeout_s: 2\n" + postgres_extra +
+           "amqp:\n  uri: \"" + uri + "\"\n  connect_timeout_ms: 2000\n" + amqp_extra +
+           "relay:\n  batch_size: 200\n  poll_interval_ms: 50\n  backoff_initial_ms: 100\n  backoff_max_ms: 500\n" +
+           relay_extra + "log:\n  level: info\n";
+  }
+};
+
+std::set<std::string> enqueue(const ScopedSchema& schema, const TestBroker& broker, int rows,
+                              const std::string& payload = "{}") {
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  std::set<std::string> ids;
+  for (int done = 0; done < rows;) {
+    std::vector<Message> batch;
+    for (int i = 0; i < 500 && done < rows; ++i, ++done) {
+      Message m;
+      m.exchange = Exchange(broker.exchange());
+      m.routing_key = RoutingKey(broker.routing_key());
+      m.type = MessageType("FaultTest");
+      m.payload = payload;
+      batch.push_back(std::move(m));
+    }
+    pqxx::work tx(conn);
+    for (const auto& id : writer.enqueue_batch(tx, batch)) ids.insert(id.to_string());
+    tx.commit();
+  }
+  return ids;
+}
+
+long long count(const ScopedSchema& s, const std::string& where) {
+  return std::stoll(sql_value("SELECT count(*) FROM \"" + s.name() + "\".outbox WHERE " + where));
+}
+
+// Waits up to `limit` for `done`; returns whether it came.
+template <class Fn>
+bool eventually(std::chrono::milliseconds limit, Fn done) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (done()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return done();
+}
+
+int lines_with(const std::string& log, const std::string& needle) {
+  int n = 0;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
+std::set<std::string> received_ids(TestBroker& broker, std::size_t at_least) {
+  std::set<std::string> ids;
+  for (const auto& m : broker.receive(at_least * 2, 1500ms)) ids.insert(m.message_id);
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("an unreachable broker: run keeps retrying with one warning and publishes once it is reachable") {
+  ScopedSchema schema;
+  TestBroker broker;
+  auto sent = enqueue(schema, broker, 20);
+  TcpProxy amqp("127.0.0.1", amqp_port());
+  amqp.set_refusing(true);
+  Yaml y(schema.name());
+  y.uri = uri_via(amqp);
+  RelayProcess relay(y.text());
+  std::this_thread::sleep_for(3s);
+  CHECK(relay.running());
+  CHECK(count(schema, "published_at IS NULL") == 20);
+  CHECK_MESSAGE(lines_with(relay.log(), "cannot connect") == 1, relay.log());  // once per outage
+
+  amqp.set_refusing(false);
+  CHECK_MESSAGE(eventually(20s, [&] { return count(schema, "published_at IS NOT NULL") == 20; }), relay.log());
+  CHECK(lines_with(relay.log(), "connected again") == 1);
+  CHECK(received_ids(broker, 20) == sent);
+  relay.signal(SIGTERM);
+  CHECK(relay.wait() == 0);
+}
+
+TEST_CASE("connections cut mid-drain: the relay reconnects without exiting and every row arrives") {
+  ScopedSchema schema;
+  TestBroker broker;
+  auto sent = enqueue(schema, broker, 20000, std::string(200, 'p'));
+  TcpProxy pg("127.0.0.1", pg_port());
+  TcpProxy amqp("127.0.0.1", amqp_port());
+  Yaml y(schema.name());
+  y.dsn = dsn_via(pg);
+  y.uri = uri_via(amqp);
+  RelayProcess relay(y.text());
+  int cuts = 0;
+  for (int i = 0; i < 6; ++i) {  // cut both links while rows are in flight
+    REQUIRE(eventually(30s, [&] { return count(schema, "published_at IS NOT NULL") > 2000 * (i + 1); }));
+    cuts += pg.cut_all() + amqp.cut_all();
+  }
+  CHECK(cuts >= 6);
+  CHECK_MESSAGE(eventually(60s, [&] { return count(schema, "published_at IS NULL") == 0; }), relay.log());
+  CHECK(relay.running());
+  auto got = received_ids(broker, sent.size());
+  std::size_t missing = 0;
+  for (const auto& id : sent) missing += got.count(id) == 0;
+  CHECK(missing == 0);
+  CHECK(got.size() == sent.size());  // nothing else arrived
+  relay.signal(SIGTERM);
+  CHECK(relay.wait() == 0);
+}
+
+TEST_CASE("a hung relay's row locks are freed by the server's idle-in-transaction timeout") {
+  ScopedSchema schema;
+  TestBroker broker;
+  TcpProxy amqp("127.0.0.1", amqp_port());
+  Yaml y(schema.name());
+  y.uri = uri_via(amqp);
+  y.amqp_extra = "  heartbeat_s: 4\n  confirm_timeout_ms: 4000\n";
+  y.postgres_extra = "  idle_in_transaction_timeout_ms: 5000\n";
+  RelayProcess relay(y.text());
+  REQUIRE(eventually(10s, [&] { return relay.log().find("connected to") != std::string::npos; }));
+  amqp.set_stalled(true);  // the broker will never confirm what comes next
+  enqueue(schema, broker, 50);
+  const std::string holding =
+      "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'outbox-relay' "
+      "AND state = 'idle in transaction' AND query LIKE '%" + schema.name() + "%'";
+  REQUIRE_MESSAGE(eventually(10s, [&] { return sql_value(holding) != "0"; }), relay.log());
+  relay.signal(SIGSTOP);  // hung: holds its claim transaction, answers nothing
+
+  auto lockable = [&] {
+    pqxx::connection conn(testenv::pg_dsn());
+    pqxx::work tx(conn);
+    return tx.exec1("SELECT count(*) FROM (SELECT id FROM \"" + schema.name() +
+                    "\".outbox FOR UPDATE SKIP LOCKED) x")[0].as<int>();
+  };
+  CHECK(lockable() < 50);  // the hung relay holds them
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(eventually(15s, [&] { return lockable() == 50; }));  // the server ended its session
+  CHECK(std::chrono::steady_clock::now() - t0 < 8s);
+  CHECK(sql_value(holding) == "0");
+
+  relay.signal(SIGCONT);
+  amqp.set_stalled(false);
+  CHECK_MESSAGE(eventually(30s, [&] { return count(schema, "published_at IS NULL") == 0; }), relay.log());
+  CHECK(relay.running());
+  relay.signal(SIGTERM);
+  CHECK(relay.wait() == 0);
+}
+
+TEST_CASE("errors in last_error and the log are single lines, without the payload or a password") {
+  ScopedSchema schema;
+  TestBroker broker;
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  Message hostile;
+  hostile.exchange = Exchange("missing\nx'; DROP TABLE outbox; --ü");  // not declared: 404
+  hostile.routing_key = RoutingKey(broker.routing_key());
+  hostile.type = MessageType("Hostile");
+  hostile.payload = "PAYLOAD-MARKER-4711";
+  auto hostile_id = writer.enqueue(tx, hostile);
+  auto ok = hostile;
+  ok.exchange = Exchange(broker.exchange());
+  ok.message_id.reset();
+  writer.enqueue(tx, ok);
+  tx.commit();
+
+  Yaml y(schema.name());
+  y.dsn = testenv::pg_dsn() + " password=pg-Secret-7";  // trust authentication ignores it
+  RelayProcess relay(y.text(), /*exit_when_idle=*/true);
+  CHECK(relay.wait() == 0);
+  auto error = sql_value("SELECT last_error FROM \"" + schema.name() + "\".outbox WHERE message_id = '" +
+                         hostile_id.to_string() + "'");
+  CHECK(error.find("404") != std::string::npos);
+  CHECK(error.find('\n') == std::string::npos);
+  CHECK(error.find("missing\\nx'; DROP TABLE outbox") != std::string::npos);  // escaped, inert
+  CHECK(count(schema, "true") == 2);                                           // the table is intact
+  CHECK(count(schema, "published_at IS NOT NULL") == 1);
+  const auto log = relay.log();
+  CHECK(log.find("pg-Secret-7") == std::string::npos);
+  CHECK(log.find("PAYLOAD-MARKER") == std::string::npos);
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);)  // every record starts a line of its own
+    CHECK_MESSAGE(std::regex_search(line, std::regex(R"(^\d{4}-\d\d-\d\dT)")), line);
+}
+
+TEST_CASE("a row AMQP cannot carry is parked and does not hold up the rows behind it") {
+  ScopedSchema schema;
+  TestBroker broker;
+  auto sent = enqueue(schema, broker, 10);
+  // Written around the SDK (which refuses it): a routing key over AMQP's 255 bytes.
+  testenv::sql_exec("UPDATE \"" + schema.name() + "\".outbox SET routing_key = repeat('k', 300) WHERE id = "
+                    "(SELECT min(id) + 3 FROM \"" + schema.name() + "\".outbox)");
+  Yaml y(schema.name());
+  y.relay_extra = "  max_attempts: 2\n";
+  RelayProcess relay(y.text());
+  CHECK_MESSAGE(eventually(15s, [&] { return count(schema, "parked_at IS NOT NULL") == 1; }), relay.log());
+  CHECK(count(schema, "published_at IS NOT NULL") == 9);
+  CHECK(sql_value("SELECT last_error FROM \"" + schema.name() + "\".outbox WHERE parked_at IS NOT NULL") ==
+        "not publishable: routing key is 300 bytes, AMQP allows at most 255");
+  CHECK(lines_with(relay.log(), "connected to") == 1);  // no reconnect for it
+  CHECK(received_ids(broker, 9).size() == 9);
+  relay.signal(SIGTERM);
+  CHECK(relay.wait() == 0);
+}
+
+TEST_CASE("check-config --connect passes against running servers") {
+  ScopedSchema schema;
+  auto r = testenv::run_relay_command({"check-config", testenv::write_temp_file(Yaml(schema.name()).text()), "--connect"});
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(r.output.find("postgres: ok") != std::string::npos);
+  CHECK(r.output.find("amqp: ok") != std::string::npos);
+}
