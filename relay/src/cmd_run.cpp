@@ -32,7 +32,7 @@ std::optional<RelayConfig> load_or_report(const std::string& path) {
   try {
     return load_config(path);
   } catch (const ConfigError& e) {
-    std::cerr << "outbox-relay: invalid configuration: " << e.what() << "\n";
+    std::cerr << "outbox-relay: invalid configuration: " << one_line(e.what()) << "\n";
     return std::nullopt;
   }
 }

@@ -165,3 +165,9 @@ TEST_CASE("check-config takes one file and only --connect") {
   CHECK(r.exit_code == 2);
   CHECK(contains(r.output, "unknown argument '--fast' for check-config"));
 }
+
+TEST_CASE("a configuration error is one line even when the value at fault holds a line break") {
+  auto r = check_config(kGood + "relay:\n  batch_size: \"12\\n13\"\n");
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(contains(r.output, "relay.batch_size: expected an integer, got '12\\n13'"), r.output);
+}
