@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
-#include <cctype>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
@@ -55,12 +54,14 @@ bool wait_and_preflight(const RelayConfig& config, const std::atomic<bool>& stop
       pqxx::connection conn(dsn_with_session_options(config.postgres));
       preflight(conn, config);
       return true;
-    } catch (const pqxx::broken_connection& e) {
-      std::string text = e.what();
-      while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-      auto error = one_line(text);
-      if (error != last_error) spdlog::warn("cannot connect to PostgreSQL, will retry: {}", error);
-      last_error = error;
+    } catch (const pqxx::failure& e) {
+      // A server that is down, going down or starting up (SQLSTATE classes 08 and
+      // 57 included) is waited for; any other SQL error is not.
+      const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
+      if (sql && sql->sqlstate().rfind("08", 0) != 0 && sql->sqlstate().rfind("57", 0) != 0) throw;
+      // One warning per outage; the loop logs "connected to" once it is over.
+      if (last_error.empty()) spdlog::warn("cannot connect to PostgreSQL, will retry with backoff: {}", one_line(e.what()));
+      last_error = e.what();
     }
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(200 << std::min(attempt, 6), 10000));
     while (!stop && std::chrono::steady_clock::now() < until)

@@ -136,6 +136,26 @@ TEST_CASE("an unreachable broker: run keeps retrying with one warning and publis
   CHECK(relay.wait() == 0);
 }
 
+TEST_CASE("an unreachable database: run waits for it with one warning and then publishes") {
+  ScopedSchema schema;
+  TestBroker broker;
+  auto sent = enqueue(schema, broker, 20);
+  TcpProxy pg("127.0.0.1", pg_port());
+  pg.set_refusing(true);
+  Yaml y(schema.name());
+  y.dsn = dsn_via(pg);
+  RelayProcess relay(y.text());
+  std::this_thread::sleep_for(3s);
+  CHECK(relay.running());
+  CHECK_MESSAGE(lines_with(relay.log(), "cannot connect") == 1, relay.log());
+
+  pg.set_refusing(false);
+  CHECK_MESSAGE(eventually(20s, [&] { return count(schema, "published_at IS NOT NULL") == 20; }), relay.log());
+  CHECK(received_ids(broker, 20) == sent);
+  relay.signal(SIGTERM);
+  CHECK(relay.wait() == 0);
+}
+
 TEST_CASE("connections cut mid-drain: the relay reconnects without exiting and every row arrives") {
   ScopedSchema schema;
   TestBroker broker;
