@@ -90,10 +90,10 @@ class Bench {
     std::cout << "outbox-bench " << report_["date"].get<std::string>() << ", "
               << report_["machine"]["cpus"] << " CPUs, load " << load_average() << "\n"
               << "  " << o_.command << "\n";
-    rounds(env);
-    enqueue(env);
-    latency_and_idle(env);
-    sweeps(env);
+    if (o_.runs("rounds")) rounds(env);
+    if (o_.runs("enqueue")) enqueue(env);
+    if (o_.runs("latency")) latency_and_idle(env);
+    if (o_.runs("sweeps")) sweeps(env);
     summary();
     report_["machine"]["load_average_at_end"] = load_average();
     return report_;
@@ -101,23 +101,32 @@ class Bench {
 
  private:
   void rounds(BenchEnv& env) {
-    std::vector<double> ceiling, pg, drain1, drain2, ratio, ratio2;
+    std::vector<double> ceiling, pg, drain1, drain2, ratio, ratio2, broker_ceiling_cpu, client_cpu, broker_drain_cpu,
+        pg_cpu;
     for (int i = 1; i <= o_.repeats; ++i) {
-      ceiling.push_back(measure_broker_ceiling(env, o_.message_bytes, o_.ceiling_seconds));
+      auto c = measure_broker_ceiling(env, o_.message_bytes, o_.backlog);
+      ceiling.push_back(c.msgs_per_s);
+      broker_ceiling_cpu.push_back(c.broker_cpu_us_per_msg);
+      client_cpu.push_back(c.client_cpu_us_per_msg);
       pg.push_back(measure_pg_ceiling(env, o_.backlog, o_.batch_size, o_.message_bytes));
       auto d1 = measure_drain(env, spec_, o_.backlog, 1, o_.message_bytes);
       auto d2 = measure_drain(env, spec_, o_.backlog, 2, o_.message_bytes);
       drain1.push_back(d1.msgs_per_s);
       drain2.push_back(d2.msgs_per_s);
-      ratio.push_back(d1.msgs_per_s / ceiling.back());
+      ratio.push_back(d1.msgs_per_s / c.msgs_per_s);
       ratio2.push_back(d2.msgs_per_s / d1.msgs_per_s);
       cpu_us_.push_back(d1.cpu_us_per_msg);
+      pg_cpu.push_back(d1.pg_cpu_us_per_msg);
+      broker_drain_cpu.push_back(d1.broker_cpu_us_per_msg);
       peak_rss_ = std::max({peak_rss_, d1.peak_rss_mib, d2.peak_rss_mib});
-      std::cout << "round " << i << "/" << o_.repeats << ": broker ceiling " << fmt(ceiling.back())
+      std::cout << "round " << i << "/" << o_.repeats << ": broker ceiling " << fmt(c.msgs_per_s)
                 << " msg/s | PG claim ceiling " << fmt(pg.back()) << " rows/s | drain 1 relay "
-                << fmt(d1.msgs_per_s) << " msg/s (" << fmt(ratio.back(), 2) << " x ceiling, "
-                << fmt(d1.cpu_us_per_msg, 1) << " us CPU/msg) | 2 relays " << fmt(d2.msgs_per_s) << " msg/s\n"
-                << std::flush;
+                << fmt(d1.msgs_per_s) << " msg/s (" << fmt(ratio.back(), 2) << " x ceiling) | 2 relays "
+                << fmt(d2.msgs_per_s) << " msg/s\n"
+                << "  CPU us/msg: ceiling: broker " << fmt(c.broker_cpu_us_per_msg, 1) << " + client "
+                << fmt(c.client_cpu_us_per_msg, 1) << "; drain: broker " << fmt(d1.broker_cpu_us_per_msg, 1)
+                << " + relay " << fmt(d1.cpu_us_per_msg, 1) << " + PostgreSQL " << fmt(d1.pg_cpu_us_per_msg, 1)
+                << "\n" << std::flush;
     }
     report_["broker_ceiling_msgs_per_s"] = median(ceiling);
     report_["pg_claim_ceiling_rows_per_s"] = median(pg);
@@ -126,6 +135,11 @@ class Bench {
     report_["drain_to_ceiling_ratio"] = median(ratio);
     report_["drain_2proc_to_1proc_ratio"] = median(ratio2);
     report_["relay_cpu_us_per_msg"] = median(cpu_us_);
+    report_["cpu_us_per_msg"] = json{{"ceiling_broker", median(broker_ceiling_cpu)},
+                                     {"ceiling_client", median(client_cpu)},
+                                     {"drain_broker", median(broker_drain_cpu)},
+                                     {"drain_relay", median(cpu_us_)},
+                                     {"drain_postgres", median(pg_cpu)}};
     report_["rounds"] = json{{"broker_ceiling_msgs_per_s", ceiling}, {"pg_claim_ceiling_rows_per_s", pg},
                              {"relay_drain_msgs_per_s", drain1}, {"relay_drain_2proc_msgs_per_s", drain2},
                              {"drain_to_ceiling_ratio", ratio}, {"drain_2proc_to_1proc_ratio", ratio2}};
@@ -188,9 +202,9 @@ class Bench {
                 << fmt(d.cpu_us_per_msg, 1) << " us CPU/msg, RSS " << fmt(d.peak_rss_mib, 1) << " MiB\n" << std::flush;
     }
     for (long bytes : o_.sweep_message_bytes) {
-      double ceiling = measure_broker_ceiling(env, static_cast<int>(bytes), o_.ceiling_seconds);
       // Large messages: a backlog worth about as many bytes as the default one.
       long rows = std::max(1000L, std::min(o_.backlog, o_.backlog * o_.message_bytes / bytes * 4));
+      double ceiling = measure_broker_ceiling(env, static_cast<int>(bytes), rows).msgs_per_s;
       auto d = measure_drain(env, spec_, rows, 1, static_cast<int>(bytes));
       peak_rss_ = std::max(peak_rss_, d.peak_rss_mib);
       s["message_bytes"].push_back(json{{"message_bytes", bytes}, {"rows", rows},
@@ -219,11 +233,13 @@ class Bench {
 
   void summary() {
     report_["relay_peak_rss_mib"] = peak_rss_;
-    std::cout << "relay: peak RSS " << fmt(peak_rss_, 1) << " MiB, CPU " << fmt(median(cpu_us_), 1)
-              << " us/msg (drain, one relay)\n"
-              << "ratio drain 1 relay / broker ceiling = " << fmt(report_["drain_to_ceiling_ratio"].get<double>(), 2)
-              << " (median of per-round ratios; target >= 0.80); 2 relays / 1 relay = "
-              << fmt(report_["drain_2proc_to_1proc_ratio"].get<double>(), 2) << "\n";
+    std::cout << "relay: peak RSS " << fmt(peak_rss_, 1) << " MiB";
+    if (!cpu_us_.empty()) std::cout << ", CPU " << fmt(median(cpu_us_), 1) << " us/msg (drain, one relay)";
+    std::cout << "\n";
+    if (report_.contains("drain_to_ceiling_ratio"))
+      std::cout << "ratio drain 1 relay / broker ceiling = " << fmt(report_["drain_to_ceiling_ratio"].get<double>(), 2)
+                << " (median of per-round ratios; target >= 0.80); 2 relays / 1 relay = "
+                << fmt(report_["drain_2proc_to_1proc_ratio"].get<double>(), 2) << "\n";
   }
 
   const BenchOptions& o_;

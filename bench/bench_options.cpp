@@ -1,5 +1,6 @@
 #include "bench_options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <sstream>
@@ -40,10 +41,25 @@ std::vector<long> parse_list(const std::string& option, const std::string& text,
   return values;
 }
 
+std::vector<std::string> parse_phases(const std::string& option, const std::string& text) {
+  static const std::vector<std::string> kKnown = {"rounds", "enqueue", "latency", "sweeps"};
+  std::vector<std::string> phases;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    auto comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    auto p = text.substr(start, comma - start);
+    if (std::find(kKnown.begin(), kKnown.end(), p) == kKnown.end())
+      throw BenchUsageError(option + ": unknown phase '" + p + "' (rounds, enqueue, latency, sweeps)");
+    phases.push_back(p);
+    start = comma + 1;
+  }
+  return phases;
+}
+
 void apply_smoke(BenchOptions& o) {
   o.backlog = 5000;
   o.repeats = 1;
-  o.ceiling_seconds = 1;
   o.producer_seconds = 0.5;
   o.rates = {200};
   o.latency_seconds = 3;
@@ -60,10 +76,9 @@ std::string bench_usage() {
          "  --smoke                   tiny sizes, under a minute (CI)\n"
          "  --json FILE               write the summary as JSON\n"
          "  --message-bytes N         payload size (default 300)\n"
-         "  --backlog N               rows per drain (default 100000)\n"
+         "  --backlog N               rows per drain, messages per broker ceiling (default 100000)\n"
          "  --batch-size N            relay batch_size (default 500)\n"
          "  --repeats N               rounds of ceiling/drain measurements (default 3)\n"
-         "  --ceiling-seconds S       broker ceiling publishing time (default 5)\n"
          "  --producer-seconds S      each enqueue-rate measurement (default 3)\n"
          "  --rates R1,R2             latency phase rates, messages/s (default 1000,5000)\n"
          "  --latency-seconds S       producing time per rate (default 20)\n"
@@ -73,7 +88,12 @@ std::string bench_usage() {
          "  --sweep-backlogs LIST     extra one-relay drains of these backlogs (e.g. 10000,1000000)\n"
          "  --history-rows N          published rows in the table before the backlog sweep\n"
          "  --relay-setting K=V       extra relay: key for the relays (repeatable)\n"
+         "  --phases LIST             rounds,enqueue,latency,sweeps (default: all)\n"
          "  --relay-bin PATH          outbox-relay binary to run\n";
+}
+
+bool BenchOptions::runs(const std::string& phase) const {
+  return std::find(phases.begin(), phases.end(), phase) != phases.end();
 }
 
 BenchOptions parse_bench_options(int argc, char** argv) {
@@ -100,7 +120,6 @@ BenchOptions parse_bench_options(int argc, char** argv) {
     else if (a == "--backlog") o.backlog = parse_long(a, v, 1, kMaxRows);
     else if (a == "--batch-size") o.batch_size = static_cast<int>(parse_long(a, v, 1, 100000));
     else if (a == "--repeats") o.repeats = static_cast<int>(parse_long(a, v, 1, 100));
-    else if (a == "--ceiling-seconds") o.ceiling_seconds = parse_seconds(a, v);
     else if (a == "--producer-seconds") o.producer_seconds = parse_seconds(a, v);
     else if (a == "--rates") o.rates = parse_list(a, v, 1, 1000000);
     else if (a == "--latency-seconds") o.latency_seconds = parse_seconds(a, v);
@@ -109,6 +128,7 @@ BenchOptions parse_bench_options(int argc, char** argv) {
     else if (a == "--sweep-message-bytes") o.sweep_message_bytes = parse_list(a, v, 1, 1024 * 1024);
     else if (a == "--sweep-backlogs") o.sweep_backlogs = parse_list(a, v, 1, kMaxRows);
     else if (a == "--history-rows") o.history_rows = parse_long(a, v, 0, kMaxRows);
+    else if (a == "--phases") o.phases = parse_phases(a, v);
     else if (a == "--relay-setting") {
       auto eq = v.find('=');
       if (eq == std::string::npos || eq == 0 || v.find_first_of("\n:#") != std::string::npos)

@@ -18,15 +18,15 @@ struct BenchOptions {
   std::string relay_bin;
   // --message-bytes: payload size of every message (ceiling, drain, latency).
   int message_bytes = 300;
-  // --backlog: rows drained per drain measurement (and claimed by the PG ceiling).
+  // --backlog: rows drained per drain measurement; also the messages the broker
+  // ceiling publishes and the rows the PG ceiling claims, so that all three do the
+  // same work (a queue growing to the same depth).
   long backlog = 100000;
   // --batch-size: the relay's batch_size (and the PG ceiling's claim size).
   int batch_size = 500;
   // --repeats: rounds of {broker ceiling, PG ceiling, drain 1, drain 2}; medians
   // and per-round ratios are reported, which keeps the ratios honest on a noisy box.
   int repeats = 3;
-  // --ceiling-seconds: publishing time of one broker-ceiling measurement.
-  double ceiling_seconds = 5;
   // --producer-seconds: length of each enqueue-rate measurement.
   double producer_seconds = 3;
   // --rates: steady producer rates (messages/s) of the latency phase.
@@ -44,6 +44,10 @@ struct BenchOptions {
   // --relay-setting KEY=VALUE (repeatable): extra keys of the relay: section of the
   // relays' configuration, e.g. pipeline_depth=1, to measure a lever.
   std::vector<std::string> relay_settings;
+  // --phases: which parts run (rounds, enqueue, latency, sweeps); all by default.
+  // Keys of the phases left out are missing from the JSON.
+  std::vector<std::string> phases = {"rounds", "enqueue", "latency", "sweeps"};
+  bool runs(const std::string& phase) const;
   // The command line, for the report.
   std::string command;
 };

@@ -2,7 +2,10 @@
 #include <chrono>
 #include <vector>
 
+#include <unistd.h>
+
 #include "measurements.h"
+#include "process_cpu.h"
 #include "outbox/message_id.h"
 
 namespace bench {
@@ -39,7 +42,7 @@ class TagCounter {
 
 }  // namespace
 
-double measure_broker_ceiling(BenchEnv& env, int bytes, double seconds) {
+CeilingResult measure_broker_ceiling(BenchEnv& env, int bytes, long count) {
   constexpr std::uint64_t kWindow = 1024;
   const auto kConfirmTimeout = std::chrono::seconds(30);
   AmqpBenchClient client(env.amqp_uri());
@@ -51,10 +54,12 @@ double measure_broker_ceiling(BenchEnv& env, int bytes, double seconds) {
     if (c) tags.settle(*c);
     return c.has_value();
   };
+  const auto broker = broker_pid();
+  const double broker_cpu0 = broker ? process_cpu_seconds(*broker).value_or(0) : 0;
+  const double client_cpu0 = process_cpu_seconds(getpid()).value_or(0);
   const auto start = Clock::now();
-  const auto stop = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   std::int64_t n = 0;
-  while (Clock::now() < stop) {
+  while (n < count) {
     while (tags.outstanding() >= kWindow)
       if (!next(kConfirmTimeout)) throw BenchError("broker ceiling: no confirm within 30 s");
     client.publish(env.exchange(), env.routing_key(), outbox::MessageId::generate_v7().to_string(), ++n, body);
@@ -66,8 +71,13 @@ double measure_broker_ceiling(BenchEnv& env, int bytes, double seconds) {
     if (!next(kConfirmTimeout)) throw BenchError("broker ceiling: no confirm within 30 s");
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   if (tags.nacked() > 0) throw BenchError("broker ceiling: the broker nacked " + std::to_string(tags.nacked()));
+  const double n_msgs = static_cast<double>(tags.settled());
+  CeilingResult r;
+  r.msgs_per_s = n_msgs / elapsed;
+  if (broker) r.broker_cpu_us_per_msg = (process_cpu_seconds(*broker).value_or(0) - broker_cpu0) * 1e6 / n_msgs;
+  r.client_cpu_us_per_msg = (process_cpu_seconds(getpid()).value_or(0) - client_cpu0) * 1e6 / n_msgs;
   env.purge_queue();
-  return static_cast<double>(tags.settled()) / elapsed;
+  return r;
 }
 
 }  // namespace bench

@@ -25,9 +25,14 @@ struct Percentiles {
 Percentiles percentiles(std::vector<double> values);
 double median(std::vector<double> values);
 
-// rabbitmq-c publishing persistent messages of `bytes` to the run's durable queue,
-// at most 1024 unconfirmed (streaming confirms), for `seconds`. Messages/s.
-double measure_broker_ceiling(BenchEnv& env, int bytes, double seconds);
+struct CeilingResult {
+  double msgs_per_s = 0;
+  double broker_cpu_us_per_msg = 0;  // the RabbitMQ node's CPU (0 when its pid is unknown)
+  double client_cpu_us_per_msg = 0;  // the publishing client's
+};
+// rabbitmq-c publishing `count` persistent messages of `bytes` to the run's durable
+// queue, at most 1024 unconfirmed (streaming confirms), timed to the last confirm.
+CeilingResult measure_broker_ceiling(BenchEnv& env, int bytes, long count);
 
 // The relay's own claim (FOR UPDATE SKIP LOCKED) and mark-published statements in
 // batches of `batch`, one client, no broker, over a backlog of `rows`. Rows/s.
@@ -41,6 +46,8 @@ struct DrainResult {
   double msgs_per_s = 0;
   double seconds = 0;
   double cpu_us_per_msg = 0;  // all relays' CPU time over the rows drained
+  double pg_cpu_us_per_msg = 0;      // their PostgreSQL backends'
+  double broker_cpu_us_per_msg = 0;  // the RabbitMQ node's (0 when its pid is unknown)
   double peak_rss_mib = 0;    // the largest relay
 };
 // Writes a backlog of `rows`, then times `relays` processes started with

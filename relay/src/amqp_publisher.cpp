@@ -5,6 +5,9 @@
 #include <amqp_tcp_socket.h>
 #include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 
 #include <algorithm>
@@ -154,6 +157,12 @@ void AmqpPublisher::open_channel() {
   amqp_confirm_select(conn_, channel_);
   check_rpc(amqp_get_rpc_reply(conn_), "confirm.select");
   next_tag_ = 1;
+}
+
+void AmqpPublisher::set_corked(bool corked) {
+  if (!conn_) return;
+  int on = corked ? 1 : 0;
+  ::setsockopt(amqp_get_sockfd(conn_), IPPROTO_TCP, TCP_CORK, &on, sizeof on);
 }
 
 int AmqpPublisher::socket() const { return conn_ ? amqp_get_sockfd(conn_) : -1; }

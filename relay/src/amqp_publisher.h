@@ -77,6 +77,10 @@ class AmqpPublisher {
 
   // The connection's socket, for poll() while idle; -1 when not connected.
   int socket() const;
+  // While corked the kernel sends full TCP segments instead of one per message, so
+  // the broker reads many messages per receive; uncorking sends what is queued.
+  // Uncork before waiting for the broker. No-op when not connected.
+  void set_corked(bool corked);
   // Frames rabbitmq-c has already read: poll() on socket() would not see them.
   bool has_buffered_data() const;
 

@@ -270,6 +270,7 @@ bool RelayLoop::publish_pending() {
 bool RelayLoop::publish_some(InflightBatch& b) {
   const auto window = static_cast<std::size_t>(config_.amqp.publish_window);
   std::size_t sent = 0;
+  amqp_.set_corked(true);  // full TCP segments: fewer sends for the relay, fewer receives for the broker
   while (b.published < b.rows.size() && !b.publishing_done) {
     // A blocked connection (resource alarm) is not read by the broker: publish no
     // more; the rest of the batch stays pending without counting an attempt.
@@ -297,6 +298,7 @@ bool RelayLoop::publish_some(InflightBatch& b) {
     last_broker_progress_ = Clock::now();
     if (++sent % 64 == 0) pump_events();  // read acks as they come, so the socket never backs up
   }
+  amqp_.set_corked(false);  // flush before anything waits for the broker
   if (b.published == b.rows.size()) b.publishing_done = true;
   if (b.publishing_done && b.publish_done_at == Clock::time_point{}) b.publish_done_at = Clock::now();
   return sent > 0;

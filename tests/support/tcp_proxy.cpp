@@ -43,12 +43,26 @@ struct Session : std::enable_shared_from_this<Session> {
     }
     from.async_read_some(boost::asio::buffer(buf), [self, &from, &to, &buf](auto ec, std::size_t n) {
       if (ec) return self->close(false);
-      boost::asio::async_write(to, boost::asio::buffer(buf.data(), n),
-                               [self, &from, &to, &buf](auto ec2, std::size_t) {
-                                 if (ec2) return self->close(false);
-                                 self->pump(from, to, buf);
-                               });
+      self->forward(from, to, buf, n);
     });
+  }
+
+  // Writes what a read brought, unless a stall began meanwhile: then the bytes wait
+  // too (a read posted before the stall must not slip one chunk through).
+  void forward(tcp::socket& from, tcp::socket& to, std::array<char, 65536>& buf, std::size_t n) {
+    auto self = shared_from_this();
+    if (closed) return;
+    if (stalled) {
+      auto timer = std::make_shared<boost::asio::steady_timer>(from.get_executor(),
+                                                               std::chrono::milliseconds(10));
+      timer->async_wait([self, timer, &from, &to, &buf, n](auto) { self->forward(from, to, buf, n); });
+      return;
+    }
+    boost::asio::async_write(to, boost::asio::buffer(buf.data(), n),
+                             [self, &from, &to, &buf](auto ec2, std::size_t) {
+                               if (ec2) return self->close(false);
+                               self->pump(from, to, buf);
+                             });
   }
 
   // `reset`: abortive close (RST) instead of FIN.

@@ -1,0 +1,61 @@
+#include "process_cpu.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <pqxx/pqxx>
+#include <sstream>
+
+namespace bench {
+
+std::optional<double> process_cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return std::nullopt;
+  // Fields after the command name, which is in parentheses and may hold spaces.
+  auto close = line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {  // fields 14, 15: utime, stime
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+std::optional<pid_t> broker_pid() {
+  const char* dir = std::getenv("OUTBOX_LOCAL_DIR");
+  std::ifstream in(std::string(dir && *dir ? dir : "/tmp/outbox-relay-local") + "/rabbitmq/rabbitmq.pid");
+  pid_t pid = 0;
+  if (!(in >> pid) || pid <= 0 || !process_cpu_seconds(pid)) return std::nullopt;
+  return pid;
+}
+
+BackendCpu::BackendCpu(pqxx::connection& admin, std::string application_name)
+    : admin_(admin), application_name_(std::move(application_name)) {
+  sample();
+  start_ = last_;
+}
+
+void BackendCpu::sample() {
+  pqxx::nontransaction tx(admin_);
+  for (const auto& r : tx.exec_params("SELECT pid FROM pg_stat_activity WHERE application_name = $1",
+                                      application_name_)) {
+    int pid = r[0].as<int>();
+    if (auto cpu = process_cpu_seconds(pid)) last_[pid] = *cpu;
+  }
+}
+
+double BackendCpu::total_seconds() const {
+  double sum = 0;
+  for (const auto& [pid, cpu] : last_) {
+    auto it = start_.find(pid);
+    sum += cpu - (it == start_.end() ? 0 : it->second);
+  }
+  return sum;
+}
+
+}  // namespace bench

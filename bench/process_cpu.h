@@ -1,0 +1,41 @@
+#pragma once
+// CPU time of other processes on this machine (/proc), to split the cost of a
+// message between the broker, PostgreSQL and the relay. On a shared, busy machine
+// CPU per message varies far less than messages per second.
+
+#include <sys/types.h>
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include <pqxx/connection>
+
+namespace bench {
+
+// utime + stime of `pid` in seconds; nullopt when it is gone or unreadable.
+std::optional<double> process_cpu_seconds(pid_t pid);
+
+// The local RabbitMQ node's pid, from $OUTBOX_LOCAL_DIR/rabbitmq/rabbitmq.pid
+// (deploy/local/servers.sh); nullopt when unknown.
+std::optional<pid_t> broker_pid();
+
+// CPU of the PostgreSQL backends serving one application_name, sampled while they
+// live (a backend's time is lost when it exits, so sample() often). Not thread-safe.
+class BackendCpu {
+ public:
+  // Backends alive now count only their CPU from now on.
+  BackendCpu(pqxx::connection& admin, std::string application_name);
+  // Records the current CPU of every live backend of the application.
+  void sample();
+  // Seconds over all backends seen, as of their last sample.
+  double total_seconds() const;
+
+ private:
+  pqxx::connection& admin_;
+  std::string application_name_;
+  std::map<int, double> start_;  // backends alive at construction: cpu seconds then
+  std::map<int, double> last_;   // backend pid -> cpu seconds at its last sample
+};
+
+}  // namespace bench
