@@ -8,6 +8,7 @@
 #include <csignal>
 #include <iostream>
 #include <pqxx/pqxx>
+#include <set>
 #include <thread>
 
 #include "commands.h"
@@ -48,7 +49,7 @@ HttpRoutes http_routes(const RelayConfig& config, RelayMetrics& metrics) {
 // backoff) while PostgreSQL is unreachable, since a relay may start before its
 // database. Returns false if stopped meanwhile; throws PreflightError.
 bool wait_and_preflight(const RelayConfig& config, const std::atomic<bool>& stop) {
-  std::string last_error;
+  std::set<std::string> seen;
   for (int attempt = 0; !stop; ++attempt) {
     try {
       pqxx::connection conn(dsn_with_session_options(config.postgres));
@@ -59,9 +60,9 @@ bool wait_and_preflight(const RelayConfig& config, const std::atomic<bool>& stop
       // 57 included) is waited for; any other SQL error is not.
       const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
       if (sql && sql->sqlstate().rfind("08", 0) != 0 && sql->sqlstate().rfind("57", 0) != 0) throw;
-      // One warning per outage; the loop logs "connected to" once it is over.
-      if (last_error.empty()) spdlog::warn("cannot connect to PostgreSQL, will retry with backoff: {}", one_line(e.what()));
-      last_error = e.what();
+      // Each distinct error once while waiting; the loop logs "connected to" after.
+      if (seen.size() < 8 && seen.insert(one_line(e.what())).second)
+        spdlog::warn("cannot connect to PostgreSQL, will retry with backoff: {}", one_line(e.what()));
     }
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(200 << std::min(attempt, 6), 10000));
     while (!stop && std::chrono::steady_clock::now() < until)

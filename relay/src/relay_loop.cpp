@@ -177,14 +177,18 @@ bool RelayLoop::ensure_connected() {
       spdlog::info("connected to PostgreSQL {} and AMQP {}", primary().endpoint(), amqp_.endpoint());
     reconnect_attempt_ = 0;
     last_connect_error_.clear();
+    outage_errors_.clear();
     last_claim_empty_ = false;  // rows may have come while disconnected
     last_connected_at_ = Clock::now();
     return true;
   }
-  // One warning per outage (the next line is "connected again"), however the error
-  // text varies while the peer restarts; the attempts in between go to debug.
-  if (last_connect_error_.empty()) spdlog::warn("cannot connect, will retry with backoff: {}", error);
-  else if (error != last_connect_error_) spdlog::debug("still cannot connect: {}", error);
+  // Each distinct error once per outage (a restarting peer alternates between a
+  // few; a new one, such as a certificate refused, still shows), the next line
+  // being "connected again"; repeats go to debug.
+  if (outage_errors_.size() < 8 && outage_errors_.insert(error).second)
+    spdlog::warn("cannot connect, will retry with backoff: {}", error);
+  else
+    spdlog::debug("still cannot connect: {}", error);
   last_connect_error_ = error;
   idle_wait(reconnect_backoff_.delay(++reconnect_attempt_));
   return false;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,7 @@ class RelayLoop {
   Clock::time_point last_connected_at_{};  // the last time both sessions came up
   int quick_losses_ = 0;  // connections lost within a second of being made, in a row
   std::string last_connect_error_;
+  std::set<std::string> outage_errors_;  // connect errors logged since the last success
   std::chrono::steady_clock::time_point last_summary_;
   std::uint64_t published_at_last_summary_ = 0;
   std::unique_ptr<metrics::Registry> own_registry_;  // when no RelayMetrics was given
