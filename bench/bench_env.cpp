@@ -35,9 +35,15 @@ std::string hex_of(const std::string& bytes) {
 }  // namespace
 
 std::string BenchEnv::random_payload(int bytes) {
+  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::mt19937_64 rng(std::random_device{}());
-  std::string s(static_cast<std::size_t>(bytes), '\0');
-  for (auto& c : s) c = static_cast<char>(rng() & 0xff);
+  std::string s(static_cast<std::size_t>(bytes), 'x');
+  for (auto& c : s) c = alphabet[rng() % 64];
+  const std::string head = "{\"data\":\"", tail = "\"}";
+  if (s.size() >= head.size() + tail.size()) {
+    s.replace(0, head.size(), head);
+    s.replace(s.size() - tail.size(), tail.size(), tail);
+  }
   return s;
 }
 

@@ -46,8 +46,9 @@ class BenchEnv {
   void purge_queue() { amqp_->purge(queue_); }
   pqxx::connection& admin() { return *pg_; }
 
-  // Random bytes of the given size (incompressible, like an encrypted field or an
-  // already compressed body; compressible JSON would flatter TOAST).
+  // A JSON object of exactly `bytes` bytes holding one random base64 string: what an
+  // event with encrypted fields looks like, and incompressible enough that TOAST
+  // compression does not flatter large payloads.
   static std::string random_payload(int bytes);
 
  private:

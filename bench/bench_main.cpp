@@ -203,17 +203,21 @@ class Bench {
     }
     for (long bytes : o_.sweep_message_bytes) {
       // Large messages: a backlog worth about as many bytes as the default one.
-      long rows = std::max(1000L, std::min(o_.backlog, o_.backlog * o_.message_bytes / bytes * 4));
+      long rows = std::max(std::min(o_.backlog, 5000L), std::min(o_.backlog, o_.backlog * o_.message_bytes / bytes * 4));
       double ceiling = measure_broker_ceiling(env, static_cast<int>(bytes), rows).msgs_per_s;
       auto d = measure_drain(env, spec_, rows, 1, static_cast<int>(bytes));
       peak_rss_ = std::max(peak_rss_, d.peak_rss_mib);
       s["message_bytes"].push_back(json{{"message_bytes", bytes}, {"rows", rows},
                                         {"broker_ceiling_msgs_per_s", ceiling}, {"drain_msgs_per_s", d.msgs_per_s},
                                         {"ratio", d.msgs_per_s / ceiling}, {"cpu_us_per_msg", d.cpu_us_per_msg},
+                                        {"pg_cpu_us_per_msg", d.pg_cpu_us_per_msg},
+                                        {"broker_cpu_us_per_msg", d.broker_cpu_us_per_msg},
                                         {"peak_rss_mib", d.peak_rss_mib}});
       std::cout << "sweep " << bytes << " B messages (" << rows << " rows): broker ceiling " << fmt(ceiling)
                 << " msg/s, drain " << fmt(d.msgs_per_s) << " msg/s (" << fmt(d.msgs_per_s / ceiling, 2)
-                << " x), RSS " << fmt(d.peak_rss_mib, 1) << " MiB\n" << std::flush;
+                << " x), RSS " << fmt(d.peak_rss_mib, 1) << " MiB; CPU us/msg: relay " << fmt(d.cpu_us_per_msg, 1)
+                << ", PostgreSQL " << fmt(d.pg_cpu_us_per_msg, 1) << ", broker " << fmt(d.broker_cpu_us_per_msg, 1)
+                << "\n" << std::flush;
     }
     if (!o_.sweep_backlogs.empty() && o_.history_rows > 0) {
       env.fill(o_.history_rows, o_.message_bytes, /*published=*/true);

@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 #include <array>
+#include <cstring>
+#include <optional>
+#include <unordered_map>
 #include <pqxx/pqxx>
 
 #include "lane_manager.h"
@@ -43,13 +46,9 @@ constexpr std::array<std::uint8_t, 256> kHex = [] {
   return t;
 }();
 
-// bytea in the server's default text form ("\x" then hex) decoded straight into
-// the payload: one allocation, no intermediate copy, a table lookup per digit (the
-// claim's hottest loop). Other forms (bytea_output = escape) go through libpq.
-std::string decode_bytea(const pqxx::field& f) {
-  const auto* text = reinterpret_cast<const unsigned char*>(f.c_str());
-  const std::size_t size = f.size();
-  if (size < 2 || text[0] != '\\' || text[1] != 'x' || size % 2 != 0) return pqxx::binarystring(f).str();
+// bytea in hex form ("\x" then two digits a byte), a table lookup per digit.
+std::optional<std::string> decode_hex(const unsigned char* text, std::size_t size) {
+  if (size % 2 != 0) return std::nullopt;
   std::string out((size - 2) / 2, '\0');
   std::uint8_t bad = 0;
   for (std::size_t i = 0, j = 2; i < out.size(); ++i, j += 2) {
@@ -57,8 +56,45 @@ std::string decode_bytea(const pqxx::field& f) {
     bad |= hi | lo;
     out[i] = static_cast<char>(hi << 4 | lo);
   }
-  if (bad & 0xF0) return pqxx::binarystring(f).str();
+  if (bad & 0xF0) return std::nullopt;
   return out;
+}
+
+bool octal(unsigned char c) { return c >= '0' && c <= '7'; }
+
+// bytea in escape form (the relay's sessions ask for it): printable bytes as they
+// are, "\\" for a backslash, "\ooo" for any other byte. A JSON payload is copied
+// almost as is: runs without a backslash go in one append.
+std::optional<std::string> decode_escape(const unsigned char* text, std::size_t size) {
+  std::string out;
+  out.reserve(size);
+  const unsigned char* p = text;
+  const unsigned char* const end = text + size;
+  while (p < end) {
+    const auto* bs = static_cast<const unsigned char*>(std::memchr(p, '\\', static_cast<std::size_t>(end - p)));
+    if (!bs) bs = end;
+    out.append(reinterpret_cast<const char*>(p), static_cast<std::size_t>(bs - p));
+    if (bs == end) break;
+    if (end - bs >= 2 && bs[1] == '\\') {
+      out.push_back('\\');
+      p = bs + 2;
+    } else if (end - bs >= 4 && octal(bs[1]) && octal(bs[2]) && octal(bs[3])) {
+      out.push_back(static_cast<char>((bs[1] - '0') << 6 | (bs[2] - '0') << 3 | (bs[3] - '0')));
+      p = bs + 4;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+// The payload straight from the claim's text result: one allocation, no
+// intermediate copy. Anything unexpected goes through libpq's own decoder.
+std::string decode_bytea(const pqxx::field& f) {
+  const auto* text = reinterpret_cast<const unsigned char*>(f.c_str());
+  const std::size_t size = f.size();
+  auto out = size >= 2 && text[0] == '\\' && text[1] == 'x' ? decode_hex(text, size) : decode_escape(text, size);
+  return out ? std::move(*out) : pqxx::binarystring(f).str();
 }
 
 }  // namespace
@@ -89,11 +125,14 @@ void OutboxStore::connect() {
   setup.exec("SET statement_timeout = " + std::to_string(config_.statement_timeout_ms));
   setup.exec("SET idle_in_transaction_session_timeout = " +
              std::to_string(config_.idle_in_transaction_timeout_ms));
+  // Printable bytes (JSON, base64) travel as themselves instead of two hex digits.
+  setup.exec("SET bytea_output = 'escape'");
   setup.commit();
   const std::string columns =
       "SELECT id, message_id::text, exchange, routing_key, message_type, ordering_key, "
-      "content_type, headers::text, correlation_id, payload, attempts, "
-      "date_part('epoch', created_at) FROM " + schema_ + ".outbox ";
+      "content_type, headers::text, correlation_id, "
+      "CASE WHEN octet_length(payload) <= " + std::to_string(kInlinePayloadBytes) + " THEN payload END, "
+      "attempts, date_part('epoch', created_at), octet_length(payload) FROM " + schema_ + ".outbox ";
   conn->prepare("outbox_claim",
                 columns + "WHERE published_at IS NULL AND parked_at IS NULL AND next_attempt_at <= now() "
                 "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED");
@@ -118,6 +157,8 @@ void OutboxStore::connect() {
   conn->prepare("outbox_mark_published",
                 "UPDATE " + schema_ + ".outbox SET published_at = clock_timestamp() "
                 "WHERE id = ANY($1::bigint[])");
+  conn->prepare("outbox_payloads",
+                "SELECT id, payload FROM " + schema_ + ".outbox WHERE id = ANY($1::bigint[])");
   conn->prepare("outbox_due",
                 "SELECT EXISTS (SELECT 1 FROM " + schema_ + ".outbox "
                 "WHERE published_at IS NULL AND parked_at IS NULL AND next_attempt_at <= now())");
@@ -171,13 +212,36 @@ std::vector<ClaimedRow> OutboxStore::decode_claim(const pqxx::result& result) {
         row.headers.emplace_back(it.key(), it.value().get<std::string>());
     }
     if (!r[8].is_null()) row.correlation_id = r[8].c_str();
-    row.payload = decode_bytea(r[9]);
+    row.payload_bytes = r[12].as<std::size_t>();
+    row.payload_loaded = !r[9].is_null();
+    if (row.payload_loaded) row.payload = decode_bytea(r[9]);
     row.attempts = r[10].as<int>();
     row.created_unix = r[11].as<double>();
     row.created_unix_s = static_cast<std::int64_t>(row.created_unix);
     rows.push_back(std::move(row));
   }
   return rows;
+}
+
+std::size_t OutboxStore::load_payloads(pqxx::transaction_base& tx, std::vector<ClaimedRow>& rows,
+                                       std::size_t first, std::size_t max_bytes) {
+  std::vector<std::int64_t> ids;
+  std::unordered_map<std::int64_t, std::size_t> index;
+  std::size_t bytes = 0, end = first;
+  for (; end < rows.size(); ++end) {
+    if (rows[end].payload_loaded) continue;
+    if (!ids.empty() && bytes + rows[end].payload_bytes > max_bytes) break;
+    bytes += rows[end].payload_bytes;
+    ids.push_back(rows[end].id);
+    index.emplace(rows[end].id, end);
+  }
+  if (ids.empty()) return end;
+  for (const auto& r : tx.exec_prepared("outbox_payloads", outbox::pg::bigint_array(ids))) {
+    auto& row = rows[index.at(r[0].as<std::int64_t>())];
+    row.payload = decode_bytea(r[1]);
+    row.payload_loaded = true;
+  }
+  return end;
 }
 
 void OutboxStore::mark_published(pqxx::transaction_base& tx, const std::vector<std::int64_t>& ids) {

@@ -22,7 +22,12 @@ struct ClaimedRow {
   std::string message_id, exchange, routing_key, type, ordering_key, content_type;
   std::optional<std::string> correlation_id;
   std::vector<std::pair<std::string, std::string>> headers;
+  // Payloads up to OutboxStore::kInlinePayloadBytes come with the claim; larger ones
+  // are fetched by load_payloads() just before they are published. The relay drops
+  // a payload once it is published, so memory stays bounded whatever the sizes.
   std::string payload;
+  std::size_t payload_bytes = 0;
+  bool payload_loaded = true;
   int attempts = 0;
   std::int64_t created_unix_s = 0;
   double created_unix = 0;  // created_at with sub-second precision (latency metrics)
@@ -77,6 +82,13 @@ class OutboxStore {
     key_lanes_ = lanes;
     park_key_ = park_key;
   }
+  // Loads the payloads of rows[first...] that the claim left out, as many as fit in
+  // `max_bytes` (at least one), in one statement; returns the index after the last
+  // row loaded. REQUIRES: `tx` is the transaction that claimed `rows`.
+  std::size_t load_payloads(pqxx::transaction_base& tx, std::vector<ClaimedRow>& rows, std::size_t first,
+                            std::size_t max_bytes);
+  // Larger payloads are not sent with the claim (see ClaimedRow::payload).
+  static constexpr std::size_t kInlinePayloadBytes = 16 * 1024;
   // One autocommit statement: is any pending row due? What an idle relay asks
   // instead of a claim transaction (BEGIN, claim, COMMIT).
   bool has_due_rows();

@@ -51,6 +51,11 @@ bool names_exchange(const std::string& reason, const std::string& exchange) {
 // notify) before it takes the listener's lock; it polls meanwhile if they last.
 constexpr milliseconds kArmLockWait{200};
 
+// Large payloads are fetched in chunks of at most this many bytes, and each is
+// dropped once published: with the claim's inline limit this bounds the memory a
+// batch holds, whatever its payload sizes.
+constexpr std::size_t kPayloadChunkBytes = 8 * 1024 * 1024;
+
 RelaySettings reconnect_settings() {
   RelaySettings s;
   s.backoff_initial_ms = 200;
@@ -283,7 +288,8 @@ bool RelayLoop::publish_some(InflightBatch& b) {
       break;
     }
     if (outstanding() >= window) break;  // await_broker() waits for acks
-    const auto& row = b.rows[b.published];
+    auto& row = b.rows[b.published];
+    if (!row.payload_loaded && !load_payloads(b)) break;
     OutboundMessage m{row.id, &row.message_id, &row.exchange, &row.routing_key, &row.type,
                       &row.content_type, row.correlation_id ? &*row.correlation_id : nullptr,
                       &row.headers, &row.payload, row.created_unix_s};
@@ -298,6 +304,7 @@ bool RelayLoop::publish_some(InflightBatch& b) {
       connection_lost(one_line(e.what()));
       break;
     }
+    std::string().swap(row.payload);  // sent: keep only what settling needs
     ++b.published;
     last_broker_progress_ = Clock::now();
     if (++sent % 64 == 0) pump_events();  // read acks as they come, so the socket never backs up
@@ -306,6 +313,20 @@ bool RelayLoop::publish_some(InflightBatch& b) {
   if (b.published == b.rows.size()) b.publishing_done = true;
   if (b.publishing_done && b.publish_done_at == Clock::time_point{}) b.publish_done_at = Clock::now();
   return sent > 0;
+}
+
+// Fetches the next large payloads of the batch, at most kPayloadChunkBytes at a
+// time. On a database error the rest of the batch is not published (it stays
+// pending, without an attempt) and finishing the batch meets the same error.
+bool RelayLoop::load_payloads(InflightBatch& b) {
+  try {
+    b.store->load_payloads(*b.tx, b.rows, b.published, kPayloadChunkBytes);
+    return true;
+  } catch (const std::exception& e) {
+    spdlog::error("fetching payloads of a batch of {} rows failed: {}", b.rows.size(), one_line(e.what()));
+    b.publishing_done = true;
+    return false;
+  }
 }
 
 std::size_t RelayLoop::outstanding() const {

@@ -74,6 +74,7 @@ class RelayLoop {
   std::size_t claim_batch(bool probe_first);
   bool publish_pending();
   bool publish_some(InflightBatch& batch);
+  bool load_payloads(InflightBatch& batch);
   std::size_t outstanding() const;
   void pump_events();
   void await_broker();
