@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -36,7 +38,10 @@ std::string relay_yaml(const std::string& schema, int batch_size, const std::vec
     auto eq = kv.find('=');
     y << "  " << kv.substr(0, eq) << ": " << kv.substr(eq + 1) << "\n";
   }
-  y << "log:\n  level: warn\n";
+  // OUTBOX_BENCH_RELAY_LOG_LEVEL=debug prints each batch's phases (with
+  // OUTBOX_BENCH_KEEP_LOGS=1, the logs stay in /tmp to read afterwards).
+  const char* level = std::getenv("OUTBOX_BENCH_RELAY_LOG_LEVEL");
+  y << "log:\n  level: " << (level && *level ? level : "warn") << "\n";
   return y.str();
 }
 
@@ -73,7 +78,8 @@ RelayRunner::~RelayRunner() {
     ::waitpid(pid_, &status, 0);
   }
   ::unlink(config_path_.c_str());
-  ::unlink(log_path_.c_str());
+  if (std::getenv("OUTBOX_BENCH_KEEP_LOGS")) std::cerr << "outbox-bench: relay log kept: " << log_path_ << "\n";
+  else ::unlink(log_path_.c_str());
 }
 
 void RelayRunner::stop() {

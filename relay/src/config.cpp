@@ -264,6 +264,7 @@ void read_postgres(const YAML::Node& n, const std::string& origin, PostgresConfi
   r.integer("connect_timeout_s", c.connect_timeout_s, 1, 3600);
   r.integer("keepalives_idle_s", c.keepalives_idle_s, 1, 7200);
   r.boolean("require_tls", c.require_tls);
+  r.boolean("synchronous_commit", c.synchronous_commit);
   r.finish();
   warn_inline_password(r, "dsn", warnings, origin);
   const auto mode = sslmode_of(c.dsn);

@@ -26,6 +26,12 @@ struct PostgresConfig {
   // Refuse to start unless the DSN sets sslmode=verify-full or verify-ca, and
   // check after connecting that the session really is encrypted.
   bool require_tls = false;
+  // synchronous_commit of the relay's own sessions. Off: a batch's COMMIT does not
+  // wait for its WAL flush (a disk flush less per batch, on the latency path). A
+  // server crash may then lose the marks of the last fraction of a second; those
+  // rows are published again, as after a relay crash (consumers deduplicate).
+  // Producers' transactions are not affected.
+  bool synchronous_commit = false;
 };
 
 struct AmqpConfig {

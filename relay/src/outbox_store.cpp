@@ -127,6 +127,7 @@ void OutboxStore::connect() {
              std::to_string(config_.idle_in_transaction_timeout_ms));
   // Printable bytes (JSON, base64) travel as themselves instead of two hex digits.
   setup.exec("SET bytea_output = 'escape'");
+  if (!config_.synchronous_commit) setup.exec("SET synchronous_commit = off");
   setup.commit();
   const std::string columns =
       "SELECT id, message_id::text, exchange, routing_key, message_type, ordering_key, "

@@ -180,6 +180,9 @@ TEST_CASE("pipelining and listening settings have defaults, ranges and a type ch
   CHECK(c.relay.pipeline_depth == 2);
   CHECK(c.relay.listen);
   CHECK(c.relay.listen_poll_interval_ms == 5000);
+  CHECK_FALSE(c.postgres.synchronous_commit);
+  CHECK(parse_config(replace(kValid, "  schema: outbox\n", "  schema: outbox\n  synchronous_commit: true\n"),
+                     "relay.yaml").postgres.synchronous_commit);
   auto set = replace(kValid, "  batch_size: 250\n",
                      "  batch_size: 250\n  pipeline_depth: 1\n  listen: false\n  listen_poll_interval_ms: 900\n");
   c = parse_config(set, "relay.yaml");
