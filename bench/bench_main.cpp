@@ -102,7 +102,7 @@ class Bench {
  private:
   void rounds(BenchEnv& env) {
     std::vector<double> ceiling, pg, drain1, drain2, ratio, ratio2, broker_ceiling_cpu, client_cpu, broker_drain_cpu,
-        pg_cpu;
+        pg_cpu, steady1;
     for (int i = 1; i <= o_.repeats; ++i) {
       auto c = measure_broker_ceiling(env, o_.message_bytes, o_.backlog);
       ceiling.push_back(c.msgs_per_s);
@@ -112,6 +112,7 @@ class Bench {
       auto d1 = measure_drain(env, spec_, o_.backlog, 1, o_.message_bytes);
       auto d2 = measure_drain(env, spec_, o_.backlog, 2, o_.message_bytes);
       drain1.push_back(d1.msgs_per_s);
+      steady1.push_back(d1.steady_msgs_per_s);
       drain2.push_back(d2.msgs_per_s);
       ratio.push_back(d1.msgs_per_s / c.msgs_per_s);
       ratio2.push_back(d2.msgs_per_s / d1.msgs_per_s);
@@ -132,6 +133,7 @@ class Bench {
     report_["pg_claim_ceiling_rows_per_s"] = median(pg);
     report_["relay_drain_msgs_per_s"] = median(drain1);
     report_["relay_drain_2proc_msgs_per_s"] = median(drain2);
+    report_["relay_drain_steady_msgs_per_s"] = median(steady1);
     report_["drain_to_ceiling_ratio"] = median(ratio);
     report_["drain_2proc_to_1proc_ratio"] = median(ratio2);
     report_["relay_cpu_us_per_msg"] = median(cpu_us_);
@@ -142,6 +144,7 @@ class Bench {
                                      {"drain_postgres", median(pg_cpu)}};
     report_["rounds"] = json{{"broker_ceiling_msgs_per_s", ceiling}, {"pg_claim_ceiling_rows_per_s", pg},
                              {"relay_drain_msgs_per_s", drain1}, {"relay_drain_2proc_msgs_per_s", drain2},
+                             {"relay_drain_steady_msgs_per_s", steady1},
                              {"drain_to_ceiling_ratio", ratio}, {"drain_2proc_to_1proc_ratio", ratio2}};
   }
 
@@ -227,10 +230,13 @@ class Bench {
       auto d = measure_drain(env, spec_, rows, 1, o_.message_bytes);
       peak_rss_ = std::max(peak_rss_, d.peak_rss_mib);
       s["backlog"].push_back(json{{"rows", rows}, {"history_rows", o_.history_rows},
-                                  {"drain_msgs_per_s", d.msgs_per_s}, {"cpu_us_per_msg", d.cpu_us_per_msg},
+                                  {"drain_msgs_per_s", d.msgs_per_s}, {"steady_msgs_per_s", d.steady_msgs_per_s},
+                                  {"cpu_us_per_msg", d.cpu_us_per_msg}, {"pg_cpu_us_per_msg", d.pg_cpu_us_per_msg},
                                   {"peak_rss_mib", d.peak_rss_mib}});
       std::cout << "sweep backlog " << rows << " rows (" << o_.history_rows << " published in the table): drain "
-                << fmt(d.msgs_per_s) << " msg/s, RSS " << fmt(d.peak_rss_mib, 1) << " MiB\n" << std::flush;
+                << fmt(d.msgs_per_s) << " msg/s (steady " << fmt(d.steady_msgs_per_s) << "), CPU us/msg relay "
+                << fmt(d.cpu_us_per_msg, 1) << " PostgreSQL " << fmt(d.pg_cpu_us_per_msg, 1) << ", RSS "
+                << fmt(d.peak_rss_mib, 1) << " MiB\n" << std::flush;
     }
     report_["sweeps"] = s;
   }

@@ -43,7 +43,9 @@ double measure_pg_ceiling(BenchEnv& env, long rows, int batch, int bytes);
 double measure_enqueue_rate(BenchEnv& env, int connections, int per_tx, double seconds, int bytes);
 
 struct DrainResult {
-  double msgs_per_s = 0;
+  double msgs_per_s = 0;          // rows over the wall time from the relays' start to their exit
+  double steady_msgs_per_s = 0;   // rows after the first batch over the time between the first
+                                  // and the last mark: no process start-up, no first claim
   double seconds = 0;
   double cpu_us_per_msg = 0;  // all relays' CPU time over the rows drained
   double pg_cpu_us_per_msg = 0;      // their PostgreSQL backends'

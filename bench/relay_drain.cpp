@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <pqxx/pqxx>
 #include <thread>
 
 #include "measurements.h"
@@ -57,6 +58,13 @@ DrainResult measure_drain(BenchEnv& env, const RelaySpec& spec, long rows, int r
   if (pending != 0 || depth < rows)
     throw BenchError("drain: " + std::to_string(pending) + " rows still pending and " + std::to_string(depth) +
                      " of " + std::to_string(rows) + " messages in the queue after the relays exited");
+  {
+    pqxx::nontransaction tx(env.admin());
+    const double span = tx.exec1("SELECT coalesce(extract(epoch from max(published_at) - min(published_at)), 0) "
+                                 "FROM \"" + env.schema() + "\".outbox")[0].as<double>();
+    const long after_first = rows - std::min<long>(rows, spec.batch_size);
+    result.steady_msgs_per_s = span > 0 ? static_cast<double>(after_first) / span : result.msgs_per_s;
+  }
   env.reset();
   return result;
 }
