@@ -105,7 +105,9 @@ int RelayLoop::run(bool exit_when_idle) {
       if (!ensure_connected()) continue;
     }
     pump_events();
-    finish_settled();
+    // One batch at a time, then a new claim: the broker gets the next batch while
+    // the other settled one commits, instead of idling through both commits.
+    const bool finished = finish_one_settled();
     maybe_log_summary(false);
     if (inflight_.empty() && rebalance_due()) rebalance_lanes();
     if (publish_pending()) continue;
@@ -113,6 +115,7 @@ int RelayLoop::run(bool exit_when_idle) {
       claim_batch(std::exchange(probe_first_, false));
       continue;
     }
+    if (finished) continue;  // another may be settled already
     if (!inflight_.empty()) {
       await_broker();
       continue;
@@ -409,17 +412,16 @@ bool RelayLoop::wait_for_event(milliseconds timeout) {
   return true;
 }
 
-// Marks and commits every batch whose rows are all settled.
-void RelayLoop::finish_settled() {
-  for (std::size_t i = 0; i < inflight_.size();) {
+// Marks and commits the oldest batch whose rows are all settled; false if none is.
+bool RelayLoop::finish_one_settled() {
+  for (std::size_t i = 0; i < inflight_.size(); ++i) {
     auto& b = *inflight_[i];
-    if (!b.publishing_done || b.tracker.outstanding() > 0) {
-      ++i;
-      continue;
-    }
+    if (!b.publishing_done || b.tracker.outstanding() > 0) continue;
     finish_batch(b);
     inflight_.erase(inflight_.begin() + static_cast<std::ptrdiff_t>(i));
+    return true;
   }
+  return false;
 }
 
 void RelayLoop::finish_batch(InflightBatch& b) {

@@ -80,7 +80,7 @@ class RelayLoop {
   void await_broker();
   bool wait_for_event(std::chrono::milliseconds timeout);
   void connection_lost(const std::string& reason);
-  void finish_settled();
+  bool finish_one_settled();
   void finish_batch(InflightBatch& batch);
   void settle(InflightBatch& batch, std::vector<std::int64_t>& acked, std::vector<FailedRow>& failed);
   bool commit_batch(InflightBatch& batch, std::size_t acked, std::size_t failed);
