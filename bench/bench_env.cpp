@@ -112,8 +112,18 @@ void BenchEnv::fill(long rows, int bytes, bool published) {
 }
 
 void BenchEnv::reset() {
-  pqxx::nontransaction(*pg_).exec("TRUNCATE \"" + name_ + "\".outbox");
+  if (history_max_id_ > 0)
+    pqxx::nontransaction(*pg_).exec("DELETE FROM \"" + name_ + "\".outbox WHERE id > " +
+                                    std::to_string(history_max_id_));
+  else
+    pqxx::nontransaction(*pg_).exec("TRUNCATE \"" + name_ + "\".outbox");
   amqp_->purge(queue_);
+}
+
+void BenchEnv::keep_history() {
+  pqxx::nontransaction tx(*pg_);
+  history_max_id_ = tx.exec1("SELECT coalesce(max(id), 0) FROM \"" + name_ + "\".outbox")[0].as<std::int64_t>();
+  tx.exec("VACUUM ANALYZE \"" + name_ + "\".outbox");
 }
 
 long BenchEnv::pending_rows() {
@@ -123,7 +133,8 @@ long BenchEnv::pending_rows() {
 
 long BenchEnv::published_rows() {
   pqxx::nontransaction tx(*pg_);
-  return tx.exec1("SELECT count(*) FROM \"" + name_ + "\".outbox WHERE published_at IS NOT NULL")[0].as<long>();
+  return tx.exec1("SELECT count(*) FROM \"" + name_ + "\".outbox WHERE published_at IS NOT NULL AND id > " +
+                  std::to_string(history_max_id_))[0].as<long>();
 }
 
 }  // namespace bench

@@ -38,8 +38,12 @@ class BenchEnv {
   // server-side, in transactions of at most 100k rows. `published`: the rows are
   // written as already published (history).
   void fill(long rows, int bytes, bool published = false);
-  // Empties the outbox and the queue.
+  // Empties the outbox (all but the history, see keep_history) and the queue.
   void reset();
+  // From now on reset() keeps the rows written so far (published history).
+  void keep_history();
+  // Rows with an id above this are the current measurement's (0 without history).
+  std::int64_t history_max_id() const { return history_max_id_; }
   long pending_rows();
   long published_rows();
   std::uint32_t queue_depth() { return amqp_->depth(queue_); }
@@ -56,6 +60,7 @@ class BenchEnv {
   std::unique_ptr<pqxx::connection> pg_;
   std::unique_ptr<AmqpBenchClient> amqp_;
   long next_seq_ = 1;
+  std::int64_t history_max_id_ = 0;
   std::int64_t id_base_ms_ = 0;
 };
 

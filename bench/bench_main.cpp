@@ -224,6 +224,7 @@ class Bench {
     }
     if (!o_.sweep_backlogs.empty() && o_.history_rows > 0) {
       env.fill(o_.history_rows, o_.message_bytes, /*published=*/true);
+      env.keep_history();
       std::cout << "history: " << o_.history_rows << " published rows in the table\n" << std::flush;
     }
     for (long rows : o_.sweep_backlogs) {
