@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
 #include <sstream>
 #include <thread>
 
@@ -158,6 +159,18 @@ class Bench {
         e[key + "_msgs_per_s"] = rate;
         line += " " + key + " " + fmt(rate) + "/s";
       }
+    // The same while a relay waits for notifications (the bench holds the waiting
+    // relay's lock of migration 0004): every commit then sends a NOTIFY.
+    {
+      pqxx::connection holder(env.pg_dsn());
+      pqxx::nontransaction(holder).exec_params("SELECT pg_advisory_lock(1868724338, hashtext($1))", env.schema());
+      for (int conns : {1, 8}) {
+        double rate = measure_enqueue_rate(env, conns, 1, o_.producer_seconds, o_.message_bytes);
+        std::string key = std::to_string(conns) + "conn_single_relay_waiting";
+        e[key + "_msgs_per_s"] = rate;
+        line += " " + key + " " + fmt(rate) + "/s";
+      }
+    }
     report_["enqueue"] = e;
     std::cout << line << "\n" << std::flush;
   }
