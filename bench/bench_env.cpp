@@ -87,23 +87,23 @@ std::string BenchEnv::relay_dsn() const {
   return pg_dsn_ + " application_name=" + relay_app_;
 }
 
-void BenchEnv::fill(long rows, int bytes, bool published) {
+void BenchEnv::fill(long rows, int bytes, bool published, long keys) {
   const std::string payload_hex = hex_of(random_payload(bytes));
   // Ids: 48 bits of this run's start time, then a per-run counter, shaped as UUIDv7
   // (version and variant nibbles), so index inserts are in order like the SDK's.
   const std::string sql =
       "INSERT INTO \"" + name_ + "\".outbox (message_id, exchange, routing_key, message_type, payload, "
-      "published_at) "
+      "published_at, ordering_key) "
       "SELECT overlay(overlay(lpad(to_hex($1::bigint), 12, '0') || lpad(to_hex(g), 20, '0') "
       "placing '7' from 13) placing '8' from 17)::uuid, $2, $3, 'BenchEvent', $4::bytea, "
-      "CASE WHEN $5 THEN now() END "
+      "CASE WHEN $5 THEN now() END, CASE WHEN $8 > 0 THEN 'k' || (g % $8) ELSE '' END "
       "FROM generate_series($6::bigint, $7::bigint) g";
   constexpr long kChunk = 100000;
   for (long done = 0; done < rows;) {
     long n = std::min(kChunk, rows - done);
     pqxx::work tx(*pg_);
     tx.exec_params0(sql, id_base_ms_, exchange_, routing_key_, payload_hex, published, next_seq_,
-                    next_seq_ + n - 1);
+                    next_seq_ + n - 1, keys);
     tx.commit();
     next_seq_ += n;
     done += n;
@@ -129,6 +129,11 @@ void BenchEnv::keep_history() {
 long BenchEnv::pending_rows() {
   pqxx::nontransaction tx(*pg_);
   return tx.exec1("SELECT count(*) FROM \"" + name_ + "\".outbox WHERE published_at IS NULL")[0].as<long>();
+}
+
+bool BenchEnv::any_pending() {
+  pqxx::nontransaction tx(*pg_);
+  return tx.exec1("SELECT EXISTS (SELECT 1 FROM \"" + name_ + "\".outbox WHERE published_at IS NULL)")[0].as<bool>();
 }
 
 long BenchEnv::published_rows() {

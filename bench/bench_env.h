@@ -36,8 +36,9 @@ class BenchEnv {
 
   // Writes `rows` pending rows (payload of `bytes` random bytes, UUIDv7-shaped ids)
   // server-side, in transactions of at most 100k rows. `published`: the rows are
-  // written as already published (history).
-  void fill(long rows, int bytes, bool published = false);
+  // written as already published (history). `keys` > 0: row i gets the ordering key
+  // "k<i mod keys>" (for per_key relays); 0: no ordering key.
+  void fill(long rows, int bytes, bool published = false, long keys = 0);
   // Empties the outbox (all but the history, see keep_history) and the queue.
   void reset();
   // From now on reset() keeps the rows written so far (published history).
@@ -45,6 +46,8 @@ class BenchEnv {
   // Rows with an id above this are the current measurement's (0 without history).
   std::int64_t history_max_id() const { return history_max_id_; }
   long pending_rows();
+  // Whether any row is still pending (cheap: stops at the first one).
+  bool any_pending();
   long published_rows();
   std::uint32_t queue_depth() { return amqp_->depth(queue_); }
   void purge_queue() { amqp_->purge(queue_); }

@@ -95,6 +95,7 @@ class Bench {
     if (o_.runs("enqueue")) enqueue(env);
     if (o_.runs("latency")) latency_and_idle(env);
     if (o_.runs("sweeps")) sweeps(env);
+    if (o_.runs("scale")) scale(env);
     summary();
     report_["machine"]["load_average_at_end"] = load_average();
     return report_;
@@ -110,8 +111,8 @@ class Bench {
       broker_ceiling_cpu.push_back(c.broker_cpu_us_per_msg);
       client_cpu.push_back(c.client_cpu_us_per_msg);
       pg.push_back(measure_pg_ceiling(env, o_.backlog, o_.batch_size, o_.message_bytes));
-      auto d1 = measure_drain(env, spec_, o_.backlog, 1, o_.message_bytes);
-      auto d2 = measure_drain(env, spec_, o_.backlog, 2, o_.message_bytes);
+      auto d1 = measure_drain(env, spec_, DrainPlan{o_.backlog, 1, o_.message_bytes});
+      auto d2 = measure_drain(env, spec_, DrainPlan{o_.backlog, 2, o_.message_bytes});
       drain1.push_back(d1.msgs_per_s);
       steady1.push_back(d1.steady_msgs_per_s);
       drain2.push_back(d2.msgs_per_s);
@@ -197,6 +198,7 @@ class Bench {
     double idle = measure_idle_queries(env, o_.idle_seconds);
     report_["idle_queries_per_s"] = idle;
     std::cout << "idle relay: " << fmt(idle, 2) << " statements/s over " << fmt(o_.idle_seconds, 0) << " s\n";
+    relay.sample_rss();  // its high-water mark, before it goes
     relay.stop();
     auto usage = relay.wait_for(std::chrono::seconds(30));
     if (!usage || usage->exit_code != 0)
@@ -210,7 +212,7 @@ class Bench {
     for (long b : o_.sweep_batch_sizes) {
       RelaySpec spec = spec_;
       spec.batch_size = static_cast<int>(b);
-      auto d = measure_drain(env, spec, o_.backlog, 1, o_.message_bytes);
+      auto d = measure_drain(env, spec, DrainPlan{o_.backlog, 1, o_.message_bytes});
       peak_rss_ = std::max(peak_rss_, d.peak_rss_mib);
       s["batch_size"].push_back(json{{"batch_size", b}, {"drain_msgs_per_s", d.msgs_per_s},
                                      {"cpu_us_per_msg", d.cpu_us_per_msg}, {"peak_rss_mib", d.peak_rss_mib}});
@@ -221,7 +223,7 @@ class Bench {
       // Large messages: a backlog worth about as many bytes as the default one.
       long rows = std::max(std::min(o_.backlog, 5000L), std::min(o_.backlog, o_.backlog * o_.message_bytes / bytes * 4));
       double ceiling = measure_broker_ceiling(env, static_cast<int>(bytes), rows).msgs_per_s;
-      auto d = measure_drain(env, spec_, rows, 1, static_cast<int>(bytes));
+      auto d = measure_drain(env, spec_, DrainPlan{rows, 1, static_cast<int>(bytes)});
       peak_rss_ = std::max(peak_rss_, d.peak_rss_mib);
       s["message_bytes"].push_back(json{{"message_bytes", bytes}, {"rows", rows},
                                         {"broker_ceiling_msgs_per_s", ceiling}, {"drain_msgs_per_s", d.msgs_per_s},
@@ -241,7 +243,7 @@ class Bench {
       std::cout << "history: " << o_.history_rows << " published rows in the table\n" << std::flush;
     }
     for (long rows : o_.sweep_backlogs) {
-      auto d = measure_drain(env, spec_, rows, 1, o_.message_bytes);
+      auto d = measure_drain(env, spec_, DrainPlan{rows, 1, o_.message_bytes});
       peak_rss_ = std::max(peak_rss_, d.peak_rss_mib);
       s["backlog"].push_back(json{{"rows", rows}, {"history_rows", o_.history_rows},
                                   {"drain_msgs_per_s", d.msgs_per_s}, {"steady_msgs_per_s", d.steady_msgs_per_s},
@@ -253,6 +255,33 @@ class Bench {
                 << fmt(d.peak_rss_mib, 1) << " MiB\n" << std::flush;
     }
     report_["sweeps"] = s;
+  }
+
+  // 1, 2, 4... relays in both ordering modes over one keyed backlog: how the relay
+  // scales out, and what per-key ordering costs. The relays run until nothing is
+  // pending (per_key relays share lanes and cannot each exit when idle).
+  void scale(BenchEnv& env) {
+    json runs = json::array();
+    for (const std::string mode : {"unordered", "per_key"}) {
+      RelaySpec spec = spec_;
+      spec.settings.push_back("ordering=" + mode);
+      double one = 0;
+      for (long n : o_.scale_relays) {
+        DrainPlan plan{o_.backlog, static_cast<int>(n), o_.message_bytes, o_.scale_keys, /*exit_when_idle=*/false};
+        auto d = measure_drain(env, spec, plan);
+        peak_rss_ = std::max(peak_rss_, d.peak_rss_mib);
+        if (one == 0) one = d.msgs_per_s;
+        runs.push_back(json{{"ordering", mode}, {"relays", n}, {"drain_msgs_per_s", d.msgs_per_s},
+                            {"steady_msgs_per_s", d.steady_msgs_per_s}, {"ratio_to_first", d.msgs_per_s / one},
+                            {"cpu_us_per_msg", d.cpu_us_per_msg}, {"pg_cpu_us_per_msg", d.pg_cpu_us_per_msg},
+                            {"peak_rss_mib", d.peak_rss_mib}});
+        std::cout << "scale " << mode << ", " << n << " relay(s), " << o_.scale_keys << " keys: drain "
+                  << fmt(d.msgs_per_s) << " msg/s (steady " << fmt(d.steady_msgs_per_s) << ", "
+                  << fmt(d.msgs_per_s / one, 2) << " x " << o_.scale_relays.front() << " relay(s)), CPU us/msg relays "
+                  << fmt(d.cpu_us_per_msg, 1) << " PostgreSQL " << fmt(d.pg_cpu_us_per_msg, 1) << "\n" << std::flush;
+      }
+    }
+    report_["scale"] = json{{"keys", o_.scale_keys}, {"backlog", o_.backlog}, {"runs", runs}};
   }
 
   void summary() {

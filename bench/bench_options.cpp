@@ -42,7 +42,7 @@ std::vector<long> parse_list(const std::string& option, const std::string& text,
 }
 
 std::vector<std::string> parse_phases(const std::string& option, const std::string& text) {
-  static const std::vector<std::string> kKnown = {"rounds", "enqueue", "latency", "sweeps"};
+  static const std::vector<std::string> kKnown = {"rounds", "enqueue", "latency", "sweeps", "scale"};
   std::vector<std::string> phases;
   std::size_t start = 0;
   while (start <= text.size()) {
@@ -50,7 +50,7 @@ std::vector<std::string> parse_phases(const std::string& option, const std::stri
     if (comma == std::string::npos) comma = text.size();
     auto p = text.substr(start, comma - start);
     if (std::find(kKnown.begin(), kKnown.end(), p) == kKnown.end())
-      throw BenchUsageError(option + ": unknown phase '" + p + "' (rounds, enqueue, latency, sweeps)");
+      throw BenchUsageError(option + ": unknown phase '" + p + "' (rounds, enqueue, latency, sweeps, scale)");
     phases.push_back(p);
     start = comma + 1;
   }
@@ -64,6 +64,8 @@ void apply_smoke(BenchOptions& o) {
   o.rates = {200};
   o.latency_seconds = 3;
   o.idle_seconds = 3;
+  o.scale_relays = {1, 2};
+  o.scale_keys = 100;
 }
 
 }  // namespace
@@ -87,8 +89,10 @@ std::string bench_usage() {
          "  --sweep-message-bytes LIST  extra ceiling + drain at these payload sizes\n"
          "  --sweep-backlogs LIST     extra one-relay drains of these backlogs (e.g. 10000,1000000)\n"
          "  --history-rows N          published rows in the table before the backlog sweep\n"
-         "  --relay-setting K=V       extra relay: key for the relays (repeatable)\n"
-         "  --phases LIST             rounds,enqueue,latency,sweeps (default: all)\n"
+         "  --relay-setting K=V       extra relay: key for the relays (repeatable; not ordering)\n"
+         "  --scale-relays LIST       relay counts of the scale phase, both ordering modes (default 1,2,4)\n"
+         "  --scale-keys N            ordering keys in the scale phase's backlog (default 1000)\n"
+         "  --phases LIST             rounds,enqueue,latency,sweeps,scale (default: all)\n"
          "  --relay-bin PATH          outbox-relay binary to run\n";
 }
 
@@ -129,6 +133,8 @@ BenchOptions parse_bench_options(int argc, char** argv) {
     else if (a == "--sweep-backlogs") o.sweep_backlogs = parse_list(a, v, 1, kMaxRows);
     else if (a == "--history-rows") o.history_rows = parse_long(a, v, 0, kMaxRows);
     else if (a == "--phases") o.phases = parse_phases(a, v);
+    else if (a == "--scale-relays") o.scale_relays = parse_list(a, v, 1, 16);
+    else if (a == "--scale-keys") o.scale_keys = parse_long(a, v, 1, kMaxRows);
     else if (a == "--relay-setting") {
       auto eq = v.find('=');
       if (eq == std::string::npos || eq == 0 || v.find_first_of("\n:#") != std::string::npos)
@@ -138,6 +144,10 @@ BenchOptions parse_bench_options(int argc, char** argv) {
       throw BenchUsageError(a + ": unknown option");
     }
   }
+  for (const auto& kv : o.relay_settings)
+    if (kv.rfind("ordering=", 0) == 0 && o.runs("scale"))
+      throw BenchUsageError("--relay-setting: '" + kv +
+                            "': the scale phase sets ordering itself; leave scale out of --phases");
   return o;
 }
 

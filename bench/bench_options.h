@@ -44,9 +44,13 @@ struct BenchOptions {
   // --relay-setting KEY=VALUE (repeatable): extra keys of the relay: section of the
   // relays' configuration, e.g. pipeline_depth=1, to measure a lever.
   std::vector<std::string> relay_settings;
-  // --phases: which parts run (rounds, enqueue, latency, sweeps); all by default.
+  // --scale-relays: relay counts of the scale phase, each run in both ordering
+  // modes (unordered, per_key) over a backlog with --scale-keys ordering keys.
+  std::vector<long> scale_relays = {1, 2, 4};
+  long scale_keys = 1000;
+  // --phases: which parts run (rounds, enqueue, latency, sweeps, scale); all by default.
   // Keys of the phases left out are missing from the JSON.
-  std::vector<std::string> phases = {"rounds", "enqueue", "latency", "sweeps"};
+  std::vector<std::string> phases = {"rounds", "enqueue", "latency", "sweeps", "scale"};
   bool runs(const std::string& phase) const;
   // The command line, for the report.
   std::string command;

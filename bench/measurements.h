@@ -52,9 +52,19 @@ struct DrainResult {
   double broker_cpu_us_per_msg = 0;  // the RabbitMQ node's (0 when its pid is unknown)
   double peak_rss_mib = 0;    // the largest relay
 };
-// Writes a backlog of `rows`, then times `relays` processes started with
-// --exit-when-idle until all exited; every row must end published and in the queue.
-DrainResult measure_drain(BenchEnv& env, const RelaySpec& spec, long rows, int relays, int bytes);
+struct DrainPlan {
+  long rows = 0;    // the backlog
+  int relays = 1;   // processes started at once
+  int bytes = 300;  // payload size
+  long keys = 0;    // ordering keys of the backlog (0: none)
+  // true: the relays run with --exit-when-idle and the time ends when all exited.
+  // false (needed by per_key relays, which share lanes): the time ends when no row
+  // is pending; then the relays get SIGTERM and must exit 0.
+  bool exit_when_idle = true;
+};
+// Writes the plan's backlog, then times its relays draining it; every row must end
+// published and in the queue.
+DrainResult measure_drain(BenchEnv& env, const RelaySpec& spec, const DrainPlan& plan);
 
 struct LatencyResult {
   long rate = 0;              // requested messages/s

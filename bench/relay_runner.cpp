@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -86,9 +87,17 @@ void RelayRunner::stop() {
   if (!usage_ && pid_ > 0) ::kill(pid_, SIGTERM);
 }
 
+void RelayRunner::sample_rss() {
+  if (usage_ || pid_ <= 0) return;
+  std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0) peak_rss_mib_ = std::max(peak_rss_mib_, std::stod(line.substr(6)) / 1024.0);
+}
+
 std::optional<RelayUsage> RelayRunner::wait_for(std::chrono::milliseconds timeout) {
   const auto until = std::chrono::steady_clock::now() + timeout;
   while (!usage_) {
+    sample_rss();
     int status = 0;
     rusage ru{};
     pid_t r = ::wait4(pid_, &status, WNOHANG, &ru);
@@ -97,7 +106,7 @@ std::optional<RelayUsage> RelayRunner::wait_for(std::chrono::milliseconds timeou
       u.exit_code = decode_status(status);
       u.cpu_seconds = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
                       ru.ru_stime.tv_usec / 1e6;
-      u.peak_rss_mib = ru.ru_maxrss / 1024.0;  // KiB on Linux
+      u.peak_rss_mib = peak_rss_mib_;
       usage_ = u;
       break;
     }

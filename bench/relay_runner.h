@@ -14,7 +14,9 @@ namespace bench {
 struct RelayUsage {
   int exit_code = -1;        // 128+signal when killed
   double cpu_seconds = 0;    // user + system
-  double peak_rss_mib = 0;   // ru_maxrss
+  // The relay's own peak RSS (VmHWM), sampled while it ran. Not ru_maxrss: a child
+  // started with posix_spawn (vfork) inherits the parent's high-water mark at exec.
+  double peak_rss_mib = 0;
 };
 
 // Writes the configuration to a temporary file and runs
@@ -30,6 +32,8 @@ class RelayRunner {
 
   // Sends SIGTERM: the relay finishes its batches in flight and exits 0.
   void stop();
+  // Reads the relay's VmHWM (its peak RSS so far); wait_for() does it too.
+  void sample_rss();
   // Polls for the exit until `timeout`; nullopt if still running.
   std::optional<RelayUsage> wait_for(std::chrono::milliseconds timeout);
   bool exited() const { return usage_.has_value(); }
@@ -41,6 +45,7 @@ class RelayRunner {
   std::string config_path_, log_path_;
   pid_t pid_ = -1;
   std::optional<RelayUsage> usage_;
+  double peak_rss_mib_ = 0;
 };
 
 // The relay configuration the bench uses: its schema, the relays' DSN and the

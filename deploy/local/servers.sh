@@ -47,7 +47,10 @@ rmq_env() { # rmq_env COMMAND...: run COMMAND (a function too) with the node's s
 
 pg_running() { as_user postgres "$PG_BIN/pg_ctl" -D "$PG_DIR" status >/dev/null 2>&1; }
 rmq_pid() { cat "$RMQ_DIR/rabbitmq.pid" 2>/dev/null || true; }
-rmq_running() { local p; p=$(rmq_pid); [ -n "$p" ] && kill -0 "$p" 2>/dev/null; }
+rmq_running() { # by the pid file, and the pid must still be an Erlang VM (not a reused pid)
+  local p; p=$(rmq_pid)
+  [ -n "$p" ] && kill -0 "$p" 2>/dev/null && tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q beam
+}
 
 start_pg() {
   if pg_running; then echo "postgres: already running on 127.0.0.1:$PG_PORT"; return; fi
@@ -71,8 +74,35 @@ CONF
   echo "postgres: started on 127.0.0.1:$PG_PORT (pid $(head -1 "$PG_DIR/postmaster.pid"))"
 }
 
+rmqctl() { rmq_env as_user rabbitmq /usr/lib/rabbitmq/bin/rabbitmqctl -n "$RMQ_NODE" "$@"; }
+
+# A node of this name that answers although its pid file is gone (removed by hand, or
+# a folder shared with an earlier run): adopt it, so that stop can still find it.
+adopt_running_rmq() {
+  rmqctl -q ping >/dev/null 2>&1 || return 1
+  local p
+  p=$(rmqctl -q eval 'list_to_integer(os:getpid()).' 2>/dev/null | tr -dc 0-9)
+  [ -n "$p" ] && kill -0 "$p" 2>/dev/null || return 1
+  echo "$p" >"$RMQ_DIR/rabbitmq.pid"
+}
+
 start_rmq() {
-  if rmq_running; then echo "rabbitmq: already running on 127.0.0.1:$AMQP_PORT"; return; fi
+  if rmq_running || adopt_running_rmq; then
+    echo "rabbitmq: already running on 127.0.0.1:$AMQP_PORT (pid $(rmq_pid))"; return; fi
+  local attempt
+  for attempt in 1 2; do
+    launch_rmq && { echo "rabbitmq: started on 127.0.0.1:$AMQP_PORT (pid $(rmq_pid))"; return; }
+    # A node of the same name still shutting down holds the name for a few seconds.
+    echo "rabbitmq: start attempt $attempt failed" >&2
+    stop_rmq >/dev/null 2>&1 || true
+    sleep 5
+  done
+  echo "rabbitmq: did not start; log follows" >&2
+  tail -n 40 "$RMQ_DIR"/log/*.log >&2 || true
+  exit 1
+}
+
+launch_rmq() {
   mkdir -p "$RMQ_DIR/mnesia" "$RMQ_DIR/log"
   echo "[]." >"$RMQ_DIR/enabled_plugins"
   # Generous watermark: benchmarks push many persistent messages through a small machine.
@@ -90,15 +120,10 @@ ssl_options.fail_if_no_peer_cert = false
 CONF
   fi
   chown -R rabbitmq:rabbitmq "$RMQ_DIR"
+  rm -f "$RMQ_DIR/rabbitmq.pid"
   rmq_env as_user rabbitmq /usr/lib/rabbitmq/bin/rabbitmq-server -detached >/dev/null 2>&1
   for _ in $(seq 1 60); do [ -s "$RMQ_DIR/rabbitmq.pid" ] && break; sleep 0.5; done
-  if ! rmq_env as_user rabbitmq /usr/lib/rabbitmq/bin/rabbitmqctl -n "$RMQ_NODE" -q \
-      await_startup --timeout 90 >/dev/null 2>&1; then
-    echo "rabbitmq: did not start; log follows" >&2
-    tail -n 40 "$RMQ_DIR"/log/*.log >&2 || true
-    exit 1
-  fi
-  echo "rabbitmq: started on 127.0.0.1:$AMQP_PORT (pid $(rmq_pid))"
+  rmqctl -q await_startup --timeout 90 >/dev/null 2>&1 && rmq_running
 }
 
 stop_pg() {
@@ -148,6 +173,6 @@ case "$cmd" in
     pg_running && echo "postgres: running on 127.0.0.1:$PG_PORT" || echo "postgres: stopped"
     rmq_running && echo "rabbitmq: running on 127.0.0.1:$AMQP_PORT (pid $(rmq_pid))" || echo "rabbitmq: stopped" ;;
   env) print_env ;;
-  rabbitmqctl) shift; rmq_env as_user rabbitmq /usr/lib/rabbitmq/bin/rabbitmqctl -n "$RMQ_NODE" "$@" ;;
+  rabbitmqctl) shift; rmqctl "$@" ;;
   *) echo "usage: $0 start|stop|status|env|restart-rabbitmq|restart-postgres|rabbitmq-pid|rabbitmqctl ARGS..." >&2; exit 2 ;;
 esac

@@ -91,6 +91,16 @@ TEST_CASE("outbox-bench --smoke measures every phase, writes the JSON summary an
   CHECK(report["idle_queries_per_s"].get<double>() >= 0);
   CHECK(report["latency"][0]["to_receipt_ms"]["count"].get<long>() > 0);
   CHECK(report["enqueue"]["8conn_batch100_msgs_per_s"].get<double>() > 0);
+  // The scale phase: 1 and 2 relays in each ordering mode, each drain complete.
+  const auto& runs = report["scale"]["runs"];
+  REQUIRE(runs.size() == 4);
+  for (const auto& r : runs) {
+    INFO(r.dump());
+    CHECK(r["drain_msgs_per_s"].get<double>() > 0);
+  }
+  CHECK(runs[0]["ordering"] == "unordered");
+  CHECK(runs[3]["ordering"] == "per_key");
+  CHECK(runs[3]["relays"] == 2);
 
   // Its own schema, exchange and queue are gone.
   const auto schema = report["schema"].get<std::string>();
@@ -106,4 +116,7 @@ TEST_CASE("outbox-bench refuses a bad option with exit code 2, naming it") {
   run = run_bench({"--rates", "1000,0"});
   CHECK(run.exit_code == 2);
   CHECK(run.output.find("--rates: must be between 1 and 1000000, got 0") != std::string::npos);
+  run = run_bench({"--relay-setting", "ordering=per_key"});
+  CHECK(run.exit_code == 2);
+  CHECK(run.output.find("'ordering=per_key': the scale phase sets ordering itself") != std::string::npos);
 }
