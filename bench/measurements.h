@@ -34,9 +34,13 @@ struct CeilingResult {
 // queue, at most 1024 unconfirmed (streaming confirms), timed to the last confirm.
 CeilingResult measure_broker_ceiling(BenchEnv& env, int bytes, long count);
 
-// The relay's own claim (FOR UPDATE SKIP LOCKED) and mark-published statements in
-// batches of `batch`, one client, no broker, over a backlog of `rows`. Rows/s.
-double measure_pg_ceiling(BenchEnv& env, long rows, int batch, int bytes);
+// How a claimed batch is settled: the relay's mark (UPDATE published_at), or a
+// DELETE, the design the relay does not use (replay, status and the retention
+// window need the published rows), measured to show what it would gain.
+enum class PgSettle { kMark, kDelete };
+// The relay's own claim (FOR UPDATE SKIP LOCKED) and `settle` statements in batches
+// of `batch`, one client, no broker, over a backlog of `rows`. Rows/s.
+double measure_pg_ceiling(BenchEnv& env, long rows, int batch, int bytes, PgSettle settle = PgSettle::kMark);
 
 // Producer SDK enqueue on `connections` connections, `per_tx` messages per
 // transaction (1: enqueue, more: enqueue_batch), for `seconds`. Messages/s.

@@ -3,17 +3,19 @@
 #include <pqxx/pqxx>
 
 #include "measurements.h"
+#include "outbox/pg_array.h"
 #include "outbox_store.h"
 
 namespace bench {
 
-double measure_pg_ceiling(BenchEnv& env, long rows, int batch, int bytes) {
+double measure_pg_ceiling(BenchEnv& env, long rows, int batch, int bytes, PgSettle settle) {
   env.fill(rows, bytes);
   relay::PostgresConfig config;
   config.dsn = env.pg_dsn();
   config.schema = env.schema();
   relay::OutboxStore store(config);
   store.connect();
+  const std::string remove = "DELETE FROM \"" + env.schema() + "\".outbox WHERE id = ANY($1::bigint[])";
   long claimed = 0;
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
@@ -23,7 +25,10 @@ double measure_pg_ceiling(BenchEnv& env, long rows, int batch, int bytes) {
     std::vector<std::int64_t> ids;
     ids.reserve(batch_rows.size());
     for (const auto& r : batch_rows) ids.push_back(r.id);
-    store.mark_published(tx, ids);
+    if (settle == PgSettle::kMark)
+      store.mark_published(tx, ids);
+    else
+      tx.exec_params0(remove, outbox::pg::bigint_array(ids));
     tx.commit();
     claimed += static_cast<long>(ids.size());
   }

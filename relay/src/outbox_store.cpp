@@ -129,29 +129,17 @@ void OutboxStore::connect() {
   setup.exec("SET bytea_output = 'escape'");
   if (!config_.synchronous_commit) setup.exec("SET synchronous_commit = off");
   setup.commit();
-  const std::string columns =
+  const std::string select_list =
       "SELECT id, message_id::text, exchange, routing_key, message_type, ordering_key, "
       "content_type, headers::text, correlation_id, "
       "CASE WHEN octet_length(payload) <= " + std::to_string(kInlinePayloadBytes) + " THEN payload END, "
-      "attempts, date_part('epoch', created_at), octet_length(payload) FROM " + schema_ + ".outbox ";
+      "attempts, date_part('epoch', created_at), octet_length(payload) ";
+  const std::string columns = select_list + "FROM " + schema_ + ".outbox ";
   conn->prepare("outbox_claim",
                 columns + "WHERE published_at IS NULL AND parked_at IS NULL AND next_attempt_at <= now() "
                 "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED");
   if (key_lanes_ > 0) {
-    // Heads are found on committed state: a head another batch holds (locked, not
-    // yet marked) is skipped by SKIP LOCKED and its key waits; nothing behind it
-    // can be a head. With park_key a parked head blocks its key too.
-    conn->prepare("outbox_claim_key_heads",
-                  columns + "WHERE id IN (SELECT id FROM (SELECT DISTINCT ON (ordering_key) id, "
-                  "next_attempt_at, parked_at FROM " + schema_ + ".outbox WHERE published_at IS NULL " +
-                  (park_key_ ? "" : "AND parked_at IS NULL ") + "AND " +
-                  LaneManager::lane_sql("ordering_key", std::to_string(key_lanes_)) +
-                  " = ANY($2::int[]) ORDER BY ordering_key, id) heads "
-                  "WHERE parked_at IS NULL AND next_attempt_at <= now()) "
-                  // Rechecked on the newest row version if a concurrent batch just
-                  // marked the head: it is then not claimed again.
-                  "AND published_at IS NULL "
-                  "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED");
+    prepare_key_walk(*conn, select_list);
   }
   // clock_timestamp(), not now(): the time the relay recorded the broker's acks,
   // not the start of the claim transaction.
@@ -188,10 +176,71 @@ std::vector<ClaimedRow> OutboxStore::claim(pqxx::transaction_base& tx, int limit
   return decode_claim(tx.exec_prepared("outbox_claim", limit));
 }
 
+// The per_key claim is a loose index scan over outbox_pending_key_idx: a recursive
+// walk that jumps from each pending key to the next one's lowest pending id (its
+// head), up to $3 keys from $4 (or from the first key), then claims the due heads of
+// the relay's lanes. Heads are found on committed state: a head another batch holds
+// (locked, not yet marked) is skipped by SKIP LOCKED, and the walk never looks past a
+// key's head, so its key waits. With park_key a parked head blocks its key; with
+// park_message parked rows are not heads. A head another batch marked after this
+// statement's snapshot is rechecked on its newest version and not claimed again.
+void OutboxStore::prepare_key_walk(pqxx::connection& conn, const std::string& select_list) {
+  const std::string pending = "published_at IS NULL " + std::string(park_key_ ? "" : "AND parked_at IS NULL ");
+  const std::string next_key = "SELECT ordering_key, id FROM " + schema_ + ".outbox WHERE " + pending;
+  // walk(wkey, wid, step): up to `steps` keys, from the first key or after `cursor`.
+  auto walk = [&](const std::string& steps, const std::string& cursor) {
+    return "WITH RECURSIVE walk(wkey, wid, step) AS ((SELECT k.*, 1 FROM (" + next_key +
+           (cursor.empty() ? "" : "AND ordering_key > " + cursor + " ") +
+           "ORDER BY ordering_key, id LIMIT 1) k) UNION ALL SELECT n.ordering_key, n.id, w.step + 1 "
+           "FROM walk w CROSS JOIN LATERAL (" + next_key +
+           "AND ordering_key > w.wkey ORDER BY ordering_key, id LIMIT 1) n WHERE w.step < " + steps + ") ";
+  };
+  const std::string lane = LaneManager::lane_sql("o.ordering_key", std::to_string(key_lanes_));
+  for (bool from_cursor : {false, true}) {
+    const std::string suffix = from_cursor ? "_from" : "_start";
+    // $1 keys to walk, $2 limit, $3 lanes, $4 cursor.
+    conn.prepare("outbox_key_heads" + suffix,
+                 walk("$1", from_cursor ? "$4" : "") + select_list + "FROM walk w JOIN " + schema_ +
+                     ".outbox o ON o.id = w.wid WHERE " + lane + " = ANY($3::int[]) AND o.published_at IS NULL "
+                     "AND o.parked_at IS NULL AND o.next_attempt_at <= now() "
+                     "ORDER BY w.wkey LIMIT $2 FOR UPDATE OF o SKIP LOCKED");
+    // Where a walk of $1 keys (after $2) ends, and whether it reached the last key.
+    conn.prepare("outbox_key_walk_end" + suffix,
+                 walk("$1", from_cursor ? "$2" : "") + "SELECT wkey, step FROM walk ORDER BY step DESC LIMIT 1");
+  }
+}
+
 std::vector<ClaimedRow> OutboxStore::claim_key_heads(pqxx::transaction_base& tx, int limit,
-                                                     const std::vector<int>& lanes) {
+                                                     const std::vector<int>& lanes, KeyCursor& cursor) {
+  if (lanes.empty()) return {};
   std::vector<std::int64_t> lane_ids(lanes.begin(), lanes.end());
-  return decode_claim(tx.exec_prepared("outbox_claim_key_heads", limit, outbox::pg::bigint_array(lane_ids)));
+  const std::string lane_array = outbox::pg::bigint_array(lane_ids);
+  // Enough keys for a full batch when keys spread evenly over the lanes.
+  const long keys_per_walk = std::min<long>(
+      1'000'000, std::max<long>(limit, 2L * limit * key_lanes_ / static_cast<long>(lanes.size())));
+  bool wrapped = cursor.at_start;
+  // Bounded, so a claim returns in bounded time; a pass left unfinished resumes at
+  // the next claim from the cursor.
+  for (int walks = 0; walks < 64; ++walks) {
+    auto rows = cursor.at_start
+                    ? decode_claim(tx.exec_prepared("outbox_key_heads_start", keys_per_walk, limit, lane_array))
+                    : decode_claim(tx.exec_prepared("outbox_key_heads_from", keys_per_walk, limit, lane_array,
+                                                    cursor.after));
+    if (!rows.empty()) {
+      cursor = KeyCursor{false, rows.back().ordering_key};
+      return rows;
+    }
+    auto end = cursor.at_start ? tx.exec_prepared("outbox_key_walk_end_start", keys_per_walk)
+                               : tx.exec_prepared("outbox_key_walk_end_from", keys_per_walk, cursor.after);
+    if (end.empty() || end[0][1].as<long>() < keys_per_walk) {  // reached the last key
+      cursor = KeyCursor{};
+      if (wrapped) return {};
+      wrapped = true;
+    } else {
+      cursor = KeyCursor{false, end[0][0].c_str()};
+    }
+  }
+  return {};
 }
 
 std::vector<ClaimedRow> OutboxStore::decode_claim(const pqxx::result& result) {

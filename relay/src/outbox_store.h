@@ -50,6 +50,14 @@ struct PendingStats {
   double oldest_pending_age_s = 0;  // 0 when none pending
 };
 
+// Where the per_key claim's walk over the pending keys (in key order) goes on; the
+// relay keeps one for all its claim sessions, so consecutive batches take the next
+// keys instead of passing again over keys whose heads are in flight.
+struct KeyCursor {
+  bool at_start = true;  // walk from the first key
+  std::string after;     // else: from the first key after this one
+};
+
 // Owns one PostgreSQL connection. Its session has statement and
 // idle-in-transaction timeouts and TCP keepalives, so the server frees the row
 // locks of a relay that hangs or vanishes.
@@ -75,9 +83,13 @@ class OutboxStore {
   // relay.ordering per_key: claims only the head (lowest pending id) of each key
   // whose lane is in `lanes`, and only when that head is due. A head that is
   // locked by a batch in flight, or (with park_key) parked, holds its key back.
+  // Keys are visited in key order from `cursor`, one index probe per key (a loose
+  // index scan), so a claim costs about `limit` probes whether keys have one
+  // pending event or thousands; the cursor wraps at the last key, so every key
+  // is reached. Rows come in key order. Returns nothing only after a whole pass.
   // REQUIRES: use_per_key_ordering() before connect().
-  std::vector<ClaimedRow> claim_key_heads(pqxx::transaction_base& tx, int limit,
-                                          const std::vector<int>& lanes);
+  std::vector<ClaimedRow> claim_key_heads(pqxx::transaction_base& tx, int limit, const std::vector<int>& lanes,
+                                          KeyCursor& cursor);
   void use_per_key_ordering(int lanes, bool park_key) {
     key_lanes_ = lanes;
     park_key_ = park_key;
@@ -107,6 +119,7 @@ class OutboxStore {
   int key_lanes_ = 0;    // per_key ordering when > 0
   bool park_key_ = true;
   std::vector<ClaimedRow> decode_claim(const pqxx::result& result);
+  void prepare_key_walk(pqxx::connection& conn, const std::string& select_list);
   std::unique_ptr<pqxx::connection> conn_;
 };
 

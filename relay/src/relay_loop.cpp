@@ -238,7 +238,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
       return 0;
     }
     batch->tx = std::make_unique<pqxx::work>(store->connection());
-    batch->rows = lanes_ ? store->claim_key_heads(*batch->tx, limit, lanes_->owned())
+    batch->rows = lanes_ ? store->claim_key_heads(*batch->tx, limit, lanes_->owned(), key_cursor_)
                          : store->claim(*batch->tx, limit);
     metrics_->claimed(batch->rows.size(), seconds_since(t0));
     if (batch->rows.empty()) batch->tx->commit();

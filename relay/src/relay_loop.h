@@ -104,6 +104,7 @@ class RelayLoop {
   RelayCounters counters_;
   std::vector<std::unique_ptr<InflightBatch>> inflight_;  // claim order
   std::unique_ptr<LaneManager> lanes_;  // relay.ordering per_key only; locks on primary()
+  KeyCursor key_cursor_;                // per_key: where the next claim's walk over the keys goes on
   Clock::time_point next_rebalance_{};
   bool last_claim_empty_ = false;  // the last claim found nothing: sleep before the next
   bool caught_up_ = true;          // the last claim was not full: no backlog to pipeline
