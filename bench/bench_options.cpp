@@ -89,7 +89,8 @@ std::string bench_usage() {
          "  --sweep-message-bytes LIST  extra ceiling + drain at these payload sizes\n"
          "  --sweep-backlogs LIST     extra one-relay drains of these backlogs (e.g. 10000,1000000)\n"
          "  --history-rows N          published rows in the table before the backlog sweep\n"
-         "  --relay-setting K=V       extra relay: key for the relays (repeatable; not ordering)\n"
+         "  --relay-setting K=V       extra relay: key for the relays (repeatable; not ordering);\n"
+         "                            postgres.K=V / amqp.K=V for those sections\n"
          "  --scale-relays LIST       relay counts of the scale phase, both ordering modes (default 1,2,4)\n"
          "  --scale-keys N            ordering keys in the scale phase's backlog (default 1000)\n"
          "  --phases LIST             rounds,enqueue,latency,sweeps,scale (default: all)\n"
@@ -137,15 +138,18 @@ BenchOptions parse_bench_options(int argc, char** argv) {
     else if (a == "--scale-keys") o.scale_keys = parse_long(a, v, 1, kMaxRows);
     else if (a == "--relay-setting") {
       auto eq = v.find('=');
-      if (eq == std::string::npos || eq == 0 || v.find_first_of("\n:#") != std::string::npos)
-        throw BenchUsageError(a + ": expected KEY=VALUE, got '" + v + "'");
+      const auto dot = v.find('.');
+      const bool bad_section = dot != std::string::npos && dot < eq && v.compare(0, dot, "postgres") != 0 &&
+                               v.compare(0, dot, "amqp") != 0 && v.compare(0, dot, "relay") != 0;
+      if (eq == std::string::npos || eq == 0 || bad_section || v.find_first_of("\n:#") != std::string::npos)
+        throw BenchUsageError(a + ": expected [postgres.|amqp.]KEY=VALUE, got '" + v + "'");
       o.relay_settings.push_back(v);
     } else {
       throw BenchUsageError(a + ": unknown option");
     }
   }
   for (const auto& kv : o.relay_settings)
-    if (kv.rfind("ordering=", 0) == 0 && o.runs("scale"))
+    if ((kv.rfind("ordering=", 0) == 0 || kv.rfind("relay.ordering=", 0) == 0) && o.runs("scale"))
       throw BenchUsageError("--relay-setting: '" + kv +
                             "': the scale phase sets ordering itself; leave scale out of --phases");
   return o;

@@ -31,14 +31,23 @@ int decode_status(int status) {
 }  // namespace
 
 std::string relay_yaml(const std::string& schema, int batch_size, const std::vector<std::string>& extra) {
+  // "postgres.key=value" and "amqp.key=value" go to those sections, "key=value" to relay:.
+  auto section = [&](const std::string& name) {
+    std::string lines;
+    for (const auto& kv : extra) {
+      const auto eq = kv.find('=');
+      const auto dot = kv.find('.');
+      const bool qualified = dot != std::string::npos && dot < eq;
+      if ((qualified ? kv.substr(0, dot) : "relay") != name) continue;
+      const auto key_start = qualified ? dot + 1 : 0;
+      lines += "  " + kv.substr(key_start, eq - key_start) + ": " + kv.substr(eq + 1) + "\n";
+    }
+    return lines;
+  };
   std::ostringstream y;
-  y << "postgres:\n  dsn: ${OUTBOX_BENCH_RELAY_DSN}\n  schema: " << schema << "\n"
-    << "amqp:\n  uri: ${OUTBOX_AMQP_URI}\n"
-    << "relay:\n  batch_size: " << batch_size << "\n";
-  for (const auto& kv : extra) {
-    auto eq = kv.find('=');
-    y << "  " << kv.substr(0, eq) << ": " << kv.substr(eq + 1) << "\n";
-  }
+  y << "postgres:\n  dsn: ${OUTBOX_BENCH_RELAY_DSN}\n  schema: " << schema << "\n" << section("postgres")
+    << "amqp:\n  uri: ${OUTBOX_AMQP_URI}\n" << section("amqp")
+    << "relay:\n  batch_size: " << batch_size << "\n" << section("relay");
   // OUTBOX_BENCH_RELAY_LOG_LEVEL=debug prints each batch's phases (with
   // OUTBOX_BENCH_KEEP_LOGS=1, the logs stay in /tmp to read afterwards).
   const char* level = std::getenv("OUTBOX_BENCH_RELAY_LOG_LEVEL");

@@ -116,6 +116,9 @@ TEST_CASE("outbox-bench refuses a bad option with exit code 2, naming it") {
   run = run_bench({"--rates", "1000,0"});
   CHECK(run.exit_code == 2);
   CHECK(run.output.find("--rates: must be between 1 and 1000000, got 0") != std::string::npos);
+  run = run_bench({"--relay-setting", "tls.verify=false"});
+  CHECK(run.exit_code == 2);
+  CHECK(run.output.find("expected [postgres.|amqp.]KEY=VALUE, got 'tls.verify=false'") != std::string::npos);
   run = run_bench({"--relay-setting", "ordering=per_key"});
   CHECK(run.exit_code == 2);
   CHECK(run.output.find("'ordering=per_key': the scale phase sets ordering itself") != std::string::npos);
