@@ -8,6 +8,14 @@ FakePaymentGateway::FakePaymentGateway(std::chrono::milliseconds latency) : late
 
 FakePaymentGateway::Charge FakePaymentGateway::charge(const std::optional<std::string>& key,
                                                       std::int64_t amount_cents) {
+  {
+    std::unique_lock lock(mutex_);
+    if (meet_callers_ > 1) {
+      ++arrived_;
+      met_.notify_all();
+      met_.wait_for(lock, meet_timeout_, [&] { return arrived_ >= meet_callers_; });
+    }
+  }
   std::this_thread::sleep_for(latency_);  // the network round trip; no lock held
   std::lock_guard lock(mutex_);
   if (key) {
@@ -21,6 +29,13 @@ FakePaymentGateway::Charge FakePaymentGateway::charge(const std::optional<std::s
   taken_.push_back(c);
   if (key) by_key_.emplace(*key, c);
   return c;
+}
+
+void FakePaymentGateway::meet_before_charging(int callers, std::chrono::milliseconds timeout) {
+  std::lock_guard lock(mutex_);
+  meet_callers_ = callers;
+  meet_timeout_ = timeout;
+  arrived_ = 0;
 }
 
 std::size_t FakePaymentGateway::charges_taken() const {

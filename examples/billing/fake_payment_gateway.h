@@ -2,6 +2,7 @@
 // FakePaymentGateway: an in-process stand-in for a card processor.
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -31,6 +32,11 @@ class FakePaymentGateway {
   // `idempotency_key`). No key: every call takes money.
   Charge charge(const std::optional<std::string>& idempotency_key, std::int64_t amount_cents);
 
+  // For tests that show a race between workers: from now on each charge first waits
+  // (at most `timeout`) until `callers` charges are in flight at once, so the race
+  // happens whatever the machine's scheduling. Off (1) by default.
+  void meet_before_charging(int callers, std::chrono::milliseconds timeout);
+
   // Charges that actually took money.
   std::size_t charges_taken() const;
   std::int64_t total_taken_cents() const;
@@ -40,6 +46,10 @@ class FakePaymentGateway {
   mutable std::mutex mutex_;
   std::vector<Charge> taken_;
   std::map<std::string, Charge> by_key_;
+  std::condition_variable met_;
+  int meet_callers_ = 1;
+  int arrived_ = 0;
+  std::chrono::milliseconds meet_timeout_{0};
 };
 
 }  // namespace billing

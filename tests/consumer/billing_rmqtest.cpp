@@ -81,6 +81,7 @@ struct BillingFixture {
 
 TEST_CASE("a naive check-then-act handler given one message twice at once makes 2 invoices and 2 charges") {
   BillingFixture f(/*unique_order_key=*/false);
+  f.gateway.meet_before_charging(2, 10s);  // both checks pass before either inserts
   billing::InvoiceHandler handler({f.s(), InvoiceStrategy::kCheckThenAct, false}, f.gateway);
   outbox::ConsumerRunner runner(f.options(Deduplication::kNone), std::ref(handler));
   f.start(runner);
@@ -109,6 +110,7 @@ TEST_CASE("with the inbox, one message delivered twice at once makes 1 invoice a
 
 TEST_CASE("one order published under two message ids defeats the inbox alone") {
   BillingFixture f(/*unique_order_key=*/false);
+  f.gateway.meet_before_charging(2, 10s);  // both checks pass before either inserts
   billing::InvoiceHandler handler({f.s(), InvoiceStrategy::kCheckThenAct, false}, f.gateway);
   outbox::ConsumerRunner runner(f.options(Deduplication::kInbox), std::ref(handler));
   f.start(runner);
