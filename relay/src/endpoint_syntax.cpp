@@ -2,6 +2,7 @@
 
 #include <amqp.h>
 
+#include <set>
 #include <sstream>
 
 #include "pg_conninfo.h"
@@ -59,6 +60,11 @@ std::optional<std::string> dsn_syntax_error(const std::string& dsn) {
     if (info.was_uri()) return std::string("a port is not a number from 1 to 65535 (") + kEncodeHint + ")";
     return "port '" + scrub.scrub(port->substr(0, 32)) + "' is not a number from 1 to 65535";
   }
+  // libpq checks sslmode only when connecting, where `run` would retry it forever.
+  static const std::set<std::string> kSslModes = {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"};
+  if (auto mode = info.get("sslmode"); mode && !kSslModes.count(*mode))
+    return "sslmode '" + scrub.scrub(mode->substr(0, 32)) +
+           "' is not one of disable, allow, prefer, require, verify-ca, verify-full";
   // postgresql://user:pa/ss@host/db splits at the '/': the rest lands in the database name.
   if (auto db = info.get("dbname"); info.was_uri() && db && db->find('@') != std::string::npos)
     return std::string("the database name holds '@' (") + kEncodeHint + ")";

@@ -112,6 +112,13 @@ TEST_CASE("a keyword DSN's bad port is shown, scrubbed of the password") {
   CHECK_MESSAGE(hidden, *why);
 }
 
+TEST_CASE("an sslmode libpq does not know is a configuration error, not a connection retried forever") {
+  auto why = relay::dsn_syntax_error("host=db sslmode=verify_full");
+  REQUIRE(why);
+  CHECK(*why == "sslmode 'verify_full' is not one of disable, allow, prefer, require, verify-ca, verify-full");
+  CHECK_FALSE(relay::dsn_syntax_error("postgresql://db/app?sslmode=verify-full"));
+}
+
 TEST_CASE("an AMQP URI is read with its percent-encoding; a raw @ or / in the password is refused unseen") {
   for (const auto& pw : kPasswords)
     CHECK_FALSE(relay::amqp_uri_syntax_error("amqp://relay:" + percent_encoded(pw) + "@mq.example:5672/%2f"));
