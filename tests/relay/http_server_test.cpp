@@ -5,7 +5,10 @@
 
 #include <doctest/doctest.h>
 
+#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <future>
 #include <thread>
 
@@ -15,8 +18,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr auto kIdleTimeout = std::chrono::milliseconds(500);
-constexpr auto kHeaderTimeout = std::chrono::milliseconds(500);
+const auto kIdleTimeout = relay::HttpLimits{}.idle_timeout;
+const auto kHeaderTimeout = relay::HttpLimits{}.header_read_timeout;
 // What the client side adds to a close it observes (its poll loop, scheduling).
 constexpr double kSlackMs = 300;
 constexpr double kProbeLimitMs = 100;
@@ -111,4 +114,36 @@ TEST_CASE("a slowloris sending a header byte every 100 ms is cut off at the head
   CHECK(stats.closed_by_server >= 10);
   CHECK(stats.still_open == 0);
   CHECK(stats.max_lifetime_ms < kHeaderTimeout.count() + kSlackMs);
+}
+
+TEST_CASE("a keep-alive connection is served request after request, and closed once idle for the idle timeout") {
+  namespace beast = boost::beast;
+  namespace http = beast::http;
+  ServedOnLoopback server;
+  const auto address = server.address();
+  const auto colon = address.rfind(':');
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::resolver resolver(io);
+  beast::tcp_stream stream(io);
+  stream.connect(resolver.resolve(address.substr(0, colon), address.substr(colon + 1)));
+  beast::flat_buffer buffer;
+  for (const char* target : {"/healthz", "/readyz", "/metrics"}) {
+    if (target != std::string("/healthz")) std::this_thread::sleep_for(kIdleTimeout / 2);  // open still
+    http::request<http::empty_body> req{http::verb::get, target, 11};
+    req.keep_alive(true);
+    http::write(stream, req);
+    http::response<http::string_body> res;
+    http::read(stream, buffer, res);
+    CHECK(res.result() == http::status::ok);
+    CHECK(res.keep_alive());
+  }
+  const auto idle_from = std::chrono::steady_clock::now();
+  char byte;
+  beast::error_code ec;
+  stream.expires_after(5s);
+  stream.read_some(boost::asio::buffer(&byte, 1), ec);  // waits for the server to close
+  const auto waited = std::chrono::steady_clock::now() - idle_from;
+  CHECK(ec == boost::asio::error::eof);
+  CHECK(waited >= kIdleTimeout - 50ms);
+  CHECK(waited < kIdleTimeout + 300ms);
 }
