@@ -49,8 +49,8 @@ class HttpServerError : public std::runtime_error {
 // "ok"/"ready", or 503 with the reason), 404 for other paths and 405 for other
 // methods. Keep-alive; requests are capped at 8 KiB of header and 4 KiB of body and
 // bounded in time by `HttpLimits`. At the connection cap a new connection is always
-// accepted and an old one shed (the oldest idle first), so probes are answered while
-// hostile clients hold connections.
+// accepted and an old one shed (HttpConnectionCap picks it), so probes are answered
+// while hostile clients hold connections.
 //
 // Thread safety: construct and start() on one thread; every handler then runs on one
 // strand of `io` (any number of threads may run io). stop() may be called from any
@@ -67,7 +67,8 @@ class HttpServer {
 
   // Starts accepting (handlers run on io's thread).
   void start();
-  // Stops accepting; connections in progress finish or time out.
+  // Stops accepting (posted to the strand: callable while io runs); connections in
+  // progress finish or time out.
   void stop();
   // "host:port" actually bound (the real port when 0 was asked for).
   std::string local_address() const;
