@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "outbox/error_text.h"
 #include "outbox/errors.h"
 #include "outbox/message_id.h"
 #include "outbox/trace_context.h"
@@ -13,10 +14,8 @@ constexpr std::size_t kShortStrMax = 255;  // AMQP shortstr
 constexpr std::size_t kHeaderNameMax = 128;
 constexpr std::size_t kHeaderValueMax = 4096;
 
-// Quotes at most 64 bytes of a user value for an error message.
-std::string shown(const std::string& v) {
-  return "'" + (v.size() > 64 ? v.substr(0, 64) + "..." : v) + "'";
-}
+// Quotes at most 64 bytes of a user value for an error message, escaped.
+std::string shown(const std::string& v) { return quoted_value(v, 64); }
 
 // Offset of the first byte that breaks UTF-8 (overlong forms, surrogates and code
 // points above U+10FFFF included), or npos. Text columns and AMQP strings need
