@@ -65,8 +65,10 @@ class ScopedRoles {
   std::string schema_, relay_, producer_, relay_login_, producer_login_;
 };
 
-std::string relay_yaml(const ScopedSchema& schema, const ScopedRoles& roles, const std::string& extra = "") {
-  auto yaml = testenv::relay_config_yaml(schema.name()) + extra;
+// `extra`: whole sections appended; `extra_relay`: lines inside relay:.
+std::string relay_yaml(const ScopedSchema& schema, const ScopedRoles& roles, const std::string& extra = "",
+                       const std::string& extra_relay = "") {
+  auto yaml = testenv::relay_config_yaml(schema.name(), extra_relay) + extra;
   const std::string from = "dsn: ${OUTBOX_PG_DSN}";
   yaml.replace(yaml.find(from), from.size(), "dsn: " + roles.relay_dsn());
   return yaml;
@@ -127,10 +129,18 @@ TEST_CASE("under the least-privilege roles a producer enqueues and the relay pub
     pqxx::connection conn(roles.producer_dsn());
     pqxx::work tx(conn);
     OutboxWriter writer({schema.name(), {}});
-    for (int i = 0; i < 5; ++i) writer.enqueue(tx, event(broker, i));
+    for (int i = 0; i < 5; ++i) {
+      auto m = event(broker, i);
+      m.ordering_key = "order-" + std::to_string(i % 2);
+      writer.enqueue(tx, m);
+    }
     tx.commit();
   }
-  RelayProcess relay(relay_yaml(schema, roles), /*exit_when_idle=*/true);
+  // Both claims lock rows FOR UPDATE: the column grant must be enough for each.
+  std::string ordering;
+  SUBCASE("unordered") {}
+  SUBCASE("per_key lanes") { ordering = "  ordering: per_key\n  lanes: 4\n"; }
+  RelayProcess relay(relay_yaml(schema, roles, "", ordering), /*exit_when_idle=*/true);
   int code = relay.wait();
   if (code != 0) MESSAGE(relay.log());
   CHECK(code == 0);
