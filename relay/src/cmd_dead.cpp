@@ -57,7 +57,8 @@ struct BlockedKey {
 
 std::vector<BlockedKey> blocked_keys(pqxx::transaction_base& tx, const RelayConfig& config) {
   std::vector<BlockedKey> out;
-  if (config.relay.ordering != "per_key" || config.relay.key_failure_policy != "park_key") return out;
+  if (config.relay.ordering != Ordering::kPerKey || config.relay.key_failure_policy != KeyFailurePolicy::kParkKey)
+    return out;
   const auto table = table_of(config);
   auto rows = tx.exec(
       "SELECT h.ordering_key, h.id, (SELECT count(*) FROM " + table + " w WHERE w.ordering_key = h.ordering_key "

@@ -121,6 +121,16 @@ class SectionReader {
     out = v.Scalar();
   }
 
+  // An enum setting: one of the names in `names`, stored as its value.
+  template <class Enum>
+  void one_of(const std::string& key, Enum& out, const std::map<std::string, Enum>& names) {
+    std::set<std::string> allowed;
+    for (const auto& [name, value] : names) allowed.insert(name);
+    std::string text;
+    one_of(key, text, allowed);
+    if (!text.empty()) out = names.at(text);
+  }
+
   void finish() const {
     for (const auto& kv : node_) {
       auto key = kv.first.as<std::string>();
@@ -341,10 +351,13 @@ void read_relay(const YAML::Node& n, const std::string& origin, RelaySettings& c
   r.integer("backoff_max_ms", c.backoff_max_ms, 1, 86400000);
   r.real("backoff_factor", c.backoff_factor, 1.0, 100.0);
   r.integer("summary_interval_s", c.summary_interval_s, 1, 86400);
-  r.one_of("ordering", c.ordering, {"unordered", "per_key"});
+  r.one_of("ordering", c.ordering,
+           std::map<std::string, Ordering>{{"unordered", Ordering::kUnordered}, {"per_key", Ordering::kPerKey}});
   r.integer("lanes", c.lanes, 1, 4096);
   r.integer("rebalance_interval_ms", c.rebalance_interval_ms, 100, 600000);
-  r.one_of("key_failure_policy", c.key_failure_policy, {"park_key", "park_message"});
+  r.one_of("key_failure_policy", c.key_failure_policy,
+           std::map<std::string, KeyFailurePolicy>{{"park_key", KeyFailurePolicy::kParkKey},
+                                                   {"park_message", KeyFailurePolicy::kParkMessage}});
   r.integer("stall_after_s", c.stall_after_s, 1, 86400);
   r.finish();
   if (c.backoff_max_ms < c.backoff_initial_ms)

@@ -64,6 +64,18 @@ struct AmqpConfig {
   bool verify_hostname = true;
 };
 
+// relay.ordering, parsed at load.
+enum class Ordering {
+  kUnordered,  // "unordered": any relay publishes any due row (fastest)
+  kPerKey,     // "per_key": a key's messages one at a time, in id order
+};
+
+// relay.key_failure_policy (per_key), parsed at load.
+enum class KeyFailurePolicy {
+  kParkKey,      // "park_key": a parked message blocks its key until requeued
+  kParkMessage,  // "park_message": it is parked and the key goes on
+};
+
 struct RelaySettings {
   // Rows claimed (and locked) per transaction.
   int batch_size = 500;
@@ -94,7 +106,7 @@ struct RelaySettings {
   // share an ordering key are published one at a time in id order (a key's next
   // message goes out only after the previous one is marked published), and each
   // key's lane is owned by exactly one relay (advisory locks; see LaneManager).
-  std::string ordering = "unordered";
+  Ordering ordering = Ordering::kUnordered;
   // per_key: number of lanes keys hash to. More lanes spread keys more evenly over
   // relays; every relay of a group must use the same number.
   int lanes = 64;
@@ -103,7 +115,7 @@ struct RelaySettings {
   int rebalance_interval_ms = 1000;
   // per_key, after max_attempts: "park_key" parks the message and blocks its key
   // until an operator requeues it; "park_message" parks it and lets the key go on.
-  std::string key_failure_policy = "park_key";
+  KeyFailurePolicy key_failure_policy = KeyFailurePolicy::kParkKey;
   // Rows are due but nothing was published (acked and marked) for this long: the
   // relay logs it once, /readyz fails with the reason, and the gauge
   // outbox_relay_publish_stalled is 1 until a row is published again.

@@ -49,10 +49,10 @@ RelayLoop::RelayLoop(RelayConfig config, const std::atomic<bool>& stop, RelayMet
       metrics_(metrics) {
   for (int i = 0; i < config_.relay.pipeline_depth; ++i)
     stores_.push_back(std::make_unique<OutboxStore>(config_.postgres));
-  if (config_.relay.ordering == "per_key") {
+  if (config_.relay.ordering == Ordering::kPerKey) {
     lanes_ = std::make_unique<LaneManager>(config_.postgres.schema, config_.relay.lanes);
     for (auto& s : stores_)
-      s->use_per_key_ordering(config_.relay.lanes, config_.relay.key_failure_policy == "park_key");
+      s->use_per_key_ordering(config_.relay.lanes, config_.relay.key_failure_policy == KeyFailurePolicy::kParkKey);
   }
   if (!metrics_) {  // nobody scrapes: count into a private registry
     own_registry_ = std::make_unique<metrics::Registry>();
