@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "one_line.h"
+#include "outbox/amqp_wire.h"
 
 namespace relay {
 namespace {
@@ -141,7 +142,7 @@ void AmqpPublisher::connect() {
   props[1].value.value.bytes = amqp_cstring_bytes("outbox-relay");
   amqp_table_t client_properties{2, props};
 
-  check_rpc(amqp_login_with_properties(conn_, info.vhost, 0, 131072, config_.heartbeat_s,
+  check_rpc(amqp_login_with_properties(conn_, info.vhost, 0, config_.frame_max, config_.heartbeat_s,
                                        &client_properties, AMQP_SASL_METHOD_PLAIN, info.user,
                                        info.password),
             "login");
@@ -192,11 +193,33 @@ static void check_short_strings(const OutboundMessage& m) {
   check("type", *m.type);
   check("content type", *m.content_type);
   if (m.correlation_id) check("correlation id", *m.correlation_id);
-  for (const auto& h : *m.headers) check("a header name", h.first);
+  for (const auto& h : *m.headers) {
+    check("a header name", h.first);
+    if (auto why = outbox::reserved_header_reason(h.first))
+      throw UnpublishableMessage("header '" + one_line(h.first, 64) + "': " + *why);
+  }
+}
+
+// rabbitmq-c writes the whole content header (properties and header table) into
+// one frame of at most the negotiated frame_max; a larger one cannot be sent.
+static void check_frame_size(const OutboundMessage& m, std::size_t frame_max) {
+  const outbox::WireProperties wire{m.content_type, m.message_id, m.type, m.correlation_id, m.headers};
+  const std::size_t bytes = outbox::content_header_frame_bytes(wire);
+  if (bytes > frame_max)
+    throw UnpublishableMessage("its AMQP content header frame would be " + std::to_string(bytes) +
+                               " bytes (" + std::to_string(m.headers->size()) +
+                               " headers), above the negotiated frame_max of " + std::to_string(frame_max));
+}
+
+// Status codes rabbitmq-c returns when it cannot encode what it was given (rather
+// than when the socket fails).
+static bool encoding_error(int rc) {
+  return rc == AMQP_STATUS_TABLE_TOO_BIG || rc == AMQP_STATUS_BAD_AMQP_DATA || rc == AMQP_STATUS_INVALID_PARAMETER;
 }
 
 std::uint64_t AmqpPublisher::publish(const OutboundMessage& m) {
   check_short_strings(m);
+  check_frame_size(m, static_cast<std::size_t>(amqp_get_frame_max(conn_)));
   std::vector<amqp_table_entry_t> entries;
   entries.reserve(m.headers->size() + 1);
   amqp_table_entry_t id_entry;
@@ -231,6 +254,8 @@ std::uint64_t AmqpPublisher::publish(const OutboundMessage& m) {
                               /*mandatory=*/1, /*immediate=*/0, &props, bytes_of(*m.payload));
   if (rc != AMQP_STATUS_OK) {
     disconnect();
+    if (encoding_error(rc))
+      throw UnencodableMessage(std::string("the AMQP client cannot encode it: ") + amqp_error_string2(rc));
     throw AmqpError("publish to " + endpoint_ + " failed: " + amqp_error_string2(rc));
   }
   return next_tag_++;
@@ -284,7 +309,9 @@ std::optional<BrokerEvent> AmqpPublisher::decode_method(const amqp_frame_t& fram
       } catch (const AmqpError& e) {
         return BrokerEvent{Kind::kConnectionClosed, 0, false, "", reason + "; reopen failed: " + e.what()};
       }
-      return BrokerEvent{Kind::kChannelClosed, 0, false, "", reason};
+      BrokerEvent ev{Kind::kChannelClosed, 0, false, "", reason};
+      ev.reply_code = c->reply_code;
+      return ev;
     }
     case AMQP_CONNECTION_CLOSE_METHOD: {
       auto* c = static_cast<amqp_connection_close_t*>(method.decoded);
@@ -293,7 +320,9 @@ std::optional<BrokerEvent> AmqpPublisher::decode_method(const amqp_frame_t& fram
       amqp_connection_close_ok_t ok{};
       amqp_send_method(conn_, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
       disconnect();
-      return BrokerEvent{Kind::kConnectionClosed, 0, false, "", reason};
+      BrokerEvent ev{Kind::kConnectionClosed, 0, false, "", reason};
+      ev.reply_code = c->reply_code;
+      return ev;
     }
     case AMQP_CONNECTION_BLOCKED_METHOD: {
       // Logged here, once per change of state; the loop stops claiming meanwhile.

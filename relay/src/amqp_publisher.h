@@ -44,6 +44,14 @@ class UnpublishableMessage : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The client library could not encode a message that passed the checks above (an
+// AMQP limit it enforces while writing). Part of it may have been written, so the
+// connection was dropped; the fault is still the row's own.
+class UnencodableMessage : public AmqpError {
+ public:
+  using AmqpError::AmqpError;
+};
+
 // Publishes persistent, mandatory messages on a channel in confirm mode and decodes
 // what the broker sends back. Delivery tags are counted here from 1 per channel
 // (rabbitmq-c does not report them) and restart when the channel is reopened.
@@ -66,7 +74,10 @@ class AmqpPublisher {
 
   // Publishes one message and returns its delivery tag.
   // REQUIRES: connected(). Throws UnpublishableMessage (nothing sent) when the
-  // message breaks an AMQP limit, AmqpError when the socket fails.
+  // message breaks an AMQP limit (a shortstr over 255 bytes, a reserved header
+  // name, a content header larger than the negotiated frame_max),
+  // UnencodableMessage when rabbitmq-c refuses it anyway, AmqpError when the
+  // socket fails.
   std::uint64_t publish(const OutboundMessage& message);
 
   // Waits up to `timeout` for one event (zero: only what is already readable).

@@ -19,6 +19,7 @@ struct BrokerEvent {
   bool multiple = false;    // ack/nack: settles every outstanding tag <= tag
   std::string message_id;   // return
   std::string reason;       // return/close: reply code and text, one line
+  int reply_code = 0;       // channel/connection close: the AMQP reply code (0: none, a socket error)
 };
 
 }  // namespace relay

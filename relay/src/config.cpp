@@ -12,6 +12,7 @@
 #include "duration.h"
 #include "endpoint_syntax.h"
 #include "http_server.h"
+#include "outbox/amqp_wire.h"
 #include "outbox/errors.h"
 #include "outbox/sql_identifier.h"
 
@@ -283,6 +284,7 @@ void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c,
   r.integer("heartbeat_s", c.heartbeat_s, 0, 3600);
   r.integer("confirm_timeout_ms", c.confirm_timeout_ms, 100, 3600000);
   r.integer("publish_window", c.publish_window, 1, 65535);
+  r.integer("frame_max", c.frame_max, static_cast<long long>(outbox::kMinFrameMax), 1048576);
   r.integer("connect_timeout_ms", c.connect_timeout_ms, 100, 600000);
   r.boolean("require_tls", c.require_tls);
   r.string("ca_file", c.ca_file, false);
@@ -327,6 +329,7 @@ void read_relay(const YAML::Node& n, const std::string& origin, RelaySettings& c
   r.integer("lanes", c.lanes, 1, 4096);
   r.integer("rebalance_interval_ms", c.rebalance_interval_ms, 100, 600000);
   r.one_of("key_failure_policy", c.key_failure_policy, {"park_key", "park_message"});
+  r.integer("stall_after_s", c.stall_after_s, 1, 86400);
   r.finish();
   if (c.backoff_max_ms < c.backoff_initial_ms)
     r.fail(n["backoff_max_ms"], "relay.backoff_max_ms",

@@ -41,8 +41,14 @@ struct AmqpConfig {
   int heartbeat_s = 30;
   // How long a published row may wait for its ack/nack. At least the heartbeat.
   int confirm_timeout_ms = 30000;
-  // Most unconfirmed messages on the channel at once.
+  // Most unconfirmed messages on the channel at once. Also the bound on the extra
+  // copies of innocent messages one poison message can cause (see RelayLoop).
   int publish_window = 1024;
+  // The largest AMQP frame the relay asks for at login (the broker may grant less:
+  // the negotiated value is what counts). A message's whole content header
+  // (properties and header table) must fit in one frame; the producer SDK checks
+  // messages against the same value (MessageLimits::frame_max).
+  int frame_max = 131072;
   int connect_timeout_ms = 5000;
   // Refuse to start with an amqp:// (plain) URI.
   bool require_tls = false;
@@ -95,6 +101,10 @@ struct RelaySettings {
   // per_key, after max_attempts: "park_key" parks the message and blocks its key
   // until an operator requeues it; "park_message" parks it and lets the key go on.
   std::string key_failure_policy = "park_key";
+  // Rows are due but nothing was published (acked and marked) for this long: the
+  // relay logs it once, /readyz fails with the reason, and the gauge
+  // outbox_relay_publish_stalled is 1 until a row is published again.
+  int stall_after_s = 60;
 };
 
 struct LogConfig {

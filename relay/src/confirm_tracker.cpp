@@ -1,5 +1,7 @@
 #include "confirm_tracker.h"
 
+#include <algorithm>
+
 namespace relay {
 
 void ConfirmTracker::reset(std::size_t rows) {
@@ -53,14 +55,41 @@ void ConfirmTracker::on_unpublishable(std::size_t row, const std::string& reason
   rows_[row].reason = reason;
 }
 
-void ConfirmTracker::fail_outstanding(const std::string& reason) {
+void ConfirmTracker::fail_outstanding(const std::string& reason, Outcome outcome) {
   for (const auto& [tag, row] : by_tag_) {
     auto& state = rows_[row];
     if (state.outcome == Outcome::kReturned) continue;
-    state.outcome = Outcome::kFailed;
+    state.outcome = outcome;
     state.reason = reason;
   }
   by_tag_.clear();
+}
+
+std::vector<std::size_t> ConfirmTracker::take_outstanding() {
+  std::vector<std::size_t> rows;
+  for (const auto& [tag, row] : by_tag_) {
+    auto& state = rows_[row];
+    if (state.outcome == Outcome::kReturned) continue;
+    state = RowState{};
+    rows.push_back(row);
+  }
+  by_tag_.clear();
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+void ConfirmTracker::on_refused(std::size_t row, const std::string& reason) {
+  for (auto it = by_tag_.begin(); it != by_tag_.end(); ++it) {
+    if (it->second != row) continue;
+    by_tag_.erase(it);
+    break;
+  }
+  rows_[row].outcome = Outcome::kRefused;
+  rows_[row].reason = reason;
+}
+
+std::size_t ConfirmTracker::sole_outstanding() const {
+  return by_tag_.size() == 1 ? by_tag_.begin()->second : static_cast<std::size_t>(-1);
 }
 
 }  // namespace relay

@@ -22,7 +22,9 @@ class ConfirmTracker {
     kNacked,       // refused by the broker
     kReturned,     // unroutable: returned, whatever ack follows
     kFailed,       // channel/connection lost or confirm timeout before settling
-    kInvalid,      // never sent: the message breaks an AMQP limit (its own fault)
+    kInvalid,      // never sent: the row cannot be decoded or breaks an AMQP limit (its own fault)
+    kRefused,      // published alone, the broker closed the channel over it (its own fault)
+    kEnvironment,  // lost with a channel the broker closed for no message's fault
   };
 
   // Starts a batch of `rows` rows, all unconfirmed.
@@ -38,7 +40,15 @@ class ConfirmTracker {
   void on_unpublishable(std::size_t row, const std::string& reason);
   // Settles every outstanding row as failed (channel closed, timeout, lost link).
   // The tag space restarts after a channel reopens, so nothing outstanding survives.
-  void fail_outstanding(const std::string& reason);
+  void fail_outstanding(const std::string& reason, Outcome outcome = Outcome::kFailed);
+  // The broker closed the channel over one of the outstanding rows, not saying which:
+  // they all go back to kUnconfirmed (to be published again, one at a time) and are
+  // returned in row order. A returned row keeps its outcome and is not returned.
+  std::vector<std::size_t> take_outstanding();
+  // Row `row`, outstanding alone, provoked a channel close: it is settled kRefused.
+  void on_refused(std::size_t row, const std::string& reason);
+  // The row whose tag is outstanding, when exactly one is; else npos.
+  std::size_t sole_outstanding() const;
 
   std::size_t outstanding() const { return by_tag_.size(); }
   Outcome outcome(std::size_t row) const { return rows_[row].outcome; }

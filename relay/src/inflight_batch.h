@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,7 +29,11 @@ struct InflightBatch {
   ConfirmTracker tracker;         // settles this batch's delivery tags only
   std::size_t published = 0;      // rows [0, published) went to the broker
   bool publishing_done = false;   // no more of its rows will be published
-  std::string channel_failure;    // a channel close seen while its rows were outstanding
+  // Rows that were outstanding when the broker closed the channel over one of them,
+  // not saying which: published again one at a time (RelayLoop::publish_alone) in
+  // this same transaction, which still holds their locks, until the one at fault
+  // closes the channel alone. The batch commits only once this is empty.
+  std::deque<std::size_t> suspects;
   std::chrono::steady_clock::time_point claimed_at, publish_done_at;
   double claim_ms = 0;
 };

@@ -2,11 +2,13 @@
 
 #include <nlohmann/json.hpp>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
 #include <pqxx/pqxx>
 
+#include "failure_policy.h"
 #include "lane_manager.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
@@ -133,7 +135,8 @@ void OutboxStore::connect() {
       "SELECT id, message_id::text, exchange, routing_key, message_type, ordering_key, "
       "content_type, headers::text, correlation_id, "
       "CASE WHEN octet_length(payload) <= " + std::to_string(kInlinePayloadBytes) + " THEN payload END, "
-      "attempts, date_part('epoch', created_at), octet_length(payload) ";
+      "attempts, date_part('epoch', created_at), octet_length(payload), "
+      "coalesce(starts_with(last_error, '" + std::string(FailurePolicy::kRefusedPrefix) + "'), false) ";
   const std::string columns = select_list + "FROM " + schema_ + ".outbox ";
   conn->prepare("outbox_claim",
                 columns + "WHERE published_at IS NULL AND parked_at IS NULL AND next_attempt_at <= now() "
@@ -243,34 +246,68 @@ std::vector<ClaimedRow> OutboxStore::claim_key_heads(pqxx::transaction_base& tx,
   return {};
 }
 
+// Each row on its own: a row whose columns cannot be decoded is returned with
+// `invalid` set (and is failed on its own as an attempt), never by throwing, which
+// would throw the whole claim away and halt every relay on one row.
 std::vector<ClaimedRow> OutboxStore::decode_claim(const pqxx::result& result) {
   std::vector<ClaimedRow> rows;
   rows.reserve(result.size());
   for (const auto& r : result) {
     ClaimedRow row;
+    // Columns the relay needs to settle the row: NOT NULL and typed by the table.
     row.id = r[0].as<std::int64_t>();
-    row.message_id = r[1].c_str();
-    row.exchange = r[2].c_str();
-    row.routing_key = r[3].c_str();
-    row.type = r[4].c_str();
     row.ordering_key = r[5].c_str();
-    row.content_type = r[6].c_str();
-    std::string_view headers(r[7].c_str(), r[7].size());
-    if (headers != "{}") {
-      const auto parsed = nlohmann::json::parse(headers);
-      for (auto it = parsed.cbegin(); it != parsed.cend(); ++it)
-        row.headers.emplace_back(it.key(), it.value().get<std::string>());
-    }
-    if (!r[8].is_null()) row.correlation_id = r[8].c_str();
-    row.payload_bytes = r[12].as<std::size_t>();
-    row.payload_loaded = !r[9].is_null();
-    if (row.payload_loaded) row.payload = decode_bytea(r[9]);
     row.attempts = r[10].as<int>();
-    row.created_unix = r[11].as<double>();
-    row.created_unix_s = static_cast<std::int64_t>(row.created_unix);
+    row.refused_before = r[13].as<bool>();
+    try {
+      decode_message_columns(r, row);
+    } catch (const std::exception& e) {
+      if (!row.invalid) row.invalid = std::string("cannot decode the row: ") + e.what();
+      row.headers.clear();
+      row.payload.clear();
+      row.payload_loaded = true;  // nothing to fetch: it will not be sent
+    }
     rows.push_back(std::move(row));
   }
   return rows;
+}
+
+// What the relay sends; sets row.invalid (or throws) when a column cannot be sent.
+void OutboxStore::decode_message_columns(const pqxx::row& r, ClaimedRow& row) {
+  row.message_id = r[1].c_str();
+  row.exchange = r[2].c_str();
+  row.routing_key = r[3].c_str();
+  row.type = r[4].c_str();
+  row.content_type = r[6].c_str();
+  std::string_view headers(r[7].c_str(), r[7].size());
+  if (headers != "{}") {
+    const auto parsed = nlohmann::json::parse(headers, nullptr, /*allow_exceptions=*/false);
+    if (!parsed.is_object()) {
+      row.invalid = "column headers: must be a JSON object of string values, got a JSON " +
+                    std::string(parsed.is_discarded() ? "text that does not parse" : parsed.type_name());
+      return;
+    }
+    for (auto it = parsed.cbegin(); it != parsed.cend(); ++it) {
+      if (!it.value().is_string()) {
+        row.invalid = "column headers: the value of header '" + it.key().substr(0, 64) +
+                      "' must be a string, got a JSON " + it.value().type_name();
+        return;
+      }
+      row.headers.emplace_back(it.key(), it.value().get<std::string>());
+    }
+  }
+  if (!r[8].is_null()) row.correlation_id = r[8].c_str();
+  row.payload_bytes = r[12].as<std::size_t>();
+  row.payload_loaded = !r[9].is_null();
+  if (row.payload_loaded) row.payload = decode_bytea(r[9]);
+  // 'infinity' or a date beyond 64-bit seconds: no AMQP timestamp can carry it.
+  const double created = r[11].as<double>();
+  if (!std::isfinite(created) || created < 0 || created > 1e15) {
+    row.invalid = "column created_at: not a time an AMQP timestamp can carry";
+    return;
+  }
+  row.created_unix = created;
+  row.created_unix_s = static_cast<std::int64_t>(created);
 }
 
 std::size_t OutboxStore::load_payloads(pqxx::transaction_base& tx, std::vector<ClaimedRow>& rows,

@@ -29,6 +29,13 @@ struct ClaimedRow {
   std::size_t payload_bytes = 0;
   bool payload_loaded = true;
   int attempts = 0;
+  // The row's last failure was a channel close it provoked alone: publish it alone
+  // again, so it cannot take innocent rows down with it a second time.
+  bool refused_before = false;
+  // Set when a column cannot be turned into a publishable message (malformed
+  // headers, a timestamp out of range): names the column and why. Such a row is not
+  // sent; it fails on its own as an attempt, and the rest of the claim goes on.
+  std::optional<std::string> invalid;
   std::int64_t created_unix_s = 0;
   double created_unix = 0;  // created_at with sub-second precision (latency metrics)
 };
@@ -119,6 +126,7 @@ class OutboxStore {
   int key_lanes_ = 0;    // per_key ordering when > 0
   bool park_key_ = true;
   std::vector<ClaimedRow> decode_claim(const pqxx::result& result);
+  static void decode_message_columns(const pqxx::row& r, ClaimedRow& row);
   void prepare_key_walk(pqxx::connection& conn, const std::string& select_list);
   std::unique_ptr<pqxx::connection> conn_;
 };

@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 
+#include "failure_policy.h"
 #include "one_line.h"
 
 namespace relay {
@@ -17,35 +18,6 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// The metrics label of a row that was not acked.
-FailureReason failure_reason(ConfirmTracker::Outcome outcome, const std::string& reason, bool channel) {
-  using Outcome = ConfirmTracker::Outcome;
-  if (outcome == Outcome::kNacked) return FailureReason::kNack;
-  if (outcome == Outcome::kReturned) return FailureReason::kReturned;
-  if (outcome == Outcome::kInvalid) return FailureReason::kInvalid;
-  if (channel) return FailureReason::kChannelClosed;
-  if (reason.rfind("no broker confirm", 0) == 0) return FailureReason::kConfirmTimeout;
-  if (reason.find("blocked") != std::string::npos) return FailureReason::kBlocked;
-  return FailureReason::kConnectionLost;
-}
-
-// Whether a channel-close reason ("NOT_FOUND - no exchange 'X' in vhost '/'",
-// "ACCESS_REFUSED - access to exchange 'X' in vhost '/' refused ...") names
-// `exchange`. The reason went through one_line (control characters escaped), and
-// the broker cuts its reply text at 255 bytes: compare in escaped form, and with
-// what is left of a cut name.
-bool names_exchange(const std::string& reason, const std::string& exchange) {
-  const std::string marker = "exchange '";
-  auto at = reason.find(marker);
-  if (at == std::string::npos) return false;
-  const auto start = at + marker.size();
-  const auto end = reason.rfind("' in vhost");
-  const auto escaped = one_line(exchange);
-  if (end != std::string::npos && end >= start) return reason.compare(start, end - start, escaped) == 0;
-  const auto left = reason.substr(start);
-  return !left.empty() && escaped.rfind(left, 0) == 0;
-}
 
 // How long an idle relay waits for producer transactions still open (that did not
 // notify) before it takes the listener's lock; it polls meanwhile if they last.
@@ -92,6 +64,7 @@ RelayLoop::RelayLoop(RelayConfig config, const std::atomic<bool>& stop, RelayMet
 void RelayLoop::note_state() {
   metrics_->heartbeat();
   metrics_->set_connected(primary().connected(), amqp_.connected(), amqp_.blocked());
+  check_stall();
 }
 
 int RelayLoop::run(bool exit_when_idle) {
@@ -122,6 +95,10 @@ int RelayLoop::run(bool exit_when_idle) {
     }
     if (amqp_.blocked()) {  // a resource alarm: claim nothing until it clears
       idle_wait(milliseconds(config_.relay.poll_interval_ms));
+      continue;
+    }
+    if (held()) {  // backing off after a channel close nobody is to blame for
+      idle_wait(std::min(milliseconds(100), std::chrono::duration_cast<milliseconds>(hold_until_ - Clock::now())));
       continue;
     }
     if (exit_when_idle || stop_) break;
@@ -216,13 +193,13 @@ OutboxStore* RelayLoop::free_store() {
 // further batch only behind a full one (a backlog), once everything in flight is
 // published and the window has room.
 bool RelayLoop::can_claim() {
-  if (stop_ || amqp_.blocked() || !amqp_.connected()) return false;
+  if (stop_ || amqp_.blocked() || !amqp_.connected() || held() || solo_) return false;
   if (lanes_ && (!lanes_->joined() || lanes_->owned().empty())) return false;
   if (inflight_.empty()) return !last_claim_empty_ && free_store();
   // Lanes move only between batches: let the batches in flight finish first.
   if (rebalance_due() || caught_up_ || inflight_.size() >= stores_.size()) return false;
   for (const auto& b : inflight_)
-    if (!b->publishing_done) return false;
+    if (!b->publishing_done || !b->suspects.empty()) return false;
   return outstanding() < static_cast<std::size_t>(config_.amqp.publish_window) && free_store();
 }
 
@@ -235,6 +212,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
   try {
     if (probe_first && !store->has_due_rows()) {
       last_claim_empty_ = true;
+      note_progress();  // nothing due: not a stall
       return 0;
     }
     batch->tx = std::make_unique<pqxx::work>(store->connection());
@@ -254,7 +232,10 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
   const std::size_t n = batch->rows.size();
   last_claim_empty_ = n == 0;
   caught_up_ = n < static_cast<std::size_t>(limit);
-  if (n == 0) return 0;
+  if (n == 0) {
+    note_progress();  // nothing due: not a stall
+    return 0;
+  }
   batch->claimed_at = Clock::now();
   batch->claim_ms = std::chrono::duration<double, std::milli>(batch->claimed_at - t0).count();
   batch->tracker.reset(n);
@@ -271,7 +252,15 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
   return n;
 }
 
+// Suspects of an isolation first, one at a time; then the batches in claim order.
 bool RelayLoop::publish_pending() {
+  if (held()) return false;
+  if (solo_) {
+    if (outstanding() > 0) return false;  // wait for the verdict on the row sent alone
+    solo_ = false;
+  }
+  for (auto& b : inflight_)
+    if (!b->suspects.empty()) return publish_alone(*b);
   for (auto& b : inflight_)
     if (!b->publishing_done) return publish_some(*b);
   return false;
@@ -284,6 +273,7 @@ bool RelayLoop::publish_some(InflightBatch& b) {
   std::size_t sent = 0;
   amqp_.set_corked(true);  // full TCP segments: fewer sends for the relay, fewer receives for the broker
   while (b.published < b.rows.size() && !b.publishing_done) {
+    if (solo_ || isolating()) break;  // a channel close came in meanwhile: suspects first
     // A blocked connection (resource alarm) is not read by the broker: publish no
     // more; the rest of the batch stays pending without counting an attempt.
     if (!amqp_.connected() || amqp_.blocked()) {
@@ -292,30 +282,82 @@ bool RelayLoop::publish_some(InflightBatch& b) {
     }
     if (outstanding() >= window) break;  // await_broker() waits for acks
     auto& row = b.rows[b.published];
+    if (row.invalid) {  // cannot be decoded: its own attempt; the rows behind it go on
+      b.tracker.on_unpublishable(b.published++, *row.invalid);
+      continue;
+    }
+    // A row that closed the channel before goes alone, once all else is settled.
+    if (row.refused_before && outstanding() > 0) break;
     if (!row.payload_loaded && !load_payloads(b)) break;
-    OutboundMessage m{row.id, &row.message_id, &row.exchange, &row.routing_key, &row.type,
-                      &row.content_type, row.correlation_id ? &*row.correlation_id : nullptr,
-                      &row.headers, &row.payload, row.created_unix_s};
-    try {
-      const auto tag = amqp_.publish(m);
-      b.tracker.on_published(b.published, tag, row.message_id);
-      metrics_->on_published(tag);
-    } catch (const UnpublishableMessage& e) {
-      // The row's own fault: an attempt for it; the rows behind it go on.
-      b.tracker.on_unpublishable(b.published, "not publishable: " + one_line(e.what()));
-    } catch (const AmqpError& e) {
-      connection_lost(one_line(e.what()));
+    if (!publish_row(b, b.published)) break;
+    ++b.published;
+    if (row.refused_before) {
+      solo_ = true;
       break;
     }
-    std::string().swap(row.payload);  // sent: keep only what settling needs
-    ++b.published;
-    last_broker_progress_ = Clock::now();
     if (++sent % 64 == 0) pump_events();  // read acks as they come, so the socket never backs up
   }
   amqp_.set_corked(false);  // flush before anything waits for the broker
   if (b.published == b.rows.size()) b.publishing_done = true;
   if (b.publishing_done && b.publish_done_at == Clock::time_point{}) b.publish_done_at = Clock::now();
-  return sent > 0;
+  return sent > 0 || solo_;
+}
+
+// Publishes the batch's next suspect alone. REQUIRES: b.suspects not empty.
+bool RelayLoop::publish_alone(InflightBatch& b) {
+  if (outstanding() > 0) return false;
+  if (!amqp_.connected() || amqp_.blocked()) {  // not on this link: pending, no attempt
+    b.suspects.clear();
+    b.publishing_done = true;
+    return false;
+  }
+  const std::size_t i = b.suspects.front();
+  b.suspects.pop_front();
+  if (!b.rows[i].payload_loaded) {
+    try {
+      b.store->load_payloads(*b.tx, b.rows, i, 1);
+    } catch (const std::exception& e) {
+      // The session is gone or failing: the suspects stay pending (no attempt).
+      spdlog::error("fetching a payload to publish alone failed: {}", one_line(e.what()));
+      b.suspects.clear();
+      b.publishing_done = true;
+      return false;
+    }
+  }
+  if (!publish_row(b, i)) return false;
+  solo_ = true;
+  amqp_.set_corked(false);
+  return true;
+}
+
+// Publishes row `i` of the batch and drops its payload. False when the connection
+// is lost (every batch then stops publishing).
+bool RelayLoop::publish_row(InflightBatch& b, std::size_t i) {
+  auto& row = b.rows[i];
+  OutboundMessage m{row.id, &row.message_id, &row.exchange, &row.routing_key, &row.type,
+                    &row.content_type, row.correlation_id ? &*row.correlation_id : nullptr,
+                    &row.headers, &row.payload, row.created_unix_s};
+  try {
+    const auto tag = amqp_.publish(m);
+    b.tracker.on_published(i, tag, row.message_id);
+    metrics_->on_published(tag);
+  } catch (const UnpublishableMessage& e) {
+    // The row's own fault, nothing sent: an attempt for it; the rows behind it go on.
+    b.tracker.on_unpublishable(i, "not publishable: " + one_line(e.what()));
+  } catch (const UnencodableMessage& e) {
+    // Its own fault too, but the client may have sent part of it: the connection
+    // goes, and what else was outstanding is published again (no attempt).
+    b.tracker.on_unpublishable(i, "not publishable: " + one_line(e.what()));
+    connection_lost("connection dropped after a message the AMQP client could not encode");
+    return false;
+  } catch (const AmqpError& e) {
+    connection_lost(one_line(e.what()));
+    return false;
+  }
+  std::string().swap(row.payload);  // sent: keep only what settling needs
+  row.payload_loaded = false;       // a suspect fetches it again
+  last_broker_progress_ = Clock::now();
+  return true;
 }
 
 // Fetches the next large payloads of the batch, at most kPayloadChunkBytes at a
@@ -332,6 +374,12 @@ bool RelayLoop::load_payloads(InflightBatch& b) {
   }
 }
 
+bool RelayLoop::isolating() const {
+  for (const auto& b : inflight_)
+    if (!b->suspects.empty()) return true;
+  return false;
+}
+
 std::size_t RelayLoop::outstanding() const {
   std::size_t n = 0;
   for (const auto& b : inflight_) n += b->tracker.outstanding();
@@ -345,6 +393,10 @@ void RelayLoop::pump_events() {
 // Waits for the broker while batches are in flight; no event for
 // amqp.confirm_timeout_ms fails what is outstanding.
 void RelayLoop::await_broker() {
+  if (outstanding() == 0) {  // nothing to confirm: waiting out a hold or an alarm
+    wait_for_event(milliseconds(100));
+    return;
+  }
   const auto deadline = last_broker_progress_ + milliseconds(config_.amqp.confirm_timeout_ms);
   const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
   if (left > milliseconds(0)) {
@@ -374,7 +426,10 @@ void RelayLoop::connection_lost(const std::string& reason) {
   for (auto& b : inflight_) {
     b->tracker.fail_outstanding(reason);
     b->publishing_done = true;
+    b->suspects.clear();  // not published again on this link: pending, no attempt
   }
+  solo_ = false;
+  last_failure_ = reason;
   metrics_->on_channel_reset();
 }
 
@@ -388,6 +443,7 @@ bool RelayLoop::wait_for_event(milliseconds timeout) {
     case BrokerEvent::Kind::kAck:
       for (auto& b : inflight_) b->tracker.on_ack(ev->tag, ev->multiple);
       metrics_->on_acked(ev->tag, ev->multiple);
+      environment_closes_ = 0;
       break;
     case BrokerEvent::Kind::kNack:
       for (auto& b : inflight_) b->tracker.on_nack(ev->tag, ev->multiple, ev->reason);
@@ -397,12 +453,7 @@ bool RelayLoop::wait_for_event(milliseconds timeout) {
       for (auto& b : inflight_) b->tracker.on_return(ev->message_id, ev->reason);
       break;
     case BrokerEvent::Kind::kChannelClosed:
-      spdlog::warn("AMQP {}; channel reopened", ev->reason);
-      for (auto& b : inflight_) {
-        b->channel_failure = ev->reason;
-        b->tracker.fail_outstanding(ev->reason);
-      }
-      metrics_->on_channel_reset();
+      on_channel_closed(*ev);
       break;
     case BrokerEvent::Kind::kConnectionClosed:
       spdlog::warn("AMQP {}", ev->reason);
@@ -416,7 +467,7 @@ bool RelayLoop::wait_for_event(milliseconds timeout) {
 bool RelayLoop::finish_one_settled() {
   for (std::size_t i = 0; i < inflight_.size(); ++i) {
     auto& b = *inflight_[i];
-    if (!b.publishing_done || b.tracker.outstanding() > 0) continue;
+    if (!b.publishing_done || b.tracker.outstanding() > 0 || !b.suspects.empty()) continue;
     finish_batch(b);
     inflight_.erase(inflight_.begin() + static_cast<std::ptrdiff_t>(i));
     return true;
@@ -433,6 +484,7 @@ void RelayLoop::finish_batch(InflightBatch& b) {
     b.store->mark_published(*b.tx, acked);
     b.store->mark_failed(*b.tx, failed, config_.relay.max_attempts);
     if (!commit_batch(b, acked.size(), failed.size())) return;
+    if (!acked.empty()) note_progress();
     note_retries(failed);
     metrics_->marked(seconds_since(t2));
     auto ms = [](auto a, auto z) { return std::chrono::duration<double, std::milli>(z - a).count(); };
@@ -494,50 +546,6 @@ void RelayLoop::note_retries(const std::vector<FailedRow>& failed) {
     }
     auto due = Clock::now() + milliseconds(f.retry_in_ms);
     if (!next_retry_at_ || due < *next_retry_at_) next_retry_at_ = due;
-  }
-}
-
-// Splits the batch by outcome. Only failures that belong to the message (nack,
-// return, a channel closed over its exchange) count as an attempt; a lost
-// connection or a timeout says nothing about the message and must not park it.
-void RelayLoop::settle(InflightBatch& b, std::vector<std::int64_t>& acked, std::vector<FailedRow>& failed) {
-  using Outcome = ConfirmTracker::Outcome;
-  const double now_unix =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  auto closed_over = [&](std::size_t i) {
-    return b.tracker.outcome(i) == Outcome::kFailed && !b.channel_failure.empty() &&
-           b.tracker.reason(i) == b.channel_failure && names_exchange(b.channel_failure, b.rows[i].exchange);
-  };
-  // A channel the broker closed over none of these rows' exchanges: nobody's
-  // attempt, but not retried at once either, or a row that provokes it would spin.
-  bool attributed = false;
-  for (std::size_t i = 0; i < b.rows.size() && !attributed; ++i) attributed = closed_over(i);
-  for (std::size_t i = 0; i < b.rows.size(); ++i) {
-    const auto& row = b.rows[i];
-    Outcome outcome = b.tracker.outcome(i);
-    if (outcome == Outcome::kAcked) {
-      acked.push_back(row.id);
-      metrics_->enqueue_to_confirm(now_unix - row.created_unix);
-      continue;
-    }
-    const std::string& why = b.tracker.reason(i);
-    const bool channel = outcome == Outcome::kFailed && !b.channel_failure.empty() && why == b.channel_failure;
-    bool counts = outcome == Outcome::kNacked || outcome == Outcome::kReturned || outcome == Outcome::kInvalid ||
-                  closed_over(i);
-    metrics_->failure(failure_reason(outcome, why, channel));
-    std::string reason = why.empty() ? "not published: connection lost before publish" : why;
-    FailedRow f{row.id, one_line(reason), 0, counts};
-    if (channel && !attributed) f.retry_in_ms = backoff_.delay(1).count();
-    if (counts) {
-      f.retry_in_ms = backoff_.delay(row.attempts + 1).count();
-      if (row.attempts + 1 >= config_.relay.max_attempts) {
-        ++counters_.parked;
-        metrics_->parked();
-        spdlog::warn("row {} (message {}) parked after {} attempts: {}", row.id, row.message_id,
-                     row.attempts + 1, f.error);
-      }
-    }
-    failed.push_back(std::move(f));
   }
 }
 

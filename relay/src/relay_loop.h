@@ -12,6 +12,7 @@
 
 #include "amqp_publisher.h"
 #include "backoff.h"
+#include "broker_event.h"
 #include "config.h"
 #include "confirm_tracker.h"
 #include "inflight_batch.h"
@@ -74,8 +75,16 @@ class RelayLoop {
   std::size_t claim_batch(bool probe_first);
   bool publish_pending();
   bool publish_some(InflightBatch& batch);
+  bool publish_alone(InflightBatch& batch);
+  bool publish_row(InflightBatch& batch, std::size_t row);
+  bool held() const { return Clock::now() < hold_until_; }
+  void hold_publishing(const std::string& why);
+  void on_channel_closed(const BrokerEvent& event);
+  void note_progress() { progress_at_ = Clock::now(); }
+  void check_stall();
   bool load_payloads(InflightBatch& batch);
   std::size_t outstanding() const;
+  bool isolating() const;  // some batch has suspects to publish alone
   void pump_events();
   void await_broker();
   bool wait_for_event(std::chrono::milliseconds timeout);
@@ -83,6 +92,7 @@ class RelayLoop {
   bool finish_one_settled();
   void finish_batch(InflightBatch& batch);
   void settle(InflightBatch& batch, std::vector<std::int64_t>& acked, std::vector<FailedRow>& failed);
+  FailedRow failed_row(const ClaimedRow& row, ConfirmTracker::Outcome outcome, const std::string& why);
   bool commit_batch(InflightBatch& batch, std::size_t acked, std::size_t failed);
   void note_retries(const std::vector<FailedRow>& failed);
   void sleep_until_work();
@@ -113,6 +123,19 @@ class RelayLoop {
   bool listener_failed_ = false;   // logged once until it works again
   std::optional<Clock::time_point> next_retry_at_;  // earliest retry this relay scheduled
   Clock::time_point last_broker_progress_;          // last publish or broker event
+  // A row published alone (a suspect, or a row refused before) is outstanding:
+  // nothing else goes out until the broker settles it, so a channel close then
+  // names it.
+  bool solo_ = false;
+  // After a channel close no message is to blame for: publish nothing until then
+  // (backoff, reset by the next ack), so a fault of the broker's never spins.
+  Clock::time_point hold_until_{};
+  int environment_closes_ = 0;
+  // Stall detection: the last time a row was published or nothing was due.
+  Clock::time_point progress_at_ = Clock::now();
+  bool stalled_ = false;
+  std::string last_failure_;  // the latest failure, one line, for the stall report
+  std::string last_refusal_;  // the last channel close charged to a row (logged once in a row)
   int reconnect_attempt_ = 0;
   Clock::time_point last_connected_at_{};  // the last time both sessions came up
   int quick_losses_ = 0;  // connections lost within a second of being made, in a row

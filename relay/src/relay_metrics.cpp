@@ -17,8 +17,10 @@ const std::vector<double> kBatchBuckets = exponential_buckets(1, 2, 17);
 metrics::Counter& failure_counter(metrics::Registry& r, const char* reason) {
   return r.counter("outbox_relay_publish_failures_total",
                    "Claimed rows not published, by reason: nack (broker refused), returned "
-                   "(unroutable), channel_closed (e.g. exchange missing), connection_lost, "
-                   "confirm_timeout, blocked (broker resource alarm).",
+                   "(unroutable), channel_closed (the broker closed the channel over it, e.g. its "
+                   "exchange missing or its size over max_message_size; or, without an attempt, for "
+                   "a server failure), connection_lost, confirm_timeout, blocked (broker resource "
+                   "alarm), invalid (a row that cannot be decoded or breaks an AMQP limit).",
                    {{"reason", reason}});
 }
 
@@ -77,6 +79,13 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const std::string& version)
       publish_to_confirm_(r.histogram("outbox_relay_publish_to_confirm_seconds",
                                       "From basic.publish to the broker's ack, per message.",
                                       kLatencyBuckets)),
+      stalled_(r.gauge("outbox_relay_publish_stalled",
+                       "1 while rows are due but none was published for relay.stall_after_s.")),
+      isolations_(r.counter("outbox_relay_isolations_total",
+                            "Channel closes over one of several outstanding rows, after which the relay "
+                            "published those rows one at a time to find the one at fault.")),
+      isolated_rows_(r.counter("outbox_relay_isolated_rows_total",
+                               "Rows published again, one at a time, by isolations.")),
       retention_deleted_(r.counter("outbox_relay_retention_deleted_total",
                                    "Published rows deleted by retention (this relay).")),
       retention_batch_seconds_(r.histogram("outbox_relay_retention_batch_duration_seconds",
@@ -135,6 +144,17 @@ void RelayMetrics::enqueue_to_confirm(double seconds) {
 
 void RelayMetrics::set_lanes_owned(std::size_t lanes) { lanes_owned_.set(static_cast<double>(lanes)); }
 
+void RelayMetrics::set_stalled(bool stalled, const std::string& why) {
+  std::lock_guard<std::mutex> lock(stall_mutex_);
+  stalled_.set(stalled ? 1 : 0);
+  stall_reason_ = stalled ? why : "";
+}
+
+void RelayMetrics::isolation_started(std::size_t suspects) {
+  isolations_.inc();
+  isolated_rows_.inc(static_cast<double>(suspects));
+}
+
 void RelayMetrics::on_published(std::uint64_t tag) { unconfirmed_.emplace_hint(unconfirmed_.end(), tag, Clock::now()); }
 
 void RelayMetrics::on_acked(std::uint64_t tag, bool multiple) {
@@ -179,6 +199,10 @@ std::optional<std::string> RelayMetrics::not_ready(std::chrono::seconds max_clai
   if (connected_pg_.value() == 0) return "not connected to PostgreSQL";
   if (connected_amqp_.value() == 0) return "not connected to RabbitMQ";
   if (blocked_.value() != 0) return "RabbitMQ blocks publishing (resource alarm)";
+  {
+    std::lock_guard<std::mutex> lock(stall_mutex_);
+    if (stalled_.value() != 0) return stall_reason_;
+  }
   auto last = last_claim_ns_.load();
   if (last == 0) return "no claim completed yet";
   auto age = std::chrono::nanoseconds(now_ns() - last);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -49,6 +50,12 @@ class RelayMetrics {
   // Seconds from the row's created_at (the producer's transaction) to its ack.
   void enqueue_to_confirm(double seconds);
   void set_lanes_owned(std::size_t lanes);
+  // Rows are due but none was published for relay.stall_after_s: `why` (one line,
+  // no secret) is what /readyz reports. set_stalled(false, "") when it resumes.
+  void set_stalled(bool stalled, const std::string& why);
+  // The broker closed the channel over one of several outstanding rows, and the
+  // relay publishes them again one at a time to find it.
+  void isolation_started(std::size_t suspects);
 
   // Delivery-tag timing for publish→confirm latency. Loop thread only.
   void on_published(std::uint64_t tag);
@@ -78,6 +85,10 @@ class RelayMetrics {
   metrics::Gauge &pending_, &parked_rows_, &oldest_age_, &lanes_owned_;
   metrics::Histogram &batch_size_, &claim_seconds_, &mark_seconds_;
   metrics::Histogram &enqueue_to_confirm_, &publish_to_confirm_;
+  metrics::Gauge& stalled_;
+  metrics::Counter &isolations_, &isolated_rows_;
+  mutable std::mutex stall_mutex_;
+  std::string stall_reason_;  // guarded by stall_mutex_
   metrics::Counter& retention_deleted_;
   metrics::Histogram& retention_batch_seconds_;
 

@@ -1,0 +1,43 @@
+#include "failure_policy.h"
+
+namespace relay {
+
+CloseBlame FailurePolicy::blame_channel_close(int code) {
+  switch (code) {
+    case 0:    // no close frame: a socket error
+    case 320:  // connection-forced (a node shutting down)
+    case 402:  // invalid-path (vhost)
+    case 501:  // frame-error
+    case 502:  // syntax-error
+    case 503:  // command-invalid
+    case 504:  // channel-error
+    case 505:  // unexpected-frame
+    case 506:  // resource-error
+    case 530:  // not-allowed
+    case 540:  // not-implemented
+    case 541:  // internal-error
+      return CloseBlame::kEnvironment;
+    default:
+      return CloseBlame::kMessage;
+  }
+}
+
+Verdict FailurePolicy::judge(ConfirmTracker::Outcome outcome, const std::string& reason) {
+  using Outcome = ConfirmTracker::Outcome;
+  switch (outcome) {
+    case Outcome::kNacked: return {true, FailureReason::kNack, false};
+    case Outcome::kReturned: return {true, FailureReason::kReturned, false};
+    case Outcome::kInvalid: return {true, FailureReason::kInvalid, false};
+    case Outcome::kRefused: return {true, FailureReason::kChannelClosed, false};
+    case Outcome::kEnvironment: return {false, FailureReason::kChannelClosed, false};
+    case Outcome::kAcked:
+    case Outcome::kUnconfirmed:
+    case Outcome::kFailed: break;
+  }
+  // Lost with the link, or never published: says nothing about the message.
+  if (reason.rfind("no broker confirm", 0) == 0) return {false, FailureReason::kConfirmTimeout, true};
+  if (reason.find("blocked") != std::string::npos) return {false, FailureReason::kBlocked, true};
+  return {false, FailureReason::kConnectionLost, true};
+}
+
+}  // namespace relay

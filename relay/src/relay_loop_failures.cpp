@@ -1,0 +1,122 @@
+// RelayLoop: how failures are settled, and what happens when the broker closes the channel. Whose fault it is
+// (FailurePolicy), and, when one of several outstanding rows provoked it without
+// the broker saying which, finding that row by publishing them again one at a time.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "failure_policy.h"
+#include "one_line.h"
+#include "relay_loop.h"
+
+namespace relay {
+
+// Three cases, by the close's reply code and what was outstanding:
+// - a server or connection failure: nobody's attempt; the outstanding rows are
+//   retried after a backoff and the relay publishes nothing for a while, so a
+//   broker that keeps closing channels never makes it spin;
+// - a code a message can provoke, with exactly one row outstanding: that row is at
+//   fault (it is settled kRefused: an attempt, parked at max_attempts);
+// - the same with several outstanding: each goes back to its batch as a suspect,
+//   and publish_alone() sends them one at a time, each waiting for its confirm, so
+//   the one at fault closes the channel alone and is charged. Innocent rows are
+//   published again once each (at most amqp.publish_window of them per close), and
+//   a charged row goes alone on its later attempts too (ClaimedRow::refused_before),
+//   so it cannot take others down with it again.
+void RelayLoop::on_channel_closed(const BrokerEvent& ev) {
+  metrics_->on_channel_reset();  // the reopened channel's tags start again from 1
+  solo_ = false;
+  last_failure_ = ev.reason;
+  if (FailurePolicy::blame_channel_close(ev.reply_code) == CloseBlame::kEnvironment) {
+    for (auto& b : inflight_) b->tracker.fail_outstanding(ev.reason, ConfirmTracker::Outcome::kEnvironment);
+    hold_publishing("AMQP " + ev.reason + "; no message is at fault");
+    return;
+  }
+  const std::size_t n = outstanding();
+  if (n == 0) {
+    hold_publishing("AMQP " + ev.reason + " with nothing outstanding");
+    return;
+  }
+  if (n == 1) {
+    for (auto& b : inflight_) {
+      const std::size_t i = b->tracker.sole_outstanding();
+      if (i == static_cast<std::size_t>(-1)) continue;
+      // Once per distinct reason in a row: a missing exchange charges every row sent to it.
+      const auto level = ev.reason == last_refusal_ ? spdlog::level::debug : spdlog::level::warn;
+      last_refusal_ = ev.reason;
+      spdlog::log(level, "AMQP {}; row {} (message {}) provoked it and is charged an attempt; channel reopened",
+                  ev.reason, b->rows[i].id, one_line(b->rows[i].message_id, 64));
+      b->tracker.on_refused(i, FailurePolicy::kRefusedPrefix + ev.reason);
+    }
+    return;
+  }
+  spdlog::warn("AMQP {}; channel reopened; publishing the {} unconfirmed rows again one at a time to find "
+               "the one at fault", ev.reason, n);
+  metrics_->isolation_started(n);
+  for (auto& b : inflight_)
+    for (std::size_t i : b->tracker.take_outstanding()) b->suspects.push_back(i);
+}
+
+// Rows due but none published for relay.stall_after_s: said once per stall (log,
+// gauge, /readyz with the latest failure), and once when it ends.
+void RelayLoop::check_stall() {
+  if (inflight_.empty() && last_claim_empty_) note_progress();  // idle: nothing due
+  const auto since = Clock::now() - progress_at_;
+  const bool stalled = since > std::chrono::seconds(config_.relay.stall_after_s);
+  if (stalled == stalled_) return;
+  stalled_ = stalled;
+  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(since).count();
+  if (!stalled) {
+    spdlog::info("publishing resumed after a stall of {} s", secs);
+    metrics_->set_stalled(false, "");
+    return;
+  }
+  const std::string why = "publishing stalled: rows are due but none was published for over " +
+                          std::to_string(config_.relay.stall_after_s) + " s; last failure: " +
+                          (last_failure_.empty() ? "none recorded" : last_failure_);
+  spdlog::warn("{}", why);
+  metrics_->set_stalled(true, why);
+}
+
+// Splits the batch by outcome; FailurePolicy decides which failures are the
+// message's own (an attempt, parked at max_attempts) and which the environment's.
+void RelayLoop::settle(InflightBatch& b, std::vector<std::int64_t>& acked, std::vector<FailedRow>& failed) {
+  const double now_unix =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (std::size_t i = 0; i < b.rows.size(); ++i) {
+    const auto& row = b.rows[i];
+    const auto outcome = b.tracker.outcome(i);
+    if (outcome == ConfirmTracker::Outcome::kAcked) {
+      acked.push_back(row.id);
+      metrics_->enqueue_to_confirm(now_unix - row.created_unix);
+      continue;
+    }
+    failed.push_back(failed_row(row, outcome, b.tracker.reason(i)));
+  }
+}
+
+FailedRow RelayLoop::failed_row(const ClaimedRow& row, ConfirmTracker::Outcome outcome, const std::string& why) {
+  const Verdict v = FailurePolicy::judge(outcome, why);
+  metrics_->failure(v.metric);
+  FailedRow f{row.id, one_line(why.empty() ? "not published: connection lost before publish" : why), 0,
+              v.counts_as_attempt};
+  if (!v.retry_at_once) f.retry_in_ms = backoff_.delay(v.counts_as_attempt ? row.attempts + 1 : 1).count();
+  if (v.counts_as_attempt) {
+    last_failure_ = "row " + std::to_string(row.id) + ": " + f.error;
+    if (row.attempts + 1 >= config_.relay.max_attempts) {
+      ++counters_.parked;
+      metrics_->parked();
+      spdlog::warn("row {} (message {}) parked after {} attempts: {}", row.id, one_line(row.message_id, 64),
+                   row.attempts + 1, f.error);
+    }
+  }
+  return f;
+}
+
+void RelayLoop::hold_publishing(const std::string& why) {
+  const auto delay = reconnect_backoff_.delay(++environment_closes_);
+  hold_until_ = Clock::now() + delay;
+  spdlog::warn("{}; publishing paused for {} ms", why, delay.count());
+}
+
+}  // namespace relay
