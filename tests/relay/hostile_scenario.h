@@ -21,7 +21,9 @@ struct ScenarioOptions {
   int keys = 50;  // good rows cycle over key-0..key-(keys-1); the hostile row has key-3
   int max_attempts = 3;
   int publish_window = 200;
-  std::chrono::seconds limit{15};  // give up waiting for the drain and the park after this
+  std::chrono::seconds limit{15};
+  // false: the same backlog without the hostile row (a control run, for the rates).
+  bool hostile_row = true;  // give up waiting for the drain and the park after this
 };
 
 struct ScenarioResult {
@@ -38,8 +40,8 @@ struct ScenarioResult {
   std::size_t held_back = 0, held_published = 0, held_received = 0;
   double longest_stall_ms = 0;  // longest gap between consecutive good-row arrivals
   // Good-row arrival rates (msg/s) in two equal windows before and after the moment
-  // the hostile row's first failed attempt was recorded; measurable when both windows
-  // are long enough to hold a few batches.
+  // the relays reached the hostile row's place in the backlog; measurable when both
+  // windows are long enough to hold a few batches.
   bool rate_measurable = false;
   double rate_before = 0, rate_after = 0, rate_window_ms = 0;
   double drain_s = 0;  // commit of the backlog to the last good arrival

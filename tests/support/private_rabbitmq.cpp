@@ -58,6 +58,7 @@ PrivateRabbitMq::~PrivateRabbitMq() {
 
 std::string PrivateRabbitMq::run(const std::string& command) const {
   auto out = write_temp_file("", ".out");
+  std::fflush(nullptr);  // the shell must not inherit (and write again) buffered output
   std::system((env_ + command + " >" + out + " 2>&1").c_str());
   std::ifstream in(out);
   std::stringstream s;
