@@ -5,7 +5,7 @@ namespace {
 
 // Frame header (type, channel, size: 7) and frame end (1), then the content
 // header's class id (2), weight (2), body size (8) and property flags (2): the
-// 20 bytes rabbitmq-c reserves around the encoded properties.
+// 22 bytes of the frame besides the encoded properties.
 constexpr std::size_t kEnvelope = 7 + 1 + 2 + 2 + 8 + 2;
 constexpr std::size_t kDeliveryMode = 1;
 constexpr std::size_t kTimestamp = 8;

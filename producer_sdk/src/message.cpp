@@ -1,8 +1,11 @@
 #include "outbox/message.h"
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "outbox/errors.h"
+#include "outbox/header_rules.h"
 #include "outbox/message_id.h"
 #include "outbox/trace_context.h"
 
@@ -10,8 +13,8 @@ namespace outbox {
 namespace {
 
 constexpr std::size_t kShortStrMax = 255;  // AMQP shortstr
-constexpr std::size_t kHeaderNameMax = 128;
-constexpr std::size_t kHeaderValueMax = 4096;
+// What the relay sends as the message id: the row's uuid as text.
+constexpr std::size_t kMessageIdTextBytes = 36;
 
 // Quotes at most 64 bytes of a user value for an error message.
 std::string shown(const std::string& v) {
@@ -67,8 +70,8 @@ void validate_header(const std::string& name, const std::string& value) {
   for (char c : name)
     if (!valid_header_name_char(c))
       throw ValidationError(field, "header name may only use [A-Za-z0-9_.-]");
-  if (name.rfind("x-outbox-", 0) == 0)
-    throw ValidationError(field, "header names starting with 'x-outbox-' are reserved");
+  if (auto reserved = reserved_header(name))
+    throw ValidationError(field, "header name " + shown(name) + " is reserved: " + std::string(reserved->why));
   if (name == "traceparent" || name == "tracestate")
     throw ValidationError(field, "set the trace context with Message::" + name + ", not as a header");
   if (value.size() > kHeaderValueMax)
@@ -79,9 +82,44 @@ void validate_header(const std::string& name, const std::string& value) {
   require_utf8(field, value);
 }
 
+// The headers as the relay sends them: the application's and the trace context
+// (the writer stores both in the row's headers).
+std::vector<std::pair<std::string, std::string>> sent_headers(const Message& m) {
+  std::vector<std::pair<std::string, std::string>> all(m.headers.begin(), m.headers.end());
+  if (m.traceparent) all.emplace_back("traceparent", *m.traceparent);
+  if (m.tracestate) all.emplace_back("tracestate", *m.tracestate);
+  return all;
+}
+
+// The relay cannot send a message whose content header does not fit one frame, and
+// the table's CHECK outbox_headers_size refuses headers above kMaxHeadersBytes
+// whatever the frame_max.
+void check_header_frame(const Message& m, const MessageLimits& limits) {
+  const auto headers = sent_headers(m);
+  const std::string id_text(kMessageIdTextBytes, '0');
+  WireProperties wire;
+  wire.content_type = &m.content_type;
+  wire.message_id = &id_text;
+  wire.type = &m.type.value();
+  wire.correlation_id = m.correlation_id ? &*m.correlation_id : nullptr;
+  wire.headers = &headers;
+  const auto frame = content_header_frame_bytes(wire);
+  if (frame > limits.frame_max)
+    throw ValidationError("headers", "the message's AMQP header frame would be " + std::to_string(frame) +
+                                         " bytes, above frame_max " + std::to_string(limits.frame_max));
+  const auto entries = header_entries_bytes(headers);
+  if (entries > kMaxHeadersBytes)
+    throw ValidationError("headers", "the headers would take " + std::to_string(entries) +
+                                         " bytes of the AMQP header table, above the " +
+                                         std::to_string(kMaxHeadersBytes) + " an outbox row may hold");
+}
+
 }  // namespace
 
 void validate_message(const Message& m, const MessageLimits& limits) {
+  if (limits.frame_max < kMinFrameMax)
+    throw ValidationError("frame_max", "is " + std::to_string(limits.frame_max) + ", AMQP allows no less than " +
+                                           std::to_string(kMinFrameMax));
   require_short("exchange", m.exchange.value(), true);
   require_short("routing_key", m.routing_key.value(), true);
   require_short("type", m.type.value(), true);
@@ -99,6 +137,7 @@ void validate_message(const Message& m, const MessageLimits& limits) {
     if (!m.traceparent) throw ValidationError("tracestate", "needs a traceparent");
     validate_tracestate(*m.tracestate);
   }
+  check_header_frame(m, limits);
 }
 
 }  // namespace outbox

@@ -1,6 +1,7 @@
 #include "outbox/migrator.h"
 
 #include <algorithm>
+#include <limits>
 #include <pqxx/pqxx>
 #include <set>
 
@@ -25,6 +26,10 @@ Migrator::Migrator(std::string schema)
     : schema_(quoted_identifier(schema, "schema")), schema_name_(std::move(schema)) {}
 
 Migrator::Result Migrator::migrate(pqxx::connection_base& conn) const {
+  return migrate_to(conn, std::numeric_limits<int>::max());
+}
+
+Migrator::Result Migrator::migrate_to(pqxx::connection_base& conn, int version) const {
   pqxx::work tx(conn, "outbox_migrate");
   // Serialises concurrent migrators of this schema; released at commit or rollback.
   tx.exec_params("SELECT pg_advisory_xact_lock(hashtext($1))", "outbox-migrate:" + schema_name_);
@@ -40,7 +45,7 @@ Migrator::Result Migrator::migrate(pqxx::connection_base& conn) const {
   Result result;
   result.version = applied.empty() ? 0 : *applied.rbegin();
   for (const auto& m : embedded_migrations()) {
-    if (applied.count(m.version)) continue;
+    if (applied.count(m.version) || m.version > version) continue;
     tx.exec(render(m.sql, schema_));
     tx.exec_params("INSERT INTO " + schema_ + ".outbox_migrations (version, name) VALUES ($1, $2)",
                    m.version, std::string(m.name));

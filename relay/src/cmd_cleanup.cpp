@@ -16,6 +16,7 @@
 #include "one_line.h"
 #include "outbox_cleaner.h"
 #include "outbox_store.h"
+#include "pg_connect.h"
 
 namespace relay {
 namespace {
@@ -83,7 +84,8 @@ int cmd_cleanup(const Args& raw) {
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   try {
-    pqxx::connection conn(dsn_with_session_options(config->postgres));
+    auto conn_owner = connect_postgres(config->postgres);
+    auto& conn = *conn_owner;
     OutboxCleaner cleaner(conn, config->postgres.schema);
     if (!cleaner.try_lock()) {
       std::cerr << "cleanup: retention or another cleanup is running on schema '"

@@ -14,6 +14,7 @@
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
 #include "outbox_store.h"
+#include "pg_connect.h"
 
 namespace relay {
 namespace {
@@ -70,7 +71,8 @@ std::vector<BlockedKey> blocked_keys(pqxx::transaction_base& tx, const RelayConf
 int dead_list(const AdminArgs& args, const RelayConfig& config) {
   const auto limit = args.integer("--limit", 1000, 1, 10000000);
   const auto type = args.value("--type");
-  pqxx::connection conn(dsn_with_session_options(config.postgres));
+  auto conn_owner = connect_postgres(config.postgres);
+  auto& conn = *conn_owner;
   pqxx::read_transaction tx(conn);
   const std::string where = " WHERE parked_at IS NOT NULL AND ($1::text IS NULL OR message_type = $1::text)";
   const auto total = tx.exec_params1("SELECT count(*) FROM " + table_of(config) + where, type)[0].as<std::int64_t>();
@@ -161,7 +163,8 @@ void check_requeue_usage(const AdminArgs& args) {
 int dead_requeue(const AdminArgs& args, const RelayConfig& config) {
   const auto selection = parse_ids(args.all("--id"));
   const auto table = table_of(config);
-  pqxx::connection conn(dsn_with_session_options(config.postgres));
+  auto conn_owner = connect_postgres(config.postgres);
+  auto& conn = *conn_owner;
   pqxx::work tx(conn);
   if (args.has("--id")) {
     auto problems = check_ids(tx, table, selection);

@@ -14,6 +14,7 @@
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
 #include "outbox_store.h"
+#include "pg_connect.h"
 
 namespace relay {
 namespace {
@@ -135,7 +136,8 @@ int cmd_replay(const Args& raw) {
   const auto table = outbox::quoted_identifier(config->postgres.schema, "postgres.schema") + ".outbox";
   const auto where = where_clause();
   try {
-    pqxx::connection conn(dsn_with_session_options(config->postgres));
+    auto conn_owner = connect_postgres(config->postgres);
+    auto& conn = *conn_owner;
     pqxx::work tx(conn);
     if (!selection.ids.empty() || !selection.message_ids.empty()) {
       auto problems = check_ids(tx, table, selection);

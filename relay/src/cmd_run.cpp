@@ -20,6 +20,7 @@
 #include "one_line.h"
 #include "outbox/migrator.h"
 #include "outbox_store.h"
+#include "pg_connect.h"
 #include "preflight.h"
 #include "relay_loop.h"
 #include "relay_metrics.h"
@@ -52,7 +53,8 @@ bool wait_and_preflight(const RelayConfig& config, const std::atomic<bool>& stop
   std::set<std::string> seen;
   for (int attempt = 0; !stop; ++attempt) {
     try {
-      pqxx::connection conn(dsn_with_session_options(config.postgres));
+      auto conn_owner = connect_postgres(config.postgres);
+      auto& conn = *conn_owner;
       preflight(conn, config);
       return true;
     } catch (const pqxx::failure& e) {
@@ -114,7 +116,8 @@ int cmd_migrate(const Args& args) {
   auto config = load_or_report(parse_config_flag("migrate", args));
   if (!config) return kExitUsage;
   try {
-    pqxx::connection conn(dsn_with_session_options(config->postgres));
+    auto conn_owner = connect_postgres(config->postgres);
+    auto& conn = *conn_owner;
     auto result = outbox::Migrator(config->postgres.schema).migrate(conn);
     std::cout << "schema '" << config->postgres.schema << "': ";
     if (result.applied.empty()) std::cout << "up to date at version " << result.version << "\n";

@@ -10,6 +10,7 @@
 #include "one_line.h"
 #include "outbox/sql_identifier.h"
 #include "outbox_store.h"
+#include "pg_connect.h"
 
 namespace relay {
 namespace {
@@ -87,7 +88,8 @@ int cmd_status(const Args& raw) {
   if (!config) return kExitUsage;
   std::vector<TypeStatus> types;
   try {
-    pqxx::connection conn(dsn_with_session_options(config->postgres));
+    auto conn_owner = connect_postgres(config->postgres);
+    auto& conn = *conn_owner;
     types = query_status(conn, config->postgres.schema);
   } catch (const std::exception& e) {
     std::cerr << "status failed: " << one_line(e.what()) << "\n";

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -15,6 +16,8 @@
 #include "outbox/amqp_wire.h"
 #include "outbox/errors.h"
 #include "outbox/sql_identifier.h"
+#include "pg_conninfo.h"
+#include "tls_policy.h"
 
 namespace relay {
 namespace {
@@ -234,20 +237,14 @@ void warn_inline_password(SectionReader& r, const std::string& key, std::vector<
                      ": a password is written inline; move it to ${ENV_VAR} or ${file:PATH}");
 }
 
-// The sslmode a libpq connection will use: the DSN's, else PGSSLMODE, else "prefer".
-std::string sslmode_of(const std::string& dsn) {
-  auto p = dsn.find("sslmode");
-  while (p != std::string::npos) {
-    auto eq = dsn.find_first_not_of(" \t", p + 7);
-    if (eq != std::string::npos && dsn[eq] == '=') {
-      auto v = dsn.find_first_not_of(" \t'", eq + 1);
-      if (v == std::string::npos) return "";
-      return dsn.substr(v, dsn.find_first_of(" \t'&", v) - v);
-    }
-    p = dsn.find("sslmode", p + 1);
+// The sslmode libpq will use for `dsn` (its last sslmode, else PGSSLMODE), or
+// nullopt when the DSN does not parse (its syntax error is reported last).
+std::optional<std::string> sslmode_of(const std::string& dsn) {
+  try {
+    return TlsPolicy::pg_sslmode(PgConnInfo::parse(dsn), std::getenv("PGSSLMODE"));
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;
   }
-  const char* env = std::getenv("PGSSLMODE");
-  return env ? env : "prefer";
 }
 
 void read_postgres(const YAML::Node& n, const std::string& origin, PostgresConfig& c,
@@ -269,10 +266,8 @@ void read_postgres(const YAML::Node& n, const std::string& origin, PostgresConfi
   r.finish();
   warn_inline_password(r, "dsn", warnings, origin);
   const auto mode = sslmode_of(c.dsn);
-  if (c.require_tls && mode != "verify-full" && mode != "verify-ca")
-    r.fail(n["require_tls"], "postgres.require_tls",
-           "is true, but postgres.dsn uses sslmode=" + mode +
-               ": set sslmode=verify-full (and sslrootcert) in the DSN");
+  if (c.require_tls && mode)
+    if (auto why = TlsPolicy::pg_refusal(*mode)) r.fail(n["require_tls"], "postgres.require_tls", *why);
 }
 
 void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c,
@@ -294,9 +289,10 @@ void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c,
   r.finish();
   warn_inline_password(r, "uri", warnings, origin);
   const bool tls = c.uri.rfind("amqps://", 0) == 0;
-  if (c.require_tls && !tls)
-    r.fail(n["require_tls"], "amqp.require_tls",
-           "is true, but amqp.uri is a plain amqp:// URI: use amqps://");
+  std::string tls_key;
+  if (c.require_tls)
+    if (auto why = TlsPolicy::amqp_refusal(c, tls_key))
+      r.fail(n[tls_key.substr(5)], tls_key, *why);
   if (!tls && (!c.ca_file.empty() || !c.cert_file.empty() || !c.key_file.empty()))
     r.fail(n["uri"], "amqp.uri", "ca_file, cert_file and key_file need an amqps:// URI");
   if (c.cert_file.empty() != c.key_file.empty())
@@ -407,6 +403,9 @@ RelayConfig parse_config(const std::string& yaml_text, const std::string& origin
   // does not).
   if (auto why = dsn_syntax_error(c.postgres.dsn)) top.fail(root["postgres"]["dsn"], "postgres.dsn", *why);
   if (auto why = amqp_uri_syntax_error(c.amqp.uri)) top.fail(root["amqp"]["uri"], "amqp.uri", *why);
+  const auto mode = sslmode_of(c.postgres.dsn).value_or("prefer");
+  if (auto w = TlsPolicy::unverified_warning(TlsPolicy::pg_verified(mode), mode, c.amqp))
+    c.warnings.push_back(origin + ": " + *w);
   return c;
 }
 

@@ -23,8 +23,10 @@ struct PostgresConfig {
   int connect_timeout_s = 5;
   // TCP keepalive idle time, so a dead server (or relay) is noticed in seconds.
   int keepalives_idle_s = 10;
-  // Refuse to start unless the DSN sets sslmode=verify-full or verify-ca, and
-  // check after connecting that the session really is encrypted.
+  // Refuse to start unless libpq will use sslmode=verify-full (the DSN's last
+  // sslmode, else PGSSLMODE; verify-ca does not check the host name), pin that
+  // sslmode in the connection string, and check after connecting that the session
+  // really is encrypted. Off: check-config and run warn that the server is not verified.
   bool require_tls = false;
   // synchronous_commit of the relay's own sessions. Off: a batch's COMMIT does not
   // wait for its WAL flush (a disk flush less per batch, on the latency path). A
@@ -50,14 +52,15 @@ struct AmqpConfig {
   // messages against the same value (MessageLimits::frame_max).
   int frame_max = 131072;
   int connect_timeout_ms = 5000;
-  // Refuse to start with an amqp:// (plain) URI.
+  // Refuse to start with an amqp:// (plain) URI or with verify_hostname off.
   bool require_tls = false;
   // amqps:// only. PEM file of the CA(s) the broker's certificate must chain to;
   // empty: the system's default CA store. The peer is always verified.
   std::string ca_file;
   // amqps:// only: client certificate and key (PEM) for brokers that ask for one.
   std::string cert_file, key_file;
-  // amqps:// only: the certificate must name the URI's host.
+  // amqps:// only: the certificate must name the URI's host. False is refused when
+  // require_tls is on, and warned about otherwise.
   bool verify_hostname = true;
 };
 

@@ -5,6 +5,7 @@
 #include "amqp_publisher.h"
 #include "one_line.h"
 #include "outbox_store.h"
+#include "pg_connect.h"
 #include "preflight.h"
 
 namespace relay {
@@ -12,7 +13,8 @@ namespace relay {
 bool check_connections(const RelayConfig& config, std::ostream& out) {
   bool ok = true;
   try {
-    pqxx::connection conn(dsn_with_session_options(config.postgres));
+    auto conn_owner = connect_postgres(config.postgres);
+    auto& conn = *conn_owner;
     preflight(conn, config);
     const char* host = conn.hostname();
     out << "postgres: ok (" << (host ? host : "?") << ":" << conn.port() << "/" << conn.dbname()

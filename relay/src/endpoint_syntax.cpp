@@ -1,42 +1,20 @@
 #include "endpoint_syntax.h"
 
 #include <amqp.h>
-#include <libpq-fe.h>
 
-#include <memory>
+#include <set>
 #include <sstream>
+
+#include "pg_conninfo.h"
+#include "secret_scrubber.h"
 
 namespace relay {
 namespace {
 
-// libpq names the offending part in double quotes. Option and query-parameter
-// names are keys and stay; anything else (a token of a URI, a whole URI) may hold
-// the password and is replaced by "...".
-std::string without_values(const std::string& libpq_message) {
-  std::string text = libpq_message;
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  const bool names_a_key = text.rfind("invalid connection option", 0) == 0 ||
-                           text.rfind("invalid URI query parameter", 0) == 0;
-  if (names_a_key) return text;
-  std::string out;
-  bool quoted = false;
-  std::size_t start = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '"') {
-      if (!quoted) out += text[i];
-      continue;
-    }
-    if (!quoted) {
-      quoted = true;
-      start = i + 1;
-      continue;
-    }
-    quoted = false;
-    const auto value = text.substr(start, i - start);
-    out += value == "=" || value == "]" ? "\"" + value + "\"" : "\"...\"";
-  }
-  return out;
-}
+// What a URI holding a password with raw @, :, / or % turns into when split.
+constexpr const char* kEncodeHint =
+    "the value is not shown; in a URI, percent-encode @, :, /, ?, # and % in the user and "
+    "password (%40, %3A, %2F, %3F, %23, %25)";
 
 bool valid_port_list(const std::string& ports) {
   std::stringstream in(ports);
@@ -49,23 +27,47 @@ bool valid_port_list(const std::string& ports) {
   return true;
 }
 
+// A host name, an IPv4 or IPv6 address (with a zone), or a socket directory. A
+// password split in the wrong place shows up here as a host holding '@' or '/'.
+bool plausible_host(const std::string& host) {
+  if (host.empty() || host[0] == '/') return true;
+  return host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:%") ==
+         std::string::npos;
+}
+
+bool plausible_host_list(const std::string& hosts) {
+  std::stringstream in(hosts);
+  for (std::string host; std::getline(in, host, ',');)
+    if (!plausible_host(host)) return false;
+  return true;
+}
+
 }  // namespace
 
 std::optional<std::string> dsn_syntax_error(const std::string& dsn) {
-  char* error = nullptr;
-  std::unique_ptr<PQconninfoOption, void (*)(PQconninfoOption*)> options(PQconninfoParse(dsn.c_str(), &error),
-                                                                         PQconninfoFree);
-  if (!options) {
-    std::string why = error ? without_values(error) : "out of memory";
-    if (error) PQfreemem(error);
-    return "not a valid libpq connection string or URI: " + why;
+  PgConnInfo info;
+  try {
+    info = PgConnInfo::parse(dsn);
+  } catch (const std::invalid_argument& e) {
+    return std::string("not a valid libpq connection string or URI: ") + e.what();
   }
-  for (auto* o = options.get(); o->keyword; ++o) {
-    if (!o->val) continue;
-    const std::string key = o->keyword, value = o->val;
-    if (key == "port" && !valid_port_list(value))
-      return "port '" + value.substr(0, 32) + "' is not a number from 1 to 65535";
+  const SecretScrubber scrub({info.get("password").value_or("")});
+  for (const char* key : {"host", "hostaddr"}) {
+    if (auto hosts = info.get(key); hosts && !plausible_host_list(*hosts))
+      return std::string(key) + " is not a host name, IP address or socket directory (" + kEncodeHint + ")";
   }
+  if (auto port = info.get("port"); port && !valid_port_list(*port)) {
+    if (info.was_uri()) return std::string("a port is not a number from 1 to 65535 (") + kEncodeHint + ")";
+    return "port '" + scrub.scrub(port->substr(0, 32)) + "' is not a number from 1 to 65535";
+  }
+  // libpq checks sslmode only when connecting, where `run` would retry it forever.
+  static const std::set<std::string> kSslModes = {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"};
+  if (auto mode = info.get("sslmode"); mode && !kSslModes.count(*mode))
+    return "sslmode '" + scrub.scrub(mode->substr(0, 32)) +
+           "' is not one of disable, allow, prefer, require, verify-ca, verify-full";
+  // postgresql://user:pa/ss@host/db splits at the '/': the rest lands in the database name.
+  if (auto db = info.get("dbname"); info.was_uri() && db && db->find('@') != std::string::npos)
+    return std::string("the database name holds '@' (") + kEncodeHint + ")";
   return std::nullopt;
 }
 
@@ -73,9 +75,10 @@ std::optional<std::string> amqp_uri_syntax_error(const std::string& uri) {
   std::string copy = uri;  // amqp_parse_url writes into its argument
   amqp_connection_info info;
   amqp_default_connection_info(&info);
-  if (amqp_parse_url(copy.data(), &info) != AMQP_STATUS_OK)
+  if (amqp_parse_url(copy.data(), &info) != AMQP_STATUS_OK || !plausible_host(info.host))
     return "not a valid amqp://user:password@host:port/vhost URI (a port of 1-65535, the vhost "
-           "URL-encoded: %2f for /); the value is not shown, it may hold a password";
+           "URL-encoded: %2f for /, and @, :, /, ?, # and % in the user and password "
+           "percent-encoded); the value is not shown, it may hold a password";
   return std::nullopt;
 }
 

@@ -4,6 +4,7 @@
 #include <pqxx/pqxx>
 
 #include "outbox_store.h"
+#include "pg_connect.h"
 
 namespace relay {
 namespace {
@@ -33,7 +34,7 @@ int NotifyListener::socket() const { return connected() ? conn_->sock() : -1; }
 
 void NotifyListener::connect() {
   disconnect();
-  auto conn = std::make_unique<pqxx::connection>(dsn_with_session_options(config_));
+  auto conn = connect_postgres(config_);
   pqxx::nontransaction setup(*conn);
   setup.exec("SET statement_timeout = " + std::to_string(config_.statement_timeout_ms));
   setup.exec("SET lock_timeout = " + std::to_string(std::max<long long>(1, lock_wait_.count())));

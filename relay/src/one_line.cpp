@@ -4,6 +4,9 @@ namespace relay {
 
 std::string one_line(std::string_view text, std::size_t max_bytes) {
   static const char* digits = "0123456789abcdef";
+  // PostgreSQL's DETAIL line quotes row data ("Failing row contains (...)": the
+  // payload and headers; "Key (...)=(...)"): never past the primary message.
+  if (auto at = text.find("\nDETAIL:"); at != std::string_view::npos) text = text.substr(0, at);
   // libpq and others end messages with a newline: trailing white space is dropped
   // rather than escaped.
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))

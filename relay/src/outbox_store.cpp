@@ -12,6 +12,8 @@
 #include "lane_manager.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
+#include "pg_connect.h"
+#include "pg_conninfo.h"
 
 namespace relay {
 
@@ -24,14 +26,13 @@ std::string dsn_with_session_options(const PostgresConfig& c) {
       {"keepalives_interval", "5"},
       {"keepalives_count", "3"},
   };
-  bool uri = c.dsn.rfind("postgresql://", 0) == 0 || c.dsn.rfind("postgres://", 0) == 0;
-  std::string out = c.dsn;
-  for (const auto& [key, value] : options) {
-    if (out.find(key + "=") != std::string::npos) continue;  // the user's choice wins
-    if (uri) out += (out.find('?') == std::string::npos ? "?" : "&") + key + "=" + value;
-    else out += " " + key + "=" + value;
-  }
-  return out;
+  // Rebuilt from libpq's own parse: what the configuration checked is what libpq
+  // gets, and no value can be mistaken for a keyword.
+  auto info = PgConnInfo::parse(c.dsn);
+  for (const auto& [key, value] : options) info.set_default(key, value);  // the user's choice wins
+  // Pinned, so that neither PGSSLMODE nor a service file can weaken it.
+  if (c.require_tls) info.set("sslmode", "verify-full");
+  return info.to_string();
 }
 
 namespace {
@@ -122,7 +123,7 @@ std::string OutboxStore::endpoint() const {
 
 void OutboxStore::connect() {
   conn_.reset();
-  auto conn = std::make_unique<pqxx::connection>(dsn_with_session_options(config_));
+  auto conn = connect_postgres(config_);
   pqxx::nontransaction setup(*conn);
   setup.exec("SET statement_timeout = " + std::to_string(config_.statement_timeout_ms));
   setup.exec("SET idle_in_transaction_session_timeout = " +

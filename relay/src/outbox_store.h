@@ -131,8 +131,11 @@ class OutboxStore {
   std::unique_ptr<pqxx::connection> conn_;
 };
 
-// Adds the relay's session options (keepalives, timeouts, application_name) to a
-// libpq DSN, in keyword or URI form. Pure.
+// The keyword connection string the relay hands to libpq: postgres.dsn (keyword or
+// URI form) as libpq parses it, every value quoted, plus the relay's session options
+// (keepalives, timeouts, application_name) where the DSN does not set them, and
+// sslmode=verify-full when postgres.require_tls is on. Pure; throws
+// std::invalid_argument (naming no value) when the DSN does not parse.
 std::string dsn_with_session_options(const PostgresConfig& config);
 
 }  // namespace relay

@@ -212,7 +212,6 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
   try {
     if (probe_first && !store->has_due_rows()) {
       last_claim_empty_ = true;
-      note_progress();  // nothing due: not a stall
       return 0;
     }
     batch->tx = std::make_unique<pqxx::work>(store->connection());
@@ -232,10 +231,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
   const std::size_t n = batch->rows.size();
   last_claim_empty_ = n == 0;
   caught_up_ = n < static_cast<std::size_t>(limit);
-  if (n == 0) {
-    note_progress();  // nothing due: not a stall
-    return 0;
-  }
+  if (n == 0) return 0;
   batch->claimed_at = Clock::now();
   batch->claim_ms = std::chrono::duration<double, std::milli>(batch->claimed_at - t0).count();
   batch->tracker.reset(n);

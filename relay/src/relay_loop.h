@@ -133,6 +133,7 @@ class RelayLoop {
   int environment_closes_ = 0;
   // Stall detection: the last time a row was published or nothing was due.
   Clock::time_point progress_at_ = Clock::now();
+  std::optional<Clock::time_point> retry_due_until_;  // the latest retry this relay scheduled
   bool stalled_ = false;
   std::string last_failure_;  // the latest failure, one line, for the stall report
   std::string last_refusal_;  // the last channel close charged to a row (logged once in a row)

@@ -60,7 +60,10 @@ void RelayLoop::on_channel_closed(const BrokerEvent& ev) {
 // Rows due but none published for relay.stall_after_s: said once per stall (log,
 // gauge, /readyz with the latest failure), and once when it ends.
 void RelayLoop::check_stall() {
-  if (inflight_.empty() && last_claim_empty_) note_progress();  // idle: nothing due
+  // Idle, and no retry this relay scheduled is still to come: nothing is due.
+  if (inflight_.empty() && last_claim_empty_ &&
+      (!retry_due_until_ || Clock::now() > *retry_due_until_ + std::chrono::seconds(1)))
+    note_progress();
   const auto since = Clock::now() - progress_at_;
   const bool stalled = since > std::chrono::seconds(config_.relay.stall_after_s);
   if (stalled == stalled_) return;
@@ -101,15 +104,17 @@ FailedRow RelayLoop::failed_row(const ClaimedRow& row, ConfirmTracker::Outcome o
   FailedRow f{row.id, one_line(why.empty() ? "not published: connection lost before publish" : why), 0,
               v.counts_as_attempt};
   if (!v.retry_at_once) f.retry_in_ms = backoff_.delay(v.counts_as_attempt ? row.attempts + 1 : 1).count();
-  if (v.counts_as_attempt) {
-    last_failure_ = "row " + std::to_string(row.id) + ": " + f.error;
-    if (row.attempts + 1 >= config_.relay.max_attempts) {
-      ++counters_.parked;
-      metrics_->parked();
-      spdlog::warn("row {} (message {}) parked after {} attempts: {}", row.id, one_line(row.message_id, 64),
-                   row.attempts + 1, f.error);
-    }
+  if (v.counts_as_attempt) last_failure_ = "row " + std::to_string(row.id) + ": " + f.error;
+  if (v.counts_as_attempt && row.attempts + 1 >= config_.relay.max_attempts) {
+    ++counters_.parked;
+    metrics_->parked();
+    spdlog::warn("row {} (message {}) parked after {} attempts: {}", row.id, one_line(row.message_id, 64),
+                 row.attempts + 1, f.error);
+    return f;
   }
+  // Due again later: until then an empty claim does not mean nothing is due.
+  const auto due = Clock::now() + std::chrono::milliseconds(f.retry_in_ms);
+  if (!retry_due_until_ || due > *retry_due_until_) retry_due_until_ = due;
   return f;
 }
 

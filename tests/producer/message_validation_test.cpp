@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "outbox/errors.h"
+#include "outbox/header_rules.h"
 #include "outbox/message.h"
 #include "outbox/message_id.h"
 #include "outbox/outbox_writer.h"
@@ -170,4 +171,114 @@ TEST_CASE("text that is not valid UTF-8 is rejected naming the field, before any
 TEST_CASE("a writer for a hostile schema name is refused before it can reach SQL") {
   for (std::string bad : {"outbox\"; DROP TABLE orders; --", "out'box", "schéma", "a;b"})
     CHECK_THROWS_AS(OutboxWriter(WriterOptions{bad, {}}), ValidationError);
+}
+
+namespace {
+
+// n headers h00, h01, ... of `value_bytes` bytes each.
+std::map<std::string, std::string> headers_of(int n, std::size_t value_bytes) {
+  std::map<std::string, std::string> h;
+  for (int i = 0; i < n; ++i) h[(i < 10 ? "h0" : "h") + std::to_string(i)] = std::string(value_bytes, 'v');
+  return h;
+}
+
+std::string rejection(const Message& m, const MessageLimits& limits = {}) {
+  try {
+    validate_message(m, limits);
+  } catch (const ValidationError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+}  // namespace
+
+TEST_CASE("a header table of 40 values of 4 KiB is refused: its AMQP header frame is above frame_max") {
+  auto m = valid_message();
+  m.headers = headers_of(40, 4096);  // each header alone is within the limits
+  const auto error = rejection(m);
+  CHECK(rejected_field([&] { validate_message(m, {}); }) == "headers");
+  CHECK_MESSAGE(error.find("AMQP header frame would be") != std::string::npos, error);
+  CHECK_MESSAGE(error.find("above frame_max 131072") != std::string::npos, error);
+  // What the relay would send: 40 entries of 6 + 3 + 4096 bytes and the rest of the frame.
+  // Frame header and end (8), class, weight, body size, flags (14), delivery mode,
+  // timestamp, table length, x-outbox-id, content type, message id, type.
+  const auto frame = std::to_string(40 * (6 + 3 + 4096) + 8 + 14 + 1 + 8 + 4 + 21 + (1 + 16) + (1 + 36) + (1 + 11));
+  CHECK_MESSAGE(error.find(frame + " bytes") != std::string::npos, error);
+}
+
+TEST_CASE("headers just within the outbox row's bound pass, one byte more is refused") {
+  auto m = valid_message();
+  // 31 entries of 6 + 3 + 4096 bytes, and one filling the rest up to kMaxHeadersBytes exactly.
+  m.headers = headers_of(31, 4096);
+  const std::size_t used = 31 * (6 + 3 + 4096);
+  m.headers["last"] = std::string(kMaxHeadersBytes - used - (6 + 4), 'v');
+  REQUIRE(header_entries_bytes({m.headers.begin(), m.headers.end()}) == kMaxHeadersBytes);
+  CHECK_NOTHROW(validate_message(m, {}));  // the default frame_max has room for it
+  m.headers["last"] += "v";
+  const auto error = rejection(m);
+  CHECK(rejected_field([&] { validate_message(m, {}); }) == "headers");
+  CHECK_MESSAGE(error.find("130049 bytes of the AMQP header table, above the 130048") != std::string::npos, error);
+  // Within the bound, the longest properties still fit the default frame.
+  m.headers["last"].pop_back();
+  m.type = MessageType(std::string(255, 't'));
+  m.content_type = std::string(255, 'c');
+  m.correlation_id = std::string(255, 'i');
+  CHECK_NOTHROW(validate_message(m, {}));
+  m.headers["last"] += "v";
+  // A larger frame_max does not lift it: the table's CHECK holds the same bound.
+  CHECK(rejected_field([&] { validate_message(m, MessageLimits{1024 * 1024, 1024 * 1024}); }) == "headers");
+}
+
+TEST_CASE("the trace context counts towards the header frame, as the relay sends it") {
+  auto m = valid_message();
+  m.traceparent = "00-4bf92f3577b34da6a50ef0ad5d85bd2b-00f067aa0ba902b7-01";
+  m.tracestate = "vendor=" + std::string(250, 'x');
+  MessageLimits limits;
+  limits.frame_max = 4096;
+  m.headers["big"] = std::string(3800, 'v');  // fits without the trace context, not with it
+  CHECK(rejected_field([&] { validate_message(m, limits); }) == "headers");
+  m.tracestate.reset();
+  m.traceparent.reset();
+  CHECK_NOTHROW(validate_message(m, limits));
+}
+
+TEST_CASE("a frame just within the smallest frame_max passes, a little more is refused") {
+  auto m = valid_message();
+  MessageLimits limits;
+  limits.frame_max = 4096;
+  m.headers["h"] = "";
+  const std::string id(36, '0');
+  std::vector<std::pair<std::string, std::string>> sent{{"h", ""}};
+  WireProperties wire{&m.content_type, &id, &m.type.value(), nullptr, &sent};
+  m.headers["h"] = std::string(4096 - content_header_frame_bytes(wire), 'v');
+  REQUIRE(m.headers["h"].size() <= kHeaderValueMax);
+  CHECK_NOTHROW(validate_message(m, limits));
+  m.correlation_id = "c";  // two bytes more in the frame
+  const auto error = rejection(m, limits);
+  CHECK_MESSAGE(error.find("header frame would be 4098 bytes, above frame_max 4096") != std::string::npos, error);
+}
+
+TEST_CASE("a frame_max below AMQP's minimum is refused naming it") {
+  CHECK(rejected_field([&] { validate_message(valid_message(), MessageLimits{1024, 4095}); }) == "frame_max");
+  CHECK_NOTHROW(validate_message(valid_message(), MessageLimits{1024, 4096}));
+}
+
+TEST_CASE("header names the relay or RabbitMQ reserves are refused naming the header") {
+  for (std::string name : {"x-outbox-id", "x-outbox-anything", "CC", "BCC", "x-death", "x-first-death-queue",
+                           "x-first-death-reason", "x-last-death-exchange", "x-delivery-count", "x-received-from",
+                           "x-stream-filter-value", "x-stream-offset", "x-delay", "x-shovelled",
+                           "x-shovelled-timestamp", "x-mqtt-publish-qos", "x-amqp-1.0-properties"}) {
+    auto m = valid_message();
+    m.headers[name] = "v";
+    const auto error = rejection(m);
+    CHECK_MESSAGE(rejected_field([&] { validate_message(m, {}); }) == "headers['" + name + "']", name);
+    CHECK_MESSAGE(error.find("is reserved") != std::string::npos, error);
+  }
+  // Case-sensitive as RabbitMQ reads them, and only whole names unless a prefix.
+  for (std::string name : {"cc", "Bcc", "x-deathly", "x-delay-reason", "x-outbox", "tenant-CC"}) {
+    auto m = valid_message();
+    m.headers[name] = "v";
+    CHECK_MESSAGE(rejection(m) == "(accepted)", name);
+  }
 }

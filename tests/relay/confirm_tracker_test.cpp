@@ -124,3 +124,45 @@ TEST_CASE("one_line escapes line breaks and control characters and caps length")
   CHECK(relay::one_line("connection refused\n\tIs the server running?\n") ==
         "connection refused\\n\\tIs the server running?");
 }
+
+TEST_CASE("a channel close over one of several rows puts them all back as suspects, in row order, returned rows excepted") {
+  auto t = published(5);
+  t.on_ack(2, true);                    // rows 0 and 1 are safe
+  t.on_return("m3", "312 NO_ROUTE");   // row 3 was returned; its ack never came
+  auto suspects = t.take_outstanding();
+  CHECK(suspects == std::vector<std::size_t>{2, 4});
+  CHECK(t.outcome(2) == Outcome::kUnconfirmed);
+  CHECK(t.outcome(3) == Outcome::kReturned);
+  CHECK(t.outstanding() == 0);
+  // Published again on the reopened channel, whose tags start at 1.
+  t.on_published(2, 1, "m2");
+  CHECK(t.sole_outstanding() == 2);
+  t.on_ack(1, false);
+  CHECK(t.outcome(2) == Outcome::kAcked);
+  CHECK(t.outcome(0) == Outcome::kAcked);
+}
+
+TEST_CASE("the row outstanding alone when the channel closes is refused, and only it") {
+  auto t = published(3);
+  t.on_ack(2, true);
+  CHECK(t.sole_outstanding() == 2);
+  t.on_refused(2, "refused by broker: 406 PRECONDITION_FAILED");
+  CHECK(t.outcome(2) == Outcome::kRefused);
+  CHECK(t.outcome(1) == Outcome::kAcked);
+  CHECK(t.outstanding() == 0);
+  CHECK(t.sole_outstanding() == static_cast<std::size_t>(-1));
+}
+
+TEST_CASE("no sole row while two are outstanding") {
+  auto t = published(2);
+  CHECK(t.sole_outstanding() == static_cast<std::size_t>(-1));
+}
+
+TEST_CASE("outstanding rows lost to a server failure settle with the given outcome") {
+  auto t = published(2);
+  t.on_ack(1, false);
+  t.fail_outstanding("541 INTERNAL_ERROR", Outcome::kEnvironment);
+  CHECK(t.outcome(0) == Outcome::kAcked);
+  CHECK(t.outcome(1) == Outcome::kEnvironment);
+  CHECK(t.reason(1) == "541 INTERNAL_ERROR");
+}

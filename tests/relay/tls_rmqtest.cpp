@@ -14,6 +14,7 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "outbox/outbox_writer.h"
 #include "relay_process.h"
@@ -109,7 +110,9 @@ std::string tls_yaml(const ScopedSchema& schema, const TlsOptions& o = {}) {
     << " user=postgres dbname=postgres sslmode=verify-full sslrootcert=" << s.ca(o.pg_ca)
     << "\n  schema: " << schema.name() << "\n  require_tls: true\n"
     << "amqp:\n  uri: amqps://guest:${OUTBOX_TEST_AMQP_PASSWORD}@" << o.amqp_host << ":" << s.amqps_port()
-    << "/%2f\n  ca_file: " << s.ca(o.amqp_ca) << "\n  require_tls: true\n"
+    << "/%2f\n  ca_file: " << s.ca(o.amqp_ca) << "\n"
+    // amqp.require_tls refuses verify_hostname: false.
+    << "  require_tls: " << (o.verify_hostname ? "true" : "false") << "\n"
     << "  verify_hostname: " << (o.verify_hostname ? "true" : "false") << "\n"
     << "  heartbeat_s: 5\n  confirm_timeout_ms: 10000\n"
     << "relay:\n  poll_interval_ms: 50\nlog:\n  level: debug\n";
@@ -181,7 +184,7 @@ TEST_CASE("a broker certificate from another CA, or not naming the host, is refu
   CHECK(testenv::sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox WHERE published_at IS NULL") == "3");
 }
 
-TEST_CASE("verify_hostname: false accepts the certificate for an IP address but still checks the CA") {
+TEST_CASE("verify_hostname: false (without require_tls) accepts the certificate for an IP address, still checks the CA, and is warned about") {
   servers();
   ScopedSchema schema;
   TestBroker broker;
@@ -193,6 +196,8 @@ TEST_CASE("verify_hostname: false accepts the certificate for an IP address but 
   CHECK(broker.receive(2, std::chrono::milliseconds(10000)).size() == 2);
   relay.signal(SIGTERM);
   CHECK(relay.wait() == 0);
+  CHECK(contains(relay.log(), "the server is not verified for amqp (verify_hostname: false)"));
+  CHECK_FALSE(contains(relay.log(), "not verified for postgres"));
 }
 
 TEST_CASE("PostgreSQL verify-full refuses a certificate from another CA and a host it does not name") {
@@ -227,4 +232,34 @@ TEST_CASE("require_tls refuses plain URIs and DSNs before connecting, with exit 
   RelayProcess relay2(plain_pg);
   CHECK(relay2.wait() == 2);
   CHECK(contains(relay2.log(), "postgres.require_tls: is true, but postgres.dsn uses sslmode=disable"));
+}
+
+TEST_CASE("require_tls is not fooled by a later sslmode, a quoted one, or verify_hostname: false") {
+  servers();
+  ScopedSchema schema;
+  const auto yaml = tls_yaml(schema);
+  struct Case {
+    std::string from, to, refusal;
+  };
+  const std::vector<Case> cases = {
+      // libpq uses the last sslmode: this one would connect without checking the certificate.
+      {"sslmode=verify-full", "sslmode=verify-full sslmode=require",
+       "postgres.require_tls: is true, but postgres.dsn uses sslmode=require"},
+      {"sslmode=verify-full", "application_name='x sslmode=verify-full'",
+       "postgres.require_tls: is true, but postgres.dsn uses sslmode=prefer"},
+      {"sslmode=verify-full", "sslmode=verify-ca", "postgres.dsn uses sslmode=verify-ca"},
+      {"  verify_hostname: true", "  verify_hostname: false",
+       "amqp.verify_hostname: is false, but amqp.require_tls is true"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.to);
+    auto bad = yaml;
+    bad.replace(bad.find(c.from), c.from.size(), c.to);
+    auto check = testenv::run_relay_command({"check-config", testenv::write_temp_file(bad), "--connect"});
+    CHECK(check.exit_code == 2);
+    CHECK(contains(check.output, c.refusal));
+    RelayProcess relay(bad);
+    CHECK(relay.wait() == 2);
+    CHECK(contains(relay.log(), c.refusal));
+  }
 }

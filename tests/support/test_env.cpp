@@ -59,7 +59,13 @@ std::string unique_name(const std::string& prefix) {
          std::to_string(salt);
 }
 
-ScopedSchema::ScopedSchema(const std::string& prefix) : name_(unique_name(prefix)) {
+ScopedSchema::ScopedSchema(const std::string& prefix, std::optional<int> version) : name_(unique_name(prefix)) {
+  pqxx::connection conn(pg_dsn());
+  if (version) outbox::Migrator(name_).migrate_to(conn, *version);
+  else outbox::Migrator(name_).migrate(conn);
+}
+
+void ScopedSchema::migrate() {
   pqxx::connection conn(pg_dsn());
   outbox::Migrator(name_).migrate(conn);
 }

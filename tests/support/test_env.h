@@ -21,13 +21,16 @@ std::string amqp_uri();
 std::string unique_name(const std::string& prefix);
 
 // A schema migrated with the outbox tables, dropped (CASCADE) on destruction.
+// With `version`, migrated only up to that migration (rows written before a later
+// one, e.g. rows 0007's checks would refuse); migrate() applies the rest.
 class ScopedSchema {
  public:
-  explicit ScopedSchema(const std::string& prefix = "t");
+  explicit ScopedSchema(const std::string& prefix = "t", std::optional<int> version = std::nullopt);
   ~ScopedSchema();
   ScopedSchema(const ScopedSchema&) = delete;
   ScopedSchema& operator=(const ScopedSchema&) = delete;
   const std::string& name() const { return name_; }
+  void migrate();
 
  private:
   std::string name_;

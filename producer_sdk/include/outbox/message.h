@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "outbox/amqp_wire.h"
 #include "outbox/types.h"
 
 namespace outbox {
@@ -17,8 +18,10 @@ struct Message {
   std::string ordering_key;     // aggregate id (e.g. the order id); may be empty
   std::string payload;          // opaque bytes, sent as the message body unchanged
   std::string content_type = "application/json";
-  // Application headers. Names: 1-128 of [A-Za-z0-9_.-], not starting with
-  // "x-outbox-" (reserved for the relay). Values: at most 4096 bytes, no NUL.
+  // Application headers. Names: 1-128 of [A-Za-z0-9_.-], none the relay or RabbitMQ
+  // reserves (x-outbox-*, CC, BCC, x-death, ...: outbox/header_rules.h). Values: at
+  // most 4096 bytes, no NUL. With the trace context they take at most 130048 bytes
+  // of the AMQP header table, and the message's content header must fit frame_max.
   std::map<std::string, std::string> headers;
   std::optional<std::string> correlation_id;
   // Canonical UUID text. Leave empty to have one assigned (UUIDv7) at enqueue; set it
@@ -35,6 +38,10 @@ struct Message {
 // Limits applied by validate_message.
 struct MessageLimits {
   std::size_t max_payload_bytes = 1024 * 1024;  // 1 MiB
+  // The relay's amqp.frame_max: RabbitMQ takes a message's whole content header
+  // (properties and headers) in one frame, so a message whose header does not fit
+  // can never be sent. At least kMinFrameMax (4096).
+  std::size_t frame_max = kDefaultFrameMax;
 };
 
 // Throws ValidationError naming the first field at fault. Pure; thread-safe.

@@ -25,6 +25,11 @@ class Migrator {
   // REQUIRES: no transaction open on `conn`.
   Result migrate(pqxx::connection_base& conn) const;
 
+  // As migrate, but applies only the versions up to `version`: a schema as an older
+  // SDK left it (a staged rollout, or a test that needs rows written before a
+  // migration). Calling migrate later applies the rest.
+  Result migrate_to(pqxx::connection_base& conn, int version) const;
+
  private:
   std::string schema_;         // quoted
   std::string schema_name_;    // as given

@@ -1,0 +1,19 @@
+#pragma once
+// connect_postgres: opens a relay session without letting the password out.
+
+#include <memory>
+
+#include <pqxx/connection>
+
+#include "config.h"
+
+namespace relay {
+
+// Connects with dsn_with_session_options(config). libpq's connection errors may
+// quote host names and other parts of the connection string; when the connection
+// fails the exception's text is scrubbed of the password and of any 4+ byte
+// fragment of it (SecretScrubber) and rethrown as the same pqxx type
+// (broken_connection, or sql_error with its SQLSTATE). Thread-safe.
+std::unique_ptr<pqxx::connection> connect_postgres(const PostgresConfig& config);
+
+}  // namespace relay

@@ -1,0 +1,241 @@
+// Migration 0007: the outbox table refuses, with an error naming the rule, the rows
+// the relay cannot send, when they are written around the SDK (a hand-written
+// INSERT, as a producer in another language writes it). Rows from before the
+// migration stay, and the relay can still mark them.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <pqxx/pqxx>
+
+#include "outbox/header_rules.h"
+#include "outbox/outbox_writer.h"
+#include "relay_process.h"
+#include "test_env.h"
+
+using namespace outbox;
+using testenv::ScopedSchema;
+using testenv::sql_exec;
+using testenv::sql_value;
+
+namespace {
+
+std::string table(const ScopedSchema& s) { return "\"" + s.name() + "\".outbox"; }
+
+std::string quoted(const std::string& text) { return pqxx::connection(testenv::pg_dsn()).quote(text); }
+
+// An INSERT naming the columns a producer writes, with `values` (SQL expressions)
+// in place of the defaults; "headers" and the other optional columns may be added.
+std::string insert_sql(const ScopedSchema& s, std::map<std::string, std::string> values = {}) {
+  const std::map<std::string, std::string> defaults = {
+      {"message_id", "gen_random_uuid()"}, {"exchange", "'orders'"}, {"routing_key", "'order.placed'"},
+      {"message_type", "'OrderPlaced'"},   {"payload", "'PAYLOAD-MARKER'"}};
+  for (const auto& [column, value] : defaults) values.emplace(column, value);
+  std::string columns, list;
+  for (const auto& [column, value] : values) {
+    columns += (columns.empty() ? "" : ", ") + column;
+    list += (list.empty() ? "" : ", ") + value;
+  }
+  return "INSERT INTO " + table(s) + " (" + columns + ") VALUES (" + list + ")";
+}
+
+std::string insert_headers(const ScopedSchema& s, const std::string& headers) {
+  return insert_sql(s, {{"headers", headers}});
+}
+
+// The check constraint a statement violates, or "(accepted)"; "(other: ...)" for any
+// other error. A violation must be SQLSTATE 23514.
+std::string violated(const std::string& sql) {
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  try {
+    tx.exec(sql);
+  } catch (const pqxx::sql_error& e) {
+    if (e.sqlstate() != "23514") return "(other: " + e.sqlstate() + " " + e.what() + ")";
+    const std::string what = e.what();
+    const std::string marker = "violates check constraint \"";
+    const auto at = what.find(marker);
+    if (at == std::string::npos) return "(unnamed: " + what + ")";
+    const auto begin = at + marker.size();
+    return what.substr(begin, what.find('"', begin) - begin);
+  }
+  tx.commit();
+  return "(accepted)";
+}
+
+std::string headers_with(const std::string& name, const std::string& value) {
+  return "jsonb_build_object(" + quoted(name) + "::text, " + quoted(value) + "::text)";
+}
+
+// n headers of `value_bytes` ASCII bytes each, named h0001...: 6 + 5 + value_bytes each.
+std::string big_headers(int n, int value_bytes) {
+  return "(SELECT jsonb_object_agg('h' || lpad(i::text, 4, '0'), repeat('v', " + std::to_string(value_bytes) +
+         ")) FROM generate_series(1, " + std::to_string(n) + ") i)";
+}
+
+// Headers whose entries take exactly `bytes` of the AMQP table (see header_entries_bytes).
+std::string headers_of_bytes(std::size_t bytes) {
+  const int full = static_cast<int>((bytes - 100) / (6 + 5 + 4096));
+  const std::size_t rest = bytes - full * (6 + 5 + 4096) - (6 + 4);
+  return "(" + big_headers(full, 4096) + " || jsonb_build_object('last', repeat('v', " + std::to_string(rest) + ")))";
+}
+
+int count(const ScopedSchema& s, const std::string& where) {
+  return std::stoi(sql_value("SELECT count(*) FROM " + table(s) + " WHERE " + where));
+}
+
+}  // namespace
+
+TEST_CASE("a row the relay can send passes the checks, at each limit") {
+  ScopedSchema s;
+  CHECK(violated(insert_sql(s)) == "(accepted)");
+  CHECK(violated(insert_headers(s, headers_with("traceparent", "00-4bf92f3577b34da6a50ef0ad5d85bd2b-00f067aa0ba902b7-01"))) ==
+        "(accepted)");
+  CHECK(violated(insert_headers(s, headers_with(std::string(128, 'n'), std::string(4096, 'v')))) == "(accepted)");
+  CHECK(violated(insert_headers(s, headers_with("city", std::string(2048, 'x') + "\u00e9\u00e9\u00e9\u00e9"))) ==
+        "(accepted)");  // 2052 characters, 2056 bytes
+  CHECK(violated(insert_headers(s, headers_of_bytes(kMaxHeadersBytes))) == "(accepted)");
+  // 255 bytes, 254 of them in 127 two-byte characters: bytes count, as on the wire.
+  for (std::string column : {"exchange", "routing_key", "message_type", "content_type", "ordering_key",
+                             "correlation_id"})
+    CHECK_MESSAGE(violated(insert_sql(s, {{column, "repeat('\u00e9', 127) || 'k'"}})) == "(accepted)", column);
+}
+
+TEST_CASE("headers that are not an object of strings are refused by outbox_headers_object") {
+  ScopedSchema s;
+  for (std::string bad : {"'[]'", "'\"text\"'", "'null'", "'{\"n\": 1}'", "'{\"n\": null}'", "'{\"n\": true}'",
+                          "'{\"n\": {\"a\": \"b\"}}'", "'{\"n\": [\"a\"]}'", "'{\"ok\": \"v\", \"n\": 2}'"})
+    CHECK_MESSAGE(violated(insert_headers(s, bad)) == "outbox_headers_object", bad);
+}
+
+TEST_CASE("header names outside 1-128 of [A-Za-z0-9_.-] are refused by outbox_header_names") {
+  ScopedSchema s;
+  for (std::string bad : {std::string(""), std::string("has space"), std::string("semi;colon"),
+                          std::string("\u00fcn\u00efcode"), std::string("new\nline"), std::string(129, 'n')})
+    CHECK_MESSAGE(violated(insert_headers(s, headers_with(bad, "v"))) == "outbox_header_names", bad);
+}
+
+TEST_CASE("every header name the SDK reserves is refused by outbox_header_names_reserved") {
+  ScopedSchema s;
+  // Taken from the SDK's own list, so the table and the SDK cannot drift apart.
+  for (const auto& r : reserved_headers()) {
+    const std::string name = std::string(r.name) + (r.prefix ? "queue" : "");
+    CHECK_MESSAGE(violated(insert_headers(s, headers_with(name, "v"))) == "outbox_header_names_reserved", name);
+  }
+  for (std::string fine : {"cc", "Bcc", "x-deathly", "x-outbox", "tenant-CC", "x-tenant"})
+    CHECK_MESSAGE(violated(insert_headers(s, headers_with(fine, "v"))) == "(accepted)", fine);
+}
+
+TEST_CASE("a header value above 4096 bytes is refused by outbox_header_values, counting bytes not characters") {
+  ScopedSchema s;
+  CHECK(violated(insert_headers(s, headers_with("h", std::string(4097, 'v')))) == "outbox_header_values");
+  // 2049 characters, 4098 bytes.
+  CHECK(violated(insert_headers(s, "jsonb_build_object('h', repeat('\u00e9', 2049))")) == "outbox_header_values");
+  CHECK(violated(insert_headers(s, "jsonb_build_object('h', repeat('\u00e9', 2048))")) == "(accepted)");
+}
+
+TEST_CASE("headers above the table's bound are refused by outbox_headers_size: the 40 x 4 KiB report") {
+  ScopedSchema s;
+  CHECK(violated(insert_headers(s, big_headers(40, 4096))) == "outbox_headers_size");
+  CHECK(violated(insert_headers(s, headers_of_bytes(kMaxHeadersBytes + 1))) == "outbox_headers_size");
+}
+
+TEST_CASE("a column longer than an AMQP short string is refused by outbox_shortstr_lengths") {
+  ScopedSchema s;
+  // 256 bytes in 128 characters: bytes count, as on the wire.
+  for (std::string column : {"exchange", "routing_key", "message_type", "content_type", "ordering_key",
+                             "correlation_id"})
+    CHECK_MESSAGE(violated(insert_sql(s, {{column, "repeat('\u00e9', 128)"}})) == "outbox_shortstr_lengths", column);
+}
+
+TEST_CASE("what the SDK accepts at its limits, the table accepts") {
+  ScopedSchema s;
+  Message m;
+  m.exchange = Exchange(std::string(255, 'e'));
+  m.routing_key = RoutingKey(std::string(255, 'k'));
+  m.type = MessageType(std::string(255, 't'));
+  m.ordering_key = std::string(255, 'o');
+  m.content_type = std::string(255, 'c');
+  m.correlation_id = std::string(255, 'i');
+  m.payload = "{}";
+  m.traceparent = "00-4bf92f3577b34da6a50ef0ad5d85bd2b-00f067aa0ba902b7-01";
+  m.tracestate = "vendor=abc";
+  // Application headers filling the bound exactly together with the trace context.
+  std::vector<std::pair<std::string, std::string>> sent{{"traceparent", *m.traceparent}, {"tracestate", *m.tracestate}};
+  for (int i = 0; header_entries_bytes(sent) + 6 + 4 + 4096 <= kMaxHeadersBytes; ++i) {
+    const std::string name = "h" + std::to_string(1000 + i);
+    m.headers[name] = std::string(4096, 'v');
+    sent.emplace_back(name, m.headers[name]);
+  }
+  m.headers["last"] = std::string(kMaxHeadersBytes - header_entries_bytes(sent) - (6 + 4), 'v');
+  REQUIRE_NOTHROW(validate_message(m, {}));
+  OutboxWriter writer({s.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  CHECK_NOTHROW(writer.enqueue(tx, m));
+  tx.commit();
+  CHECK(count(s, "\"" + s.name() + "\".outbox_headers_bytes(headers) = " + std::to_string(kMaxHeadersBytes)) == 1);
+}
+
+TEST_CASE("a table holding bad rows migrates without checking them, and the relay can still mark them") {
+  ScopedSchema s("t", 6);
+  // One row per rule, written before the migration; each is pending.
+  const std::vector<std::string> bad = {"'{\"n\": 1}'", headers_with("has space", "v"), headers_with("CC", "q"),
+                                        headers_with("h", std::string(5000, 'v')), big_headers(40, 4096)};
+  for (const auto& headers : bad) sql_exec(insert_headers(s, headers));
+  sql_exec(insert_sql(s, {{"ordering_key", "repeat('o', 300)"}}));
+  s.migrate();
+  CHECK(sql_value("SELECT max(version) FROM \"" + s.name() + "\".outbox_migrations") == "7");
+  // Added NOT VALID: the existing rows were not scanned, and are never validated.
+  CHECK(sql_value("SELECT count(*) FROM pg_constraint WHERE conrelid = '" + table(s) + "'::regclass "
+                  "AND contype = 'c' AND conname LIKE 'outbox\\_%' AND NOT convalidated") == "6");
+  REQUIRE(count(s, "true") == 6);
+  // A bad row's insert now fails: the same rows cannot be written again.
+  CHECK(violated(insert_headers(s, headers_with("CC", "q"))) == "outbox_header_names_reserved");
+
+  // The relay's statements (relay/src/outbox_store.cpp) on every old row: a failure
+  // that does not count (attempts unchanged, last_error set), one that counts, parking.
+  const auto t = table(s);
+  CHECK(violated("UPDATE " + t + " SET attempts = attempts + 0, last_error = 'broker unavailable', "
+                 "next_attempt_at = now() + interval '1 second'") == "(accepted)");
+  CHECK(violated("UPDATE " + t + " SET attempts = attempts + 1, last_error = 'not publishable', "
+                 "next_attempt_at = now() + interval '1 second', parked_at = NULL") == "(accepted)");
+  CHECK(violated("UPDATE " + t + " SET attempts = attempts + 1, last_error = 'not publishable', "
+                 "parked_at = now()") == "(accepted)");
+  CHECK(count(s, "parked_at IS NOT NULL AND attempts = 2") == 6);
+}
+
+TEST_CASE("an old bad row never tried can be marked published by the relay") {
+  ScopedSchema s("t", 6);
+  sql_exec(insert_headers(s, headers_with("x-death", "forged")));
+  s.migrate();
+  CHECK(violated("UPDATE " + table(s) + " SET published_at = clock_timestamp()") == "(accepted)");
+  CHECK(count(s, "published_at IS NOT NULL") == 1);
+}
+
+TEST_CASE("dead requeue of an old bad row keeps it marked; replay of one fails naming the rule and changes nothing") {
+  ScopedSchema s("t", 6);
+  sql_exec(insert_headers(s, headers_with("BCC", "audit")));  // id 1: will be parked
+  sql_exec(insert_headers(s, headers_with("BCC", "audit")));  // id 2: was published
+  sql_exec(insert_headers(s, headers_with("tenant", "acme")));  // id 3: a good published row
+  s.migrate();
+  const auto t = table(s);
+  sql_exec("UPDATE " + t + " SET attempts = 10, last_error = 'not publishable', parked_at = now() WHERE id = 1");
+  sql_exec("UPDATE " + t + " SET published_at = now() WHERE id IN (2, 3)");
+  const auto config = testenv::write_temp_file(testenv::relay_config_yaml(s.name()));
+
+  // dead requeue keeps last_error: the row is pending again, the relay fails and parks it again.
+  auto r = testenv::run_relay_command({"dead", "requeue", "--config", config, "--id", "1"});
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(count(s, "id = 1 AND parked_at IS NULL AND attempts = 0 AND last_error IS NOT NULL") == 1);
+  CHECK(violated("UPDATE " + t + " SET attempts = attempts + 1, last_error = 'not publishable', "
+                 "parked_at = now() WHERE id = 1") == "(accepted)");
+
+  // replay clears the relay's state: the old row would look new, and the check refuses it.
+  r = testenv::run_relay_command({"replay", "--config", config, "--id", "2", "--id", "3"});
+  CHECK(r.exit_code != 0);
+  CHECK_MESSAGE(r.output.find("outbox_header_names_reserved") != std::string::npos, r.output);
+  CHECK(count(s, "published_at IS NOT NULL") == 2);  // both untouched, the good one too
+  r = testenv::run_relay_command({"replay", "--config", config, "--id", "3"});
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(count(s, "id = 3 AND published_at IS NULL") == 1);
+}
