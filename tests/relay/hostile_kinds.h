@@ -6,7 +6,10 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
+
+namespace pqxx { class transaction_base; }
 
 namespace hostile {
 
@@ -42,11 +45,20 @@ struct HostileKind {
   std::vector<std::string> error_mentions;
   Failure failure;
   HostileRow row;
+  // The CHECK constraint of migration 0007 that refuses this row at INSERT when it
+  // carries no relay state; empty when no CHECK can know (the broker decides).
+  std::string check_constraint = {};
 };
 
 // Every kind, built for `t`. Pure.
 std::vector<HostileKind> all_kinds(const Targets& t);
 // The kind named `name`; throws std::out_of_range when there is none.
 HostileKind kind_named(const Targets& t, const std::string& name);
+
+// Inserts `row` by hand (no SDK), with ordering key `key`, in `tx`; returns its id and
+// message id. `legacy`: with last_error 'legacy row' (attempts 0), the relay state
+// migration 0007's CHECK constraints exempt, i.e. a row as stored before them.
+std::pair<long long, std::string> insert_row(pqxx::transaction_base& tx, const std::string& schema,
+                                             const HostileRow& row, const std::string& key, bool legacy);
 
 }  // namespace hostile
