@@ -5,12 +5,13 @@
 
 1. Every YAML file under deploy/ parses (PyYAML).
 2. Kubernetes manifests: kinds and names; volume mounts name defined volumes; probe
-   ports exist; ConfigMap and Secret references resolve; the PodDisruptionBudget selects
+   ports exist and probes go to the pod address, on which the probed relay listens (not
+   loopback); ConfigMap and Secret references resolve; the PodDisruptionBudget selects
    the relay Deployment; terminationGracePeriodSeconds covers the SIGTERM drain
    (amqp.confirm_timeout_ms of the relay configuration the pod runs); kustomization lists
    files that exist.
-3. docker-compose.yml: secrets, configs and depends_on resolve; stop_grace_period covers
-   the drain.
+3. docker-compose.yml: secrets, configs and depends_on resolve; the relay listens on the
+   container address when it publishes a port; stop_grace_period covers the drain.
 4. Every relay configuration shipped (ConfigMap, image, compose, systemd) passes
    `outbox-relay check-config` without warnings (secret files and CA files are replaced
    by temporary stand-ins); the compose and image configurations, plaintext on Docker's
@@ -78,6 +79,13 @@ def relay_check_config(relay, text, origin, tmp, plaintext=False):
     return yaml.safe_load(text)
 
 
+def listens_on_pod_address(listen):
+    """True when a relay's http.listen is reachable from outside the pod (0.0.0.0, ::);
+    a port alone, 127.0.0.1, localhost and [::1] are loopback."""
+    host = listen.rpartition(":")[0]
+    return host in ("0.0.0.0", "[::]")
+
+
 def confirm_timeout_s(config):
     return config.get("amqp", {}).get("confirm_timeout_ms", 30000) / 1000
 
@@ -134,15 +142,20 @@ def check_kubernetes(relay, tmp):
             for m in c.get("volumeMounts", []):
                 check(m["name"] in volumes, f"{name}/{c['name']}: mount {m['name']} is a defined volume")
             ports = {p.get("name") for p in c.get("ports", [])} | {p["containerPort"] for p in c.get("ports", [])}
-            for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
-                if probe in c:
-                    port = c[probe]["httpGet"]["port"]
-                    check(port in ports or (isinstance(port, int) and c[probe]["httpGet"].get("host")),
-                          f"{name}/{c['name']}: {probe} port {port} is exposed (or a loopback port)")
+            probes = [probe for probe in ("livenessProbe", "readinessProbe", "startupProbe") if probe in c]
+            for probe in probes:
+                port = c[probe]["httpGet"]["port"]
+                check(port in ports, f"{name}/{c['name']}: {probe} port {port} is exposed")
+                # The kubelet probes from the node: a host of 127.0.0.1 is the node's loopback.
+                check(not c[probe]["httpGet"].get("host"), f"{name}/{c['name']}: {probe} probes the pod address")
             args = c.get("args", [])
             if "--config" in args:
                 key = os.path.basename(args[args.index("--config") + 1])
                 check(key in relay_configs, f"{name}/{c['name']}: runs ConfigMap key {key}")
+                if probes:
+                    listen = str(relay_configs.get(key, {}).get("http", {}).get("listen", ""))
+                    check(listens_on_pod_address(listen),
+                          f"{name}/{c['name']}: probed, so http.listen '{listen}' is the pod address, not loopback")
                 grace = spec.get("terminationGracePeriodSeconds", 30)
                 need = confirm_timeout_s(relay_configs.get(key, {})) + 10
                 check(grace >= need, f"{name}: terminationGracePeriodSeconds {grace} covers the drain ({need:.0f} s)")
@@ -173,6 +186,10 @@ def check_compose(relay, tmp):
         relay_check_config(relay, cfg["content"].replace("$$", "$"), f"compose config {name}", tmp, plaintext=True)
     image_cfg = relay_check_config(relay, open(os.path.join(DEPLOY, "docker", "relay.yaml")).read(),
                                    "docker/relay.yaml", tmp, plaintext=True)
+    if services["relay"].get("ports"):
+        listen = str(image_cfg.get("http", {}).get("listen", ""))
+        check(listens_on_pod_address(listen),
+              f"compose relay: publishes a port, so http.listen '{listen}' is the container address, not loopback")
     grace = int(services["relay"]["stop_grace_period"].rstrip("s"))
     check(grace >= confirm_timeout_s(image_cfg) + 10, f"compose relay: stop_grace_period {grace}s covers the drain")
 

@@ -6,20 +6,29 @@
 --        [-v retention=true] -f schema/roles.sql
 --
 -- Creates the two roles as NOLOGIN groups when they do not exist, and grants:
---   relay_role:    USAGE on the schema; SELECT and UPDATE on the outbox (claim with
---                  FOR UPDATE SKIP LOCKED, mark published/failed); DELETE as well
---                  only with -v retention=true (relay.retention in the relay, or
+--   relay_role:    USAGE on the schema; SELECT on the outbox; UPDATE of the relay's
+--                  own state columns only (attempts, next_attempt_at, last_error,
+--                  published_at, parked_at: claim with FOR UPDATE SKIP LOCKED, mark
+--                  published/failed/parked, `replay`, `dead requeue`), so a stolen
+--                  relay credential cannot rewrite a pending row's payload, exchange,
+--                  routing key, headers or message id; DELETE as well only with
+--                  -v retention=true (relay.retention in the relay, or
 --                  `outbox-relay cleanup`). No INSERT, no DDL, nothing else.
---   producer_role: USAGE on the schema; INSERT on the outbox (the SDK's enqueue);
---                  SELECT and INSERT on outbox_subject_keys (field encryption's
---                  per-subject keys) when that table exists. It cannot read,
---                  change or delete outbox rows.
+--   producer_role: USAGE on the schema; INSERT of the producer's columns only
+--                  (message_id, exchange, routing_key, message_type, ordering_key,
+--                  content_type, headers, correlation_id, payload: what the SDK's
+--                  enqueue writes), so it cannot insert a row already published,
+--                  parked, retried or delayed; SELECT on outbox_subject_keys and
+--                  INSERT of a new wrapped key there (field encryption's per-subject
+--                  keys) when that table exists: erasing and re-wrapping keys stay
+--                  with the operator. It cannot read, change or delete outbox rows.
 -- Then give them to login roles, e.g.
 --   CREATE ROLE order_service LOGIN PASSWORD '...' IN ROLE outbox_producer;
 --   CREATE ROLE relay LOGIN PASSWORD '...' IN ROLE outbox_relay;
--- Idempotent: running it again changes nothing; without retention it also
--- revokes a DELETE granted before. The relay checks its privileges at start and
--- names any that is missing.
+-- Idempotent: every grant of the two roles on these tables is revoked first (table
+-- and column privileges alike), so running it again on an existing database narrows
+-- broader grants made before (table-wide UPDATE or INSERT, a DELETE without
+-- retention). The relay checks its privileges at start and names any that is missing.
 
 \if :{?retention}
 \else
@@ -34,14 +43,25 @@ SELECT format('CREATE ROLE %I NOLOGIN', :'producer_role')
 BEGIN;
 GRANT USAGE ON SCHEMA :"schema" TO :"relay_role", :"producer_role";
 
+-- REVOKE on a table also revokes the column privileges on it: what follows is all
+-- these roles hold on the outbox, whatever was granted before.
 REVOKE ALL ON :"schema".outbox FROM :"relay_role", :"producer_role";
-GRANT SELECT, UPDATE ON :"schema".outbox TO :"relay_role";
-GRANT INSERT ON :"schema".outbox TO :"producer_role";
+GRANT SELECT ON :"schema".outbox TO :"relay_role";
+GRANT UPDATE (attempts, next_attempt_at, last_error, published_at, parked_at)
+  ON :"schema".outbox TO :"relay_role";
+GRANT INSERT (message_id, exchange, routing_key, message_type, ordering_key, content_type,
+              headers, correlation_id, payload)
+  ON :"schema".outbox TO :"producer_role";
 \if :retention
 GRANT DELETE ON :"schema".outbox TO :"relay_role";
 \endif
 
--- Field encryption (migration 0003): producers look up and create subject keys.
-SELECT format('GRANT SELECT, INSERT ON %I.outbox_subject_keys TO %I', :'schema', :'producer_role')
+-- Field encryption (migration 0003): producers look up subject keys and create the
+-- missing ones (a new wrapped key, never a tombstone); erasure and re-wrapping
+-- (UPDATE) are the operator's.
+SELECT format('REVOKE ALL ON %I.outbox_subject_keys FROM %I, %I', :'schema', :'relay_role', :'producer_role')
+ WHERE to_regclass(format('%I.outbox_subject_keys', :'schema')) IS NOT NULL \gexec
+SELECT format('GRANT SELECT, INSERT (subject, key_id, wrapping_key_id, wrapped_key) '
+              'ON %I.outbox_subject_keys TO %I', :'schema', :'producer_role')
  WHERE to_regclass(format('%I.outbox_subject_keys', :'schema')) IS NOT NULL \gexec
 COMMIT;

@@ -28,8 +28,10 @@ struct InvoiceHandlerOptions {
 };
 
 // A ConsumerRunner handler (callable with the transaction and the delivery).
-// Payloads that are not an OrderPlaced throw outbox::PermanentError; messages of other
-// types are acknowledged and ignored.
+// Payloads that are not a chargeable OrderPlaced (parse_order_placed: a positive
+// amount within kMaxTotalCents, an accepted currency, a customer) throw
+// outbox::PermanentError before any write or charge, so the runner dead-letters them
+// with the reason in its log; messages of other types are acknowledged and ignored.
 // Thread-safe: stateless apart from the gateway, which is thread-safe.
 class InvoiceHandler {
  public:

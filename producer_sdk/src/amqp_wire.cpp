@@ -25,14 +25,4 @@ std::size_t content_header_frame_bytes(const WireProperties& p) {
   return n;
 }
 
-std::optional<std::string> reserved_header_reason(const std::string& name) {
-  auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
-  if (starts("x-outbox-")) return "header names starting with 'x-outbox-' are reserved for the relay";
-  if (name == "CC" || name == "BCC") return "the broker routes on '" + name + "' (sender-selected distribution)";
-  if (name == "x-death" || starts("x-first-death-") || starts("x-last-death-") || name == "x-delivery-count" ||
-      name == "x-received-from")
-    return "the broker sets '" + name + "' itself";
-  return std::nullopt;
-}
-
 }  // namespace outbox

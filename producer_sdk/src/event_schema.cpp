@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "outbox/error_text.h"
 #include "outbox/crypto_errors.h"
 
 namespace outbox {
@@ -98,7 +99,7 @@ class SchemaParser {
     if (!t || !t.IsScalar()) fail(y, pattern, "'type' is required (object, string, number, integer, boolean, array)");
     for (Kind k : {Kind::kObject, Kind::kString, Kind::kNumber, Kind::kInteger, Kind::kBoolean, Kind::kArray})
       if (t.Scalar() == kind_name(k)) return k;
-    fail(t, pattern, "unsupported type '" + t.Scalar() + "' (object, string, number, integer, boolean, array)");
+    fail(t, pattern, "unsupported type " + quoted_value(t.Scalar()) + " (object, string, number, integer, boolean, array)");
   }
 
   void check_keywords(const YAML::Node& y, Kind kind, const std::string& pattern, bool root) const {
@@ -109,7 +110,7 @@ class SchemaParser {
       ok = ok || (kind == Kind::kObject && (key == "properties" || key == "required" || key == "additionalProperties"));
       ok = ok || (kind == Kind::kArray && key == "items");
       ok = ok || (root && (key == "$schema" || key == "$id" || key == "x-event-type" || key == "x-gdpr-subject"));
-      if (!ok) fail(kv.first, pattern, "unknown or misplaced keyword '" + key + "' for type " + kind_name(kind));
+      if (!ok) fail(kv.first, pattern, "unknown or misplaced keyword " + quoted_value(key) + " for type " + kind_name(kind));
     }
   }
 
@@ -131,9 +132,9 @@ class SchemaParser {
       for (const auto& kv : props) {
         const auto name = kv.first.as<std::string>();
         if (!valid_property_name(name))
-          fail(kv.first, n.pattern, "property name '" + name + "' is not [A-Za-z_][A-Za-z0-9_-]*");
+          fail(kv.first, n.pattern, "property name " + quoted_value(name) + " is not [A-Za-z_][A-Za-z0-9_-]*");
         for (const auto& seen : n.names)
-          if (seen == name) fail(kv.first, n.pattern, "property '" + name + "' declared twice");
+          if (seen == name) fail(kv.first, n.pattern, "property " + quoted_value(name) + " declared twice");
         n.names.push_back(name);
         n.properties.push_back(node(kv.second, n.pattern + "." + name, in_sensitive, false));
       }
@@ -143,7 +144,7 @@ class SchemaParser {
       for (const auto& r : req) {
         const auto name = r.as<std::string>();
         if (std::find(n.names.begin(), n.names.end(), name) == n.names.end())
-          fail(r, n.pattern, "required property '" + name + "' is not declared in 'properties'");
+          fail(r, n.pattern, "required property " + quoted_value(name) + " is not declared in 'properties'");
         n.required.insert(name);
       }
     }
@@ -168,15 +169,15 @@ void check_subject(const YAML::Node& at, const Node& root, SchemaParser& parser)
   while (std::getline(segments, name, '.')) {
     pattern += "." + name;
     const Node* next = n->kind == Kind::kObject ? child(*n, name) : nullptr;
-    if (!next) parser.fail(at, "$", "x-gdpr-subject '" + root.subject + "': " + pattern + " is not declared");
+    if (!next) parser.fail(at, "$", "x-gdpr-subject " + quoted_value(root.subject) + ": " + pattern + " is not declared");
     if (!n->required.count(name))
-      parser.fail(at, "$", "x-gdpr-subject '" + root.subject + "': " + pattern + " must be required");
+      parser.fail(at, "$", "x-gdpr-subject " + quoted_value(root.subject) + ": " + pattern + " must be required");
     if (next->sensitive)
-      parser.fail(at, "$", "x-gdpr-subject '" + root.subject + "': " + pattern + " must not be sensitive");
+      parser.fail(at, "$", "x-gdpr-subject " + quoted_value(root.subject) + ": " + pattern + " must not be sensitive");
     n = next;
   }
   if (n == &root || (n->kind != Kind::kString && n->kind != Kind::kInteger))
-    parser.fail(at, "$", "x-gdpr-subject '" + root.subject + "' must name a string or integer field");
+    parser.fail(at, "$", "x-gdpr-subject " + quoted_value(root.subject) + " must name a string or integer field");
 }
 
 bool any_node(const Node& n, const std::function<bool(const Node&)>& pred) {

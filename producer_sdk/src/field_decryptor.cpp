@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "outbox/error_text.h"
 #include "outbox/crypto_errors.h"
 #include "outbox/field_envelope.h"
 
@@ -33,7 +34,7 @@ void FieldDecryptor::decrypt(const std::string& type, nlohmann::json& payload, c
       schema->validate(work);
     } catch (const SchemaValidationError& e) {
       // An envelope where the schema has none lands here too: never pass it on.
-      throw DecryptionError(e.path(), "the decrypted payload breaks the '" + type + "' schema: " + e.detail());
+      throw DecryptionError(e.path(), "the decrypted payload breaks the " + quoted_value(type) + " schema: " + e.detail());
     }
   } else {
     open_all(work, "$", message_id, keys);
@@ -58,13 +59,13 @@ void FieldDecryptor::open_at(nlohmann::json& value, const std::string& path, con
   const SecretKey* key = nullptr;
   if (env.key_kind() == FieldEnvelope::KeyKind::kMaster) {
     key = keyring_->find(env.key_id());
-    if (!key) throw DecryptionError(path, "unknown key id '" + env.key_id() + "' (not in this keyring)");
+    if (!key) throw DecryptionError(path, "unknown key id " + quoted_value(env.key_id()) + " (not in this keyring)");
   } else {
     auto it = keys.find(env.key_id());
     if (it == keys.end()) {
       if (!fetch_subject_key_)
-        throw DecryptionError(path, "encrypted under subject key '" + env.key_id() +
-                                        "' but this decryptor has no subject key source");
+        throw DecryptionError(path, "encrypted under subject key " + quoted_value(env.key_id()) +
+                                        " but this decryptor has no subject key source");
       try {
         it = keys.emplace(env.key_id(), fetch_subject_key_(env.key_id())).first;
       } catch (const SubjectErasedError& e) {

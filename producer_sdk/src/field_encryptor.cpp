@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "outbox/error_text.h"
 #include "outbox/errors.h"
 #include "outbox/field_envelope.h"
 
@@ -15,12 +16,12 @@ FieldEncryptor::FieldEncryptor(std::shared_ptr<const Keyring> keyring,
 
 void FieldEncryptor::check(const EventSchema& schema) const {
   if (schema.has_searchable_fields() && !keyring_->has_index_keys())
-    throw ValidationError("keyring", "event type '" + schema.type() +
-                                         "' has searchable fields but the keyring has no blind_index keys");
+    throw ValidationError("keyring", "event type " + quoted_value(schema.type()) +
+                                         " has searchable fields but the keyring has no blind_index keys");
   if (!schema.subject_field().empty() && !subject_keys_)
-    throw ValidationError("encryptor", "event type '" + schema.type() + "' names subject field '" +
-                                           schema.subject_field() +
-                                           "' but the encryptor has no subject key store");
+    throw ValidationError("encryptor", "event type " + quoted_value(schema.type()) + " names subject field " +
+                                           quoted_value(schema.subject_field()) +
+                                           " but the encryptor has no subject key store");
 }
 
 void FieldEncryptor::encrypt(const EventSchema& schema, nlohmann::json& payload, const MessageId& message_id,

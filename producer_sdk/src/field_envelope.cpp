@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "crypto_primitives.h"
+#include "outbox/error_text.h"
 #include "outbox/crypto_errors.h"
 #include "outbox/keyring.h"
 
@@ -62,7 +63,7 @@ FieldEnvelope FieldEnvelope::from_json(const nlohmann::json& value, const std::s
     const auto& k = it.key();
     if (k != "$enc" && k != "kid" && k != "skid" && k != "iv" && k != "ct" && k != "tag" && k != "bkid" &&
         k != "bidx")
-      throw DecryptionError(path, "malformed envelope: unknown member '" + k.substr(0, 32) + "'");
+      throw DecryptionError(path, "malformed envelope: unknown member " + quoted_value(k, 32));
   }
   FieldEnvelope env;
   if (value.contains("kid") == value.contains("skid"))
@@ -98,8 +99,8 @@ nlohmann::json FieldEnvelope::open(const SecretKey& key, const MessageId& messag
                                    const std::string& path) const {
   auto plaintext = crypto::gcm_open(key, nonce_, aad(message_id, path), ciphertext_, tag_);
   if (!plaintext)
-    throw DecryptionError(path, "authentication failed for key '" + key_id_ +
-                                    "' (tampered envelope, or one moved from another message or field)");
+    throw DecryptionError(path, "authentication failed for key " + quoted_value(key_id_) +
+                                    " (tampered envelope, or one moved from another message or field)");
   auto value = nlohmann::json::parse(*plaintext, nullptr, /*allow_exceptions=*/false);
   OPENSSL_cleanse(plaintext->data(), plaintext->size());
   if (value.is_discarded()) throw DecryptionError(path, "decrypted field is not JSON");

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "outbox/error_text.h"
 #include "outbox/errors.h"
 #include "outbox/header_rules.h"
 #include "outbox/message_id.h"
@@ -16,10 +17,8 @@ constexpr std::size_t kShortStrMax = 255;  // AMQP shortstr
 // What the relay sends as the message id: the row's uuid as text.
 constexpr std::size_t kMessageIdTextBytes = 36;
 
-// Quotes at most 64 bytes of a user value for an error message.
-std::string shown(const std::string& v) {
-  return "'" + (v.size() > 64 ? v.substr(0, 64) + "..." : v) + "'";
-}
+// Quotes at most 64 bytes of a user value for an error message, escaped.
+std::string shown(const std::string& v) { return quoted_value(v, 64); }
 
 // Offset of the first byte that breaks UTF-8 (overlong forms, surrogates and code
 // points above U+10FFFF included), or npos. Text columns and AMQP strings need

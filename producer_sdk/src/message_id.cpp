@@ -6,6 +6,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "outbox/error_text.h"
 #include "outbox/errors.h"
 
 namespace outbox {
@@ -65,8 +66,7 @@ MessageId MessageId::generate_v7() {
 
 MessageId MessageId::parse(std::string_view text, const std::string& field) {
   auto fail = [&] {
-    throw ValidationError(field, "not a UUID in 8-4-4-4-12 hex form: '" +
-                                     std::string(text.substr(0, 64)) + "'");
+    throw ValidationError(field, "not a UUID in 8-4-4-4-12 hex form: " + quoted_value(text, 64));
   };
   if (text.size() != 36) fail();
   MessageId id;

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "outbox/error_text.h"
 #include "outbox/crypto_errors.h"
 #include "outbox/field_encryptor.h"
 #include "outbox/pg_array.h"
@@ -90,17 +91,17 @@ std::vector<std::optional<std::string>> OutboxWriter::prepare_payloads(pqxx::tra
     const EventSchema* schema = options_.event_schemas->find(type);
     if (!schema) {
       if (options_.require_event_schema)
-        throw ValidationError("type", "no event schema describes '" + type + "' (event schemas are required)");
+        throw ValidationError("type", "no event schema describes " + quoted_value(type) + " (event schemas are required)");
       continue;
     }
     auto json = nlohmann::json::parse(messages[i].payload, nullptr, /*allow_exceptions=*/false);
     if (json.is_discarded())
-      throw SchemaValidationError("$", "the payload of a '" + type + "' event must be JSON");
+      throw SchemaValidationError("$", "the payload of a " + quoted_value(type) + " event must be JSON");
     schema->validate(json);
     if (!schema->has_sensitive_fields()) continue;
     if (!options_.encryptor)
-      throw ValidationError("encryptor", "event type '" + type +
-                                             "' has sensitive fields but the writer has no encryptor; "
+      throw ValidationError("encryptor", "event type " + quoted_value(type) +
+                                             " has sensitive fields but the writer has no encryptor; "
                                              "refusing to write them in clear");
     options_.encryptor->check(*schema);
     std::string subject = schema->subject_field().empty() ? "" : schema->subject_of(json);

@@ -1,5 +1,6 @@
 #include "outbox/sql_identifier.h"
 
+#include "outbox/error_text.h"
 #include "outbox/errors.h"
 
 namespace outbox {
@@ -10,9 +11,8 @@ std::string quoted_identifier(const std::string& name, const std::string& field)
   for (char c : name)
     ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
   if (!ok) {
-    std::string shown = name.size() > 80 ? name.substr(0, 80) + "..." : name;
-    throw ValidationError(field, "'" + shown +
-                                     "' is not a plain identifier ([a-z_][a-z0-9_]*, "
+    throw ValidationError(field, quoted_value(name, 80) +
+                                     " is not a plain identifier ([a-z_][a-z0-9_]*, "
                                      "at most 63 characters)");
   }
   return "\"" + name + "\"";

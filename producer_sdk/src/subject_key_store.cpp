@@ -7,6 +7,7 @@
 #include <pqxx/pqxx>
 
 #include "crypto_primitives.h"
+#include "outbox/error_text.h"
 #include "outbox/crypto_errors.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
@@ -67,11 +68,11 @@ std::string SubjectKeyStore::wrap(const std::string& subject, const std::string&
 }
 
 SubjectKeyStore::DataKey SubjectKeyStore::unwrap(const Row& row) const {
-  const std::string where = "subject key '" + row.key_id + "'";
+  const std::string where = "subject key " + quoted_value(row.key_id);
   if (!row.wrapped)
     throw SubjectErasedError(where, "the data subject was erased; its fields can no longer be decrypted");
   const SecretKey* master = keyring_->find(*row.wrapping_key_id);
-  if (!master) throw DecryptionError(where, "wrapped by master key '" + *row.wrapping_key_id + "', which is not in the keyring");
+  if (!master) throw DecryptionError(where, "wrapped by master key " + quoted_value(*row.wrapping_key_id) + ", which is not in the keyring");
   if (row.wrapped->size() != kWrappedBytes) throw DecryptionError(where, "stored wrapped key has the wrong length");
   crypto::Nonce nonce;
   crypto::Tag tag;
@@ -79,7 +80,7 @@ SubjectKeyStore::DataKey SubjectKeyStore::unwrap(const Row& row) const {
   std::memcpy(tag.data(), row.wrapped->data() + nonce.size() + SecretKey::kBytes, tag.size());
   auto raw = crypto::gcm_open(*master, nonce, wrap_aad(row.subject, row.key_id, *row.wrapping_key_id),
                               std::string_view(*row.wrapped).substr(nonce.size(), SecretKey::kBytes), tag);
-  if (!raw) throw DecryptionError(where, "the stored wrapped key does not verify under master key '" + *row.wrapping_key_id + "'");
+  if (!raw) throw DecryptionError(where, "the stored wrapped key does not verify under master key " + quoted_value(*row.wrapping_key_id));
   DataKey key{row.key_id, SecretKey::from_bytes(*raw)};
   OPENSSL_cleanse(raw->data(), raw->size());
   return key;
@@ -119,7 +120,7 @@ std::map<std::string, SubjectKeyStore::DataKey> SubjectKeyStore::acquire(
   auto take = [&](const std::vector<Row>& rows) {
     for (const auto& row : rows) {
       if (!row.wrapped)
-        throw SubjectErasedError("subject '" + row.subject + "'",
+        throw SubjectErasedError("subject " + quoted_value(row.subject),
                                  "was erased; no new event may carry its sensitive fields");
       keys.emplace(row.subject, unwrap(row));
     }
@@ -160,7 +161,7 @@ std::map<std::string, SubjectKeyStore::DataKey> SubjectKeyStore::acquire(
 
 SubjectKeyStore::DataKey SubjectKeyStore::fetch(pqxx::transaction_base& tx, const std::string& key_id) const {
   auto r = tx.exec_params(std::string("SELECT ") + kColumns + " FROM " + table_ + " WHERE key_id = $1", key_id);
-  if (r.empty()) throw DecryptionError("subject key '" + key_id + "'", "unknown data key id");
+  if (r.empty()) throw DecryptionError("subject key " + quoted_value(key_id), "unknown data key id");
   return unwrap(row_from<Row>(r[0]));
 }
 

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "outbox/error_text.h"
 #include "outbox/errors.h"
 
 namespace outbox {
@@ -18,7 +19,7 @@ bool all_zero(const std::string& s, std::size_t from, std::size_t n) {
   return s.find_first_not_of('0', from) >= from + n;
 }
 
-std::string shown(const std::string& v) { return "'" + (v.size() > 64 ? v.substr(0, 64) + "..." : v) + "'"; }
+std::string shown(const std::string& v) { return quoted_value(v, 64); }
 
 bool key_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '*' || c == '/';
@@ -81,7 +82,7 @@ void validate_tracestate(const std::string& v, const std::string& field) {
       if (eq == std::string::npos || !valid_key(member.substr(0, eq)) || !valid_value(member.substr(eq + 1)))
         throw ValidationError(field, "member " + shown(member) + " is not a valid key=value list member");
       if (!keys.insert(member.substr(0, eq)).second)
-        throw ValidationError(field, "key '" + member.substr(0, eq) + "' appears twice");
+        throw ValidationError(field, "key " + shown(member.substr(0, eq)) + " appears twice");
       if (keys.size() > 32) throw ValidationError(field, "has more than 32 list members");
     }
     start = end + 1;

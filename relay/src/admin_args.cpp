@@ -2,10 +2,26 @@
 
 #include <cmath>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "one_line.h"
+#include "outbox/error_text.h"
 
 namespace relay {
+namespace {
+
+// PostgreSQL refuses text that is not UTF-8 (a --type from a mangled terminal) with
+// an error after connecting; the JSON library's encoder checks it the same way.
+bool valid_utf8(const std::string& text) {
+  try {
+    (void)nlohmann::json(text).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
+  }
+}
+
+}  // namespace
 
 AdminArgs::AdminArgs(const std::string& command, const Args& args, const std::vector<FlagSpec>& specs)
     : command_(command) {
@@ -33,6 +49,8 @@ AdminArgs::AdminArgs(const std::string& command, const Args& args, const std::ve
       if (!spec->many) break;
     }
     if (values.size() == before) throw UsageError(a + " needs a value");
+    for (std::size_t v = before; v < values.size(); ++v)
+      if (!valid_utf8(values[v])) throw UsageError(a + " " + outbox::quoted_value(values[v], 60) + " is not valid UTF-8");
   }
   if (config_.empty() && !help()) throw UsageError(command + " needs --config FILE");
 }

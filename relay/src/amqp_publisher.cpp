@@ -14,6 +14,7 @@
 
 #include "one_line.h"
 #include "outbox/amqp_wire.h"
+#include "outbox/header_rules.h"
 
 namespace relay {
 namespace {
@@ -195,8 +196,9 @@ static void check_short_strings(const OutboundMessage& m) {
   if (m.correlation_id) check("correlation id", *m.correlation_id);
   for (const auto& h : *m.headers) {
     check("a header name", h.first);
-    if (auto why = outbox::reserved_header_reason(h.first))
-      throw UnpublishableMessage("header '" + one_line(h.first, 64) + "': " + *why);
+    if (auto reserved = outbox::reserved_header(h.first))
+      throw UnpublishableMessage("header name '" + one_line(h.first, 64) + "' is reserved: " +
+                                 std::string(reserved->why));
   }
 }
 

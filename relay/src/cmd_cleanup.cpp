@@ -32,7 +32,7 @@ constexpr const char* kCleanupHelp =
     "On a terminal it shows progress and an ETA. Ctrl-C stops after the batch in\n"
     "flight; the batches done stay done.\n"
     "\n"
-    "  --older-than AGE  required; at least 1m\n"
+    "  --older-than AGE  required; 1m to 3650d\n"
     "  --batch N         rows per batch (default 5000)\n"
     "  --pause-ms MS     pause between batches (default 0)\n"
     "  --dry-run         count the rows that would be deleted, delete nothing\n"
@@ -73,6 +73,9 @@ int cmd_cleanup(const Args& raw) {
     throw UsageError(std::string("--older-than: ") + e.what());
   }
   if (age < std::chrono::minutes(1)) throw UsageError("--older-than must be at least 1m");
+  if (age > kMaxAge)
+    throw UsageError("--older-than must be at most " + format_duration(kMaxAge) + ", got '" + one_line(*older, 40) +
+                     "'");
   const int batch = static_cast<int>(args.integer("--batch", 5000, 1, 1000000));
   const auto pause = std::chrono::milliseconds(args.integer("--pause-ms", 0, 0, 60000));
   auto config = load_admin_config(args.config_path());

@@ -4,7 +4,6 @@
 
 #include <iostream>
 #include <pqxx/pqxx>
-#include <regex>
 
 #include "admin_args.h"
 #include "duration.h"
@@ -15,6 +14,7 @@
 #include "outbox/sql_identifier.h"
 #include "outbox_store.h"
 #include "pg_connect.h"
+#include "rfc3339.h"
 
 namespace relay {
 namespace {
@@ -32,7 +32,7 @@ constexpr const char* kReplayHelp =
     "  --id ID...     message ids (UUID) or outbox ids (x-outbox-id); every one must\n"
     "                 exist and be published, or nothing changes (exit 2)\n"
     "  --since TIME   rows published at or after TIME: an RFC 3339 time\n"
-    "                 (2024-05-01T10:00:00Z) or an age (90m, 12h, 7d)\n"
+    "                 (2024-05-01T10:00:00Z) or an age (90m, 12h, 7d; at most 3650d)\n"
     "  --type T       only rows of message type T\n"
     "  --max N        refuse when more than N rows match (default 100000)\n"
     "  --dry-run      count what would be replayed, change nothing\n"
@@ -66,16 +66,20 @@ Selection parse_selection(const AdminArgs& args) {
     }
   }
   if (auto since = args.value("--since")) {
-    static const std::regex rfc3339(
-        R"(\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?(Z|[+-]\d{2}(:?\d{2})?)?)");
-    if (std::regex_match(*since, rfc3339)) s.since = *since;
-    else {
+    const std::string shown = "--since '" + one_line(*since, 60) + "' ";
+    // Starts like a date: a time, checked here so an impossible one exits 2, not 1.
+    if (since->size() >= 5 && since->find('-') == 4) {
+      if (auto problem = rfc3339_problem(*since)) throw UsageError(shown + *problem);
+      s.since = *since;
+    } else {
+      std::chrono::seconds age{};
       try {
-        s.since_age_s = parse_duration(*since).count();
+        age = parse_duration(*since);
       } catch (const std::invalid_argument&) {
-        throw UsageError("--since '" + one_line(*since, 60) +
-                         "' is neither an RFC 3339 time (2024-05-01T10:00:00Z) nor an age (12h, 7d)");
+        throw UsageError(shown + "is neither an RFC 3339 time (2024-05-01T10:00:00Z) nor an age (12h, 7d)");
       }
+      if (age > kMaxAge) throw UsageError(shown + "is longer than the longest age, " + format_duration(kMaxAge));
+      s.since_age_s = age.count();
     }
   }
   s.type = args.value("--type");

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -23,11 +24,13 @@ namespace relay {
 namespace {
 
 // Reads one mapping, remembering which keys it consumed so that finish() can
-// reject the rest as unknown.
+// reject the rest as unknown. A key given twice is refused at construction.
 class SectionReader {
  public:
   SectionReader(const YAML::Node& node, std::string path, const std::string& origin)
-      : node_(node), path_(std::move(path)), origin_(origin) {}
+      : node_(node), path_(std::move(path)), origin_(origin) {
+    reject_duplicate_keys();
+  }
 
   [[noreturn]] void fail(const YAML::Node& at, const std::string& key, const std::string& what) const {
     std::ostringstream msg;
@@ -83,8 +86,8 @@ class SectionReader {
       fail(v, key_path(key), "expected true or false, got " + shown(v));
   }
 
-  // A duration such as "7d" or "12h", stored in seconds.
-  void duration(const std::string& key, long long& out_s, long long min_s) {
+  // A duration such as "7d" or "12h", stored in seconds, in [min_s, max_s].
+  void duration(const std::string& key, long long& out_s, long long min_s, long long max_s) {
     auto v = take(key);
     if (!v) return;
     if (!v.IsScalar()) fail(v, key_path(key), "expected a duration such as 7d, got " + shown(v));
@@ -95,6 +98,9 @@ class SectionReader {
     }
     if (out_s < min_s)
       fail(v, key_path(key), "must be at least " + format_duration(std::chrono::seconds(min_s)) +
+                                 ", got " + shown(v));
+    if (out_s > max_s)
+      fail(v, key_path(key), "must be at most " + format_duration(std::chrono::seconds(max_s)) +
                                  ", got " + shown(v));
   }
 
@@ -125,6 +131,22 @@ class SectionReader {
   const YAML::Node& node() const { return node_; }
 
  private:
+  // yaml-cpp keeps every pair of a mapping, but node[key] finds only the first: a
+  // second `require_tls: true` or a second `relay:` section would be silently
+  // ignored. So each key may appear once; the error names both lines.
+  void reject_duplicate_keys() const {
+    if (!node_.IsMap()) return;
+    std::map<std::string, YAML::Node> first;
+    for (const auto& kv : node_) {
+      if (!kv.first.IsScalar()) continue;  // not a setting name: finish() refuses it
+      auto [it, fresh] = first.emplace(kv.first.Scalar(), kv.first);
+      if (fresh) continue;
+      const auto& before = it->second.Mark();
+      fail(kv.first, key_path(kv.first.Scalar()),
+           "given twice (first at line " + std::to_string(before.line + 1) + "); each key may appear once");
+    }
+  }
+
   YAML::Node take(const std::string& key) {
     seen_.insert(key);
     auto v = node_[key];
@@ -187,8 +209,6 @@ class SectionReader {
   const std::string& origin_;
   std::set<std::string> seen_;
 };
-
-constexpr long long kIntMax = std::numeric_limits<int>::max();
 
 YAML::Node section(SectionReader& root, const std::string& key, bool required) {
   auto v = root.node()[key];
@@ -257,8 +277,8 @@ void read_postgres(const YAML::Node& n, const std::string& origin, PostgresConfi
   } catch (const outbox::ValidationError& e) {
     r.fail(n["schema"], "postgres.schema", e.detail());
   }
-  r.integer("statement_timeout_ms", c.statement_timeout_ms, 100, kIntMax);
-  r.integer("idle_in_transaction_timeout_ms", c.idle_in_transaction_timeout_ms, 1000, kIntMax);
+  r.integer("statement_timeout_ms", c.statement_timeout_ms, 100, 3600000);
+  r.integer("idle_in_transaction_timeout_ms", c.idle_in_transaction_timeout_ms, 1000, 86400000);
   r.integer("connect_timeout_s", c.connect_timeout_s, 1, 3600);
   r.integer("keepalives_idle_s", c.keepalives_idle_s, 1, 7200);
   r.boolean("require_tls", c.require_tls);
@@ -353,7 +373,7 @@ void read_retention(const YAML::Node& n, const std::string& origin, RetentionCon
   SectionReader r(n, "retention", origin);
   r.boolean("enabled", c.enabled);
   // A floor of one minute keeps retention clear of rows a batch is marking right now.
-  r.duration("keep", c.keep_s, 60);
+  r.duration("keep", c.keep_s, 60, kMaxAge.count());
   r.integer("batch_size", c.batch_size, 1, 1000000);
   r.integer("pause_ms", c.pause_ms, 0, 60000);
   r.integer("interval_s", c.interval_s, 1, 86400);

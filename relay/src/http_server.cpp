@@ -2,12 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
-#include <atomic>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <chrono>
+#include <unordered_map>
 
+#include "http_connection_cap.h"
 #include "one_line.h"
 
 namespace relay {
@@ -19,12 +21,22 @@ using tcp = net::ip::tcp;
 
 namespace {
 
-constexpr std::size_t kMaxConnections = 32;
-constexpr auto kRequestTimeout = std::chrono::seconds(10);
+using Strand = net::strand<net::io_context::executor_type>;
+using Phase = HttpConnectionCap::Phase;
 
+// After a failed accept (out of file descriptors, say): try again this much later
+// rather than spin on the error.
+constexpr auto kAcceptRetry = std::chrono::milliseconds(50);
+
+class Session;
+
+// What the listener and its sessions share; used on the server's strand only.
 struct Shared {
+  Shared(HttpRoutes r, const HttpLimits& l) : routes(std::move(r)), limits(l), cap(l.max_connections) {}
   HttpRoutes routes;
-  std::atomic<std::size_t> connections{0};
+  HttpLimits limits;
+  HttpConnectionCap cap;
+  std::unordered_map<HttpConnectionCap::Id, std::weak_ptr<Session>> sessions;  // the open ones, by id in cap
 };
 
 http::response<http::string_body> respond(const Shared& shared,
@@ -57,26 +69,60 @@ http::response<http::string_body> respond(const Shared& shared,
   return res;
 }
 
-// One client connection: read a request, answer, repeat while keep-alive.
+// One client connection: wait for a request's first byte (idle timeout), read it whole
+// (header-read timeout), answer (write timeout), repeat while keep-alive. Each phase is reported
+// to the cap, which may have the listener shed the connection for a newer one.
+// Runs on the server's strand.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, std::shared_ptr<Shared> shared)
-      : stream_(std::move(socket)), shared_(std::move(shared)) {
-    ++shared_->connections;
-  }
-  ~Session() { --shared_->connections; }
+  Session(tcp::socket socket, std::shared_ptr<Shared> shared, HttpConnectionCap::Id id)
+      : stream_(std::move(socket)), shared_(std::move(shared)), id_(id) {}
+  ~Session() { forget(); }
 
-  void read() {
-    parser_.emplace();
-    parser_->header_limit(8 * 1024);
-    parser_->body_limit(4 * 1024);
-    stream_.expires_after(kRequestTimeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     beast::bind_front_handler(&Session::on_read, shared_from_this()));
+  void start() { wait_for_request(); }
+
+  // Closes the connection at once to make room for a newer one; the pending
+  // operation then ends with operation_aborted.
+  void shed() {
+    forget();
+    close();
   }
 
  private:
+  // Fresh (as the cap counts it) on the first call, keep-alive idle on later ones.
+  void wait_for_request() {
+    if (buffer_.size() > 0) {  // the next request arrived with the last one (pipelining)
+      read_request();
+      return;
+    }
+    stream_.expires_after(shared_->limits.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(1024),
+                            beast::bind_front_handler(&Session::on_first_bytes, shared_from_this()));
+  }
+
+  void on_first_bytes(beast::error_code ec, std::size_t n) {
+    if (closed_) return;
+    if (ec) {  // idle timeout, or the client left
+      close();
+      return;
+    }
+    buffer_.commit(n);
+    read_request();
+  }
+
+  void read_request() {
+    shared_->cap.enter(id_, Phase::reading);
+    parser_.emplace();
+    parser_->header_limit(8 * 1024);
+    parser_->body_limit(4 * 1024);
+    // One deadline for the whole request: a tcp_stream's expiry holds across the
+    // many reads of async_read, so trickled bytes do not extend it.
+    stream_.expires_after(shared_->limits.header_read_timeout);
+    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
+  }
+
   void on_read(beast::error_code ec, std::size_t) {
+    if (closed_) return;
     if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::eof) {
       close();
       return;
@@ -107,23 +153,32 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void write() {
-    stream_.expires_after(kRequestTimeout);
-    http::async_write(stream_, response_,
-                      beast::bind_front_handler(&Session::on_write, shared_from_this()));
+    shared_->cap.enter(id_, Phase::writing);
+    stream_.expires_after(shared_->limits.write_timeout);
+    http::async_write(stream_, response_, beast::bind_front_handler(&Session::on_write, shared_from_this()));
   }
 
   void on_write(beast::error_code ec, std::size_t) {
+    if (closed_) return;
     if (ec || !response_.keep_alive()) {
       close();
       return;
     }
-    read();
+    shared_->cap.enter(id_, Phase::idle);
+    wait_for_request();
   }
 
   void close() {
+    closed_ = true;
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream_.close();
+  }
+
+  // Leaves the cap's count at once, so a shed connection is never chosen twice.
+  void forget() {
+    shared_->cap.remove(id_);
+    shared_->sessions.erase(id_);
   }
 
   beast::tcp_stream stream_;
@@ -131,15 +186,20 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> response_;
   std::shared_ptr<Shared> shared_;
+  const HttpConnectionCap::Id id_;
+  bool closed_ = false;
 };
 
 }  // namespace
 
+// Accepts connections onto the server's strand, making room under the cap first.
 class HttpServer::Listener : public std::enable_shared_from_this<HttpServer::Listener> {
  public:
-  Listener(net::io_context& io, const tcp::endpoint& endpoint, HttpRoutes routes)
-      : io_(io), acceptor_(io), shared_(std::make_shared<Shared>()) {
-    shared_->routes = std::move(routes);
+  Listener(net::io_context& io, const tcp::endpoint& endpoint, HttpRoutes routes, const HttpLimits& limits)
+      : strand_(net::make_strand(io)),
+        acceptor_(strand_),
+        retry_(strand_),
+        shared_(std::make_shared<Shared>(std::move(routes), limits)) {
     beast::error_code ec;
     acceptor_.open(endpoint.protocol(), ec);
     if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
@@ -149,13 +209,19 @@ class HttpServer::Listener : public std::enable_shared_from_this<HttpServer::Lis
   }
 
   void accept() {
-    acceptor_.async_accept(net::make_strand(io_),
-                           beast::bind_front_handler(&Listener::on_accept, shared_from_this()));
+    acceptor_.async_accept(strand_, beast::bind_front_handler(&Listener::on_accept, shared_from_this()));
   }
 
+  // From any thread: the acceptor is closed on the strand.
   void stop() {
+    net::post(strand_, [self = shared_from_this()] { self->close(); });
+  }
+
+  // REQUIRES: no thread runs the io_context.
+  void close() {
     beast::error_code ignored;
     acceptor_.close(ignored);
+    retry_.cancel();
   }
 
   std::string local_address() const { return endpoint_text(acceptor_.local_endpoint()); }
@@ -168,34 +234,57 @@ class HttpServer::Listener : public std::enable_shared_from_this<HttpServer::Lis
 
  private:
   void on_accept(beast::error_code ec, tcp::socket socket) {
-    if (ec == net::error::operation_aborted) return;  // stopped
+    if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;  // stopped
     if (ec) {
       spdlog::debug("http: accept failed: {}", ec.message());
-    } else if (shared_->connections >= kMaxConnections) {
-      beast::error_code ignored;
-      socket.close(ignored);
-    } else {
-      std::make_shared<Session>(std::move(socket), shared_)->read();
+      retry_.expires_after(kAcceptRetry);
+      retry_.async_wait([self = shared_from_this()](beast::error_code e) {
+        if (!e && self->acceptor_.is_open()) self->accept();
+      });
+      return;
     }
-    if (acceptor_.is_open()) accept();
+    make_room();
+    const auto id = shared_->cap.add();
+    auto session = std::make_shared<Session>(std::move(socket), shared_, id);
+    shared_->sessions.emplace(id, session);
+    session->start();
+    accept();
   }
 
-  net::io_context& io_;
+  // At the cap, sheds the connection the cap picks, so the new one is always served.
+  void make_room() {
+    const auto victim = shared_->cap.victim();
+    if (!victim) return;
+    auto it = shared_->sessions.find(*victim);
+    auto session = it == shared_->sessions.end() ? nullptr : it->second.lock();
+    if (session) {
+      session->shed();
+    } else {  // ending already; its destructor has not run yet
+      shared_->cap.remove(*victim);
+      if (it != shared_->sessions.end()) shared_->sessions.erase(it);
+    }
+  }
+
+  Strand strand_;
   tcp::acceptor acceptor_;
+  net::steady_timer retry_;
   std::shared_ptr<Shared> shared_;
 };
 
-HttpServer::HttpServer(net::io_context& io, const std::string& listen, HttpRoutes routes) {
+HttpServer::HttpServer(net::io_context& io, const std::string& listen, HttpRoutes routes, HttpLimits limits) {
   tcp::endpoint endpoint;
   try {
     endpoint = parse_listen_address(listen);
   } catch (const std::invalid_argument& e) {
     throw HttpServerError(e.what());
   }
-  listener_ = std::make_shared<Listener>(io, endpoint, std::move(routes));
+  if (limits.max_connections == 0) throw HttpServerError("HttpLimits::max_connections must be at least 1");
+  listener_ = std::make_shared<Listener>(io, endpoint, std::move(routes), limits);
 }
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+  if (listener_) listener_->close();
+}
 
 void HttpServer::start() { listener_->accept(); }
 
@@ -206,12 +295,13 @@ void HttpServer::stop() {
 std::string HttpServer::local_address() const { return listener_->local_address(); }
 
 tcp::endpoint parse_listen_address(const std::string& listen) {
-  auto colon = listen.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == listen.size())
-    throw std::invalid_argument("expected host:port, e.g. 127.0.0.1:9187, got '" +
+  // "9187" and ":9187" name a port on kDefaultHttpHost.
+  const auto colon = listen.rfind(':');
+  std::string host = colon == std::string::npos || colon == 0 ? kDefaultHttpHost : listen.substr(0, colon);
+  const std::string port_text = colon == std::string::npos ? listen : listen.substr(colon + 1);
+  if (port_text.empty())
+    throw std::invalid_argument("expected host:port or a port, e.g. 127.0.0.1:9187 or 9187, got '" +
                                 one_line(listen, 80) + "'");
-  std::string host = listen.substr(0, colon);
-  const std::string port_text = listen.substr(colon + 1);
   if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos ||
       std::stoi(port_text) > 65535)
     throw std::invalid_argument("port must be a number from 0 to 65535, got '" +

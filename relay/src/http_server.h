@@ -4,6 +4,8 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -21,6 +23,23 @@ struct HttpRoutes {
   std::function<std::optional<std::string>()> not_ready;
 };
 
+// How long a client may take, and how many may be connected at once. Short on
+// purpose: the clients are a kubelet and Prometheus on the pod network, which send a
+// whole request at once; anything slower is broken or hostile. docs/OPERATIONS.md
+// ("HTTP endpoint limits") explains the numbers.
+struct HttpLimits {
+  // From the accept, or the end of the previous response (keep-alive), to the first
+  // byte of a request; then the connection is closed.
+  std::chrono::milliseconds idle_timeout{500};
+  // From a request's first byte to its last (header and body), as a whole: a client
+  // trickling bytes is cut off at this deadline however often it sends one.
+  std::chrono::milliseconds header_read_timeout{500};
+  // Writing one response.
+  std::chrono::milliseconds write_timeout{1000};
+  // Connections open at once; a new one beyond sheds an old one (HttpConnectionCap).
+  std::size_t max_connections = 64;
+};
+
 class HttpServerError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -28,24 +47,28 @@ class HttpServerError : public std::runtime_error {
 
 // Serves GET /metrics (Prometheus text format 0.0.4), /healthz and /readyz (200
 // "ok"/"ready", or 503 with the reason), 404 for other paths and 405 for other
-// methods. Keep-alive; a request must arrive within 10 s and stay under 8 KiB of
-// header and 4 KiB of body; at most 32 connections at once (more are closed).
+// methods. Keep-alive; requests are capped at 8 KiB of header and 4 KiB of body and
+// bounded in time by `HttpLimits`. At the connection cap a new connection is always
+// accepted and an old one shed (HttpConnectionCap picks it), so probes are answered
+// while hostile clients hold connections.
 //
-// Thread safety: construct, start() and stop() on one thread; the server then runs
-// on whatever thread runs `io`. stop() and the destructor must not race io.run()
-// unless io is stopped. Owns a socket: not copyable.
+// Thread safety: construct and start() on one thread; every handler then runs on one
+// strand of `io` (any number of threads may run io). stop() may be called from any
+// thread. The destructor must not race io.run() unless io is stopped. Owns a socket:
+// not copyable.
 class HttpServer {
  public:
-  // Binds and listens on `listen` ("host:port", see parse_listen_address; port 0
-  // picks a free port). Throws HttpServerError naming the address on failure.
-  HttpServer(boost::asio::io_context& io, const std::string& listen, HttpRoutes routes);
+  // Binds and listens on `listen` (see parse_listen_address; port 0 picks a free
+  // port). Throws HttpServerError naming the address on failure.
+  HttpServer(boost::asio::io_context& io, const std::string& listen, HttpRoutes routes, HttpLimits limits = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
   // Starts accepting (handlers run on io's thread).
   void start();
-  // Stops accepting; connections in progress finish or time out.
+  // Stops accepting (posted to the strand: callable while io runs); connections in
+  // progress finish or time out.
   void stop();
   // "host:port" actually bound (the real port when 0 was asked for).
   std::string local_address() const;
@@ -55,8 +78,13 @@ class HttpServer {
   std::shared_ptr<Listener> listener_;
 };
 
-// Parses "host:port" (IPv4 literal, "[IPv6]", or "localhost") into an endpoint.
-// Throws std::invalid_argument with a one-line reason (used by config checks).
+// The host a listen value without one binds: loopback, so the endpoint is reachable
+// from the pod network only when the configuration says so (0.0.0.0:9187).
+inline constexpr const char* kDefaultHttpHost = "127.0.0.1";
+
+// Parses "host:port" (IPv4 literal, "[IPv6]", or "localhost"), or a port alone
+// ("9187" or ":9187", bound on kDefaultHttpHost), into an endpoint. Throws
+// std::invalid_argument with a one-line reason (used by config checks).
 boost::asio::ip::tcp::endpoint parse_listen_address(const std::string& listen);
 
 }  // namespace relay

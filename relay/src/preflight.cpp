@@ -6,6 +6,15 @@
 
 namespace relay {
 
+namespace {
+
+// Every column the relay and its admin commands set (claim, mark published/failed,
+// park, replay, dead requeue): the UPDATE grant of schema/roles.sql, no more.
+constexpr const char* kRelayUpdatedColumns[] = {"attempts", "next_attempt_at", "last_error", "published_at",
+                                                "parked_at"};
+
+}  // namespace
+
 std::vector<std::string> missing_privileges(pqxx::connection_base& conn, const std::string& schema,
                                             bool retention) {
   const auto table = outbox::quoted_identifier(schema, "postgres.schema") + ".outbox";
@@ -21,13 +30,22 @@ std::vector<std::string> missing_privileges(pqxx::connection_base& conn, const s
     const char* privilege;
     const char* why;
   };
-  std::vector<Need> needs = {{"SELECT", "reads pending rows"},
-                             {"UPDATE", "claims rows FOR UPDATE and marks them published"}};
+  std::vector<Need> needs = {{"SELECT", "reads pending rows"}};
   if (retention) needs.push_back({"DELETE", "retention deletes old published rows"});
   std::vector<std::string> missing;
   for (const auto& n : needs)
     if (!tx.exec_params1("SELECT has_table_privilege(current_user, $1, $2)", table, n.privilege)[0].as<bool>())
       missing.push_back(std::string(n.privilege) + " on " + table + " (" + n.why + ")");
+  // roles.sql grants UPDATE of these columns only (has_table_privilege would say no),
+  // so each is checked: a column missing would fail the first mark, not the start.
+  std::string columns;
+  for (const char* column : kRelayUpdatedColumns)
+    if (!tx.exec_params1("SELECT has_column_privilege(current_user, $1, $2, 'UPDATE')", table, column)[0]
+             .as<bool>())
+      columns += (columns.empty() ? "" : ", ") + std::string(column);
+  if (!columns.empty())
+    missing.push_back("UPDATE on " + table + " of column(s) " + columns +
+                      " (claims rows FOR UPDATE and marks them published, failed or parked)");
   return missing;
 }
 

@@ -18,7 +18,8 @@ class PreflightError : public std::runtime_error {
 };
 
 // What the relay's role lacks, one entry per privilege, e.g.
-// `UPDATE on "outbox".outbox (claims rows FOR UPDATE and marks them)`.
+// `UPDATE on "outbox".outbox of column(s) parked_at (claims rows FOR UPDATE ...)`.
+// UPDATE is checked per column: the relay needs it on its state columns only.
 // DELETE is needed only when `retention` is on. Throws PreflightError when the
 // outbox table does not exist.
 std::vector<std::string> missing_privileges(pqxx::connection_base& conn, const std::string& schema,

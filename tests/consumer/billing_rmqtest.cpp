@@ -185,3 +185,70 @@ TEST_CASE("a payment state machine fed triplicates and late, out-of-order messag
                              where) == "captured,refunded");
   }
 }
+
+namespace {
+
+// The PermanentError message parse_order_placed refuses `payload` with, or "(accepted)".
+std::string refusal(const std::string& payload) {
+  try {
+    billing::parse_order_placed(payload);
+  } catch (const outbox::PermanentError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("an OrderPlaced the billing service cannot charge is refused, naming the field and the reason") {
+  const std::string customer = R"("customer":{"id":"c-1"})";
+  auto order = [&](const std::string& total, const std::string& currency = R"("EUR")") {
+    return R"({"order_id":7,"total_cents":)" + total + R"(,"currency":)" + currency + "," + customer + "}";
+  };
+  CHECK(refusal(order("4200")) == "(accepted)");
+  CHECK(refusal(order("100000000")) == "(accepted)");  // kMaxTotalCents itself
+  CHECK(contains(refusal(order("-99999999")), "'total_cents' is -99999999, below the minimum of 1"));
+  CHECK(contains(refusal(order("0")), "'total_cents' is 0, below the minimum of 1"));
+  CHECK(contains(refusal(order("100000001")), "'total_cents' is 100000001, above the maximum of 100000000"));
+  CHECK(contains(refusal(order("18446744073709551615")), "'total_cents' is 18446744073709551615, above the maximum"));
+  CHECK(contains(refusal(order("42.5")), "'total_cents' is not an integer"));
+  CHECK(contains(refusal(order("1e30")), "'total_cents' is not an integer"));
+  CHECK(contains(refusal(order(R"("4200")")), "'total_cents' is not an integer"));
+  CHECK(contains(refusal(order("4200", R"("XXX")")), "'currency' is 'XXX', not one billing accepts"));
+  CHECK(contains(refusal(order("4200", R"("eur\r\nINFO forged")")), "'currency' is 'eur\\r\\nINFO forged'"));
+  CHECK(contains(refusal(order("4200", "978")), "'currency' is not a string"));
+  CHECK(contains(refusal(R"({"order_id":7,"total_cents":4200,)" + customer + "}"), "'currency' is missing"));
+  CHECK(contains(refusal(R"({"order_id":-7,"total_cents":4200,"currency":"EUR",)" + customer + "}"),
+                 "'order_id' is -7, below the minimum of 1"));
+  CHECK(contains(refusal(R"({"order_id":7,"total_cents":4200,"currency":"EUR"})"), "'customer' is missing"));
+  CHECK(contains(refusal(R"({"order_id":7,"total_cents":4200,"currency":"EUR","customer":{"id":""}})"),
+                 "'customer.id' must be 1-200 bytes"));
+  CHECK(contains(refusal(order("-1")), "not invoiced, not charged"));
+}
+
+TEST_CASE("an order with a negative, zero or absurd amount is dead-lettered without an invoice or a charge") {
+  BillingFixture f(/*unique_order_key=*/true);
+  billing::InvoiceHandler handler({f.s(), InvoiceStrategy::kNaturalKey, true}, f.gateway);
+  outbox::ConsumerRunner runner(f.options(Deduplication::kInbox), std::ref(handler));
+  f.start(runner);
+  const std::vector<std::string> bad = {
+      billing::order_placed_json(2001, -99999999), billing::order_placed_json(2002, 0),
+      billing::order_placed_json(2003, 1'000'000'000'000),
+      R"({"order_id":2004,"total_cents":42.5,"currency":"EUR","customer":{"id":"c-1"}})",
+      R"({"order_id":2005,"total_cents":4200,"currency":"XXX","customer":{"id":"c-1"}})"};
+  for (const auto& body : bad) f.publish("OrderPlaced", body, MessageId::generate_v7().to_string());
+  f.publish_order(2006, MessageId::generate_v7().to_string());  // a good one still goes through
+
+  REQUIRE(testenv::wait_until(
+      [&] { return runner.counters().dead_lettered >= bad.size() && runner.counters().processed >= 1; }, 20s));
+  CHECK(testenv::wait_until(
+      [&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == bad.size(); }, 10s));
+  runner.stop();
+  runner.wait();
+  CHECK(runner.counters().dead_lettered == bad.size());
+  CHECK(f.gateway.charges_taken() == 1);
+  CHECK(f.invoices() == 1);
+  CHECK(testenv::sql_value("SELECT order_id FROM " + f.s() + ".invoices") == "2006");
+}

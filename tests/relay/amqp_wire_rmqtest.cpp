@@ -86,11 +86,3 @@ TEST_CASE("a content header of exactly frame_max bytes is sent and one byte more
   Connection c(frame_max);
   CHECK(publish(c.conn, headers) != AMQP_STATUS_OK);
 }
-
-TEST_CASE("reserved header names are those the relay or the broker act on") {
-  for (const char* name : {"x-outbox-id", "x-outbox-anything", "CC", "BCC", "x-death", "x-first-death-queue",
-                           "x-last-death-reason", "x-delivery-count", "x-received-from"})
-    CHECK_MESSAGE(outbox::reserved_header_reason(name).has_value(), name);
-  for (const char* name : {"tenant", "x-tenant", "cc", "x-outbox", "traceparent"})
-    CHECK_MESSAGE(!outbox::reserved_header_reason(name).has_value(), name);
-}

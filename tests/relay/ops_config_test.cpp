@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "config.h"
+#include "http_server.h"
 #include "relay_process.h"
 
 using relay::ConfigError;
@@ -54,8 +55,17 @@ TEST_CASE("http and retention default to off and parse their keys") {
   CHECK(c.retention.batch_size == 1000);
 }
 
+TEST_CASE("an http.listen without a host binds loopback, not every interface") {
+  auto c = parse_config(kPlain + "http:\n  listen: 9187\n", "t.yaml");
+  CHECK(c.http.listen == "9187");
+  CHECK(relay::parse_listen_address(c.http.listen) ==
+        boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 9187));
+  CHECK(relay::parse_listen_address(":9187").address().to_string() == "127.0.0.1");
+  CHECK(relay::parse_listen_address("0.0.0.0:9187").address().to_string() == "0.0.0.0");
+}
+
 TEST_CASE("bad operations settings name the key and the value") {
-  CHECK(contains(error_of(kPlain + "http:\n  listen: 9187\n"), "t.yaml:6: http.listen: expected host:port"));
+  CHECK(contains(error_of(kPlain + "http:\n  listen: 'db.internal:'\n"), "t.yaml:6: http.listen: expected host:port or a port"));
   CHECK(contains(error_of(kPlain + "http:\n  listen: example.com:80\n"), "http.listen: host must be an IP address"));
   CHECK(contains(error_of(kPlain + "http:\n  listen: 127.0.0.1:99999\n"), "http.listen: port must be a number"));
   CHECK(contains(error_of(kPlain + "http:\n  lisen: 1\n"), "http.lisen: unknown key"));

@@ -171,3 +171,47 @@ TEST_CASE("a configuration error is one line even when the value at fault holds 
   CHECK(r.exit_code == 2);
   CHECK_MESSAGE(contains(r.output, "relay.batch_size: expected an integer, got '12\\n13'"), r.output);
 }
+
+TEST_CASE("admin commands exit 2 naming the argument they cannot use, before connecting") {
+  // Unreachable servers: an argument that got past the checks would exit 1 instead.
+  auto path = write_temp_file(
+      "postgres:\n  dsn: host=127.0.0.1 port=1 user=postgres password=pg-secret-1 connect_timeout=2\n"
+      "amqp:\n  uri: amqp://guest:amqp-secret-2@127.0.0.1:1/\n");
+  struct Case {
+    std::vector<std::string> args;
+    std::string expected;
+  };
+  std::vector<Case> cases = {
+      {{"replay", "--config", path, "--since", "2024-02-30T10:00:00Z"},
+       "--since '2024-02-30T10:00:00Z' has day 30, which month 02 of 2024 does not have"},
+      {{"replay", "--config", path, "--since", "2024-13-01"}, "--since '2024-13-01' has month 13"},
+      {{"replay", "--config", path, "--since", "2024-05-01T25:00Z"}, "--since '2024-05-01T25:00Z' has hour 25"},
+      {{"replay", "--config", path, "--since", "0000-01-01"}, "--since '0000-01-01' has year 0000"},
+      {{"replay", "--config", path, "--since", "2024-05-01T10:00+99:00"}, "UTC offset"},
+      {{"replay", "--config", path, "--since", "2024-05-01garbage"}, "--since '2024-05-01garbage' is not an RFC 3339"},
+      {{"replay", "--config", path, "--since", "999999999d"},
+       "--since '999999999d' is longer than the longest age, 3650d"},
+      {{"replay", "--config", path, "--since", "12x"}, "--since '12x' is neither an RFC 3339 time"},
+      {{"replay", "--config", path, "--id", "1", "--type", "Order\xff"}, "--type 'Order\\xff' is not valid UTF-8"},
+      {{"cleanup", "--config", path, "--older-than", "999999999d"},
+       "--older-than must be at most 3650d, got '999999999d'"},
+      {{"cleanup", "--config", path, "--older-than", "3651d"}, "--older-than must be at most 3650d"},
+      {{"cleanup", "--config", path, "--older-than", "7d", "--batch", "0"}, "--batch must be a whole number"},
+      {{"dead", "list", "--config", path, "--type", "\xc3("}, "--type '\\xc3(' is not valid UTF-8"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_relay_command(c.args);
+    CHECK_MESSAGE(r.exit_code == 2, c.expected);
+    CHECK_MESSAGE(contains(r.output, c.expected), r.output);
+    CHECK_FALSE(contains(r.output, "pg-secret-1"));
+  }
+}
+
+TEST_CASE("check-config refuses a key given twice, so a second require_tls cannot be ignored") {
+  auto r = check_config("postgres:\n  dsn: host=127.0.0.1 user=postgres password=pg-secret-1\n"
+                        "  require_tls: false\n  require_tls: true\n"
+                        "amqp:\n  uri: amqp://guest:amqp-secret-2@127.0.0.1:5672/\n");
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(contains(r.output, ":4: postgres.require_tls: given twice (first at line 3)"), r.output);
+  CHECK_FALSE(contains(r.output, "pg-secret-1"));
+}

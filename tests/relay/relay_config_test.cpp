@@ -1,8 +1,13 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
 
 #include "config.h"
+#include "rfc3339.h"
 
 using relay::ConfigError;
 using relay::parse_config;
@@ -195,4 +200,133 @@ TEST_CASE("pipelining and listening settings have defaults, ranges and a type ch
                  "relay.listen_poll_interval_ms: must be between 100 and 3600000, got 5"));
   CHECK(contains(error_of(replace(kValid, "batch_size: 250", "batch_size: 250\n  listen: sometimes")),
                  "relay.listen: expected"));
+}
+
+TEST_CASE("a key given twice is an error naming the key and both lines, at the top level and in every section") {
+  SecretEnv env;
+  // The TLS bypass: the first copy (false) would win, and TLS would not be enforced.
+  CHECK(contains(error_of("postgres:\n  dsn: host=db\n  require_tls: false\n  require_tls: true\n"
+                          "amqp:\n  uri: amqp://mq/\n"),
+                 "relay.yaml:4: postgres.require_tls: given twice (first at line 3)"));
+  CHECK(contains(error_of(kValid + "relay:\n  batch_size: 1\n"), "relay.yaml:11: relay: given twice (first at line 8)"));
+  CHECK(contains(error_of(replace(kValid, "  heartbeat_s: 10\n", "  heartbeat_s: 10\n  heartbeat_s: 0\n")),
+                 "relay.yaml:7: amqp.heartbeat_s: given twice (first at line 6)"));
+  CHECK(contains(error_of(kValid + "  batch_size: 100\n"), "relay.yaml:11: relay.batch_size: given twice (first at line 9)"));
+  CHECK(contains(error_of(kValid + "log:\n  level: info\n  level: debug\n"),
+                 "relay.yaml:13: log.level: given twice (first at line 12)"));
+  CHECK(contains(error_of(kValid + "http:\n  listen: 127.0.0.1:0\n  listen: 0.0.0.0:9187\n"),
+                 "relay.yaml:13: http.listen: given twice (first at line 12)"));
+  CHECK(contains(error_of(kValid + "retention:\n  keep: 7d\n  enabled: true\n  keep: 1d\n"),
+                 "relay.yaml:14: retention.keep: given twice (first at line 12)"));
+  // A secret given twice is named by its key, never shown.
+  auto dsn = error_of(replace(kValid, "  schema: outbox\n", "  schema: outbox\n  dsn: host=db password=hunter3\n"));
+  CHECK(contains(dsn, "postgres.dsn: given twice"));
+  CHECK_FALSE(contains(dsn, "hunter3"));
+  CHECK_FALSE(contains(dsn, "s3cr3t-value"));
+}
+
+namespace {
+
+// One configuration from sections of key: value, plus what every range check needs to
+// stand alone: the cross-key rules (idle > confirm >= heartbeat, backoff_max >=
+// backoff_initial) hold at every maximum.
+std::string config_with(const std::string& section, const std::string& key, const std::string& value) {
+  std::map<std::string, std::map<std::string, std::string>> c = {
+      {"postgres", {{"dsn", "host=db"}, {"idle_in_transaction_timeout_ms", "86400000"}}},
+      {"amqp", {{"uri", "amqp://mq/"}, {"confirm_timeout_ms", "3600000"}}},
+      {"relay", {{"backoff_max_ms", "86400000"}}}};
+  c[section][key] = value;
+  std::string yaml;
+  for (const auto& [name, keys] : c) {
+    yaml += name + ":\n";
+    for (const auto& [k, v] : keys) yaml += "  " + k + ": " + v + "\n";
+  }
+  return yaml;
+}
+
+struct Range {
+  std::string key, min, max;
+};
+
+// The rows of the Ranges table in docs/CONFIGURATION.md.
+std::vector<Range> documented_ranges() {
+  std::ifstream in(OUTBOX_CONFIGURATION_MD);
+  REQUIRE(in);
+  std::vector<Range> out;
+  std::string line;
+  bool in_ranges = false;
+  static const std::regex row(R"(\| `([a-z_]+\.[a-z_]+)` \| ([0-9.]+[smhd]?) \| ([0-9.]+[smhd]?) \|)");
+  while (std::getline(in, line)) {
+    if (line.rfind("## ", 0) == 0) in_ranges = line == "## Ranges";
+    std::smatch m;
+    if (in_ranges && std::regex_match(line, m, row)) out.push_back({m[1], m[2], m[3]});
+  }
+  return out;
+}
+
+// The next value above `max`: "3650d" -> "3651d", "100" -> "101".
+std::string one_more(const std::string& max) {
+  const bool unit = !std::isdigit(static_cast<unsigned char>(max.back()));
+  const auto digits = unit ? max.substr(0, max.size() - 1) : max;
+  return std::to_string(std::stoll(digits) + 1) + (unit ? max.substr(max.size() - 1) : "");
+}
+
+}  // namespace
+
+TEST_CASE("every count and duration accepts its documented maximum and refuses one more") {
+  const std::set<std::string> numeric_keys = {
+      "postgres.statement_timeout_ms", "postgres.idle_in_transaction_timeout_ms", "postgres.connect_timeout_s",
+      "postgres.keepalives_idle_s", "amqp.heartbeat_s", "amqp.confirm_timeout_ms", "amqp.publish_window",
+      "amqp.connect_timeout_ms", "relay.batch_size", "relay.pipeline_depth", "relay.poll_interval_ms",
+      "relay.listen_poll_interval_ms", "relay.max_attempts", "relay.backoff_initial_ms", "relay.backoff_max_ms",
+      "relay.backoff_factor", "relay.summary_interval_s", "relay.lanes", "relay.rebalance_interval_ms",
+      "http.stats_interval_s", "http.ready_max_claim_age_s", "http.live_stall_s", "retention.keep",
+      "retention.batch_size", "retention.pause_ms", "retention.interval_s"};
+  std::set<std::string> documented;
+  for (const auto& r : documented_ranges()) {
+    CAPTURE(r.key);
+    documented.insert(r.key);
+    const auto dot = r.key.find('.');
+    const auto section = r.key.substr(0, dot), key = r.key.substr(dot + 1);
+    CHECK(error_of(config_with(section, key, r.max)) == "(accepted)");
+    auto e = error_of(config_with(section, key, one_more(r.max)));
+    CHECK_MESSAGE(contains(e, r.key + ": must be"), e);
+    CHECK_MESSAGE(contains(e, r.max), e);
+  }
+  CHECK(documented == numeric_keys);
+}
+
+TEST_CASE("retention.keep far beyond a timestamp's range is refused at load, not at every run") {
+  auto e = error_of(config_with("retention", "keep", "999999999d"));
+  CHECK(contains(e, "retention.keep: must be at most 3650d, got '999999999d'"));
+  CHECK(contains(error_of(config_with("retention", "keep", "87601h")), "retention.keep: must be at most 3650d"));
+  CHECK(error_of(config_with("retention", "keep", "3650d")) == "(accepted)");
+}
+
+TEST_CASE("an RFC 3339 time is accepted only when it exists") {
+  for (const char* good : {"2024-05-01", "2024-05-01T10:00:00Z", "2024-05-01 10:00", "2024-02-29T23:59:59.123456+02:00",
+                           "2000-02-29", "2024-12-31T00:00:00-0530", "0001-01-01"}) {
+    CAPTURE(good);
+    CHECK_FALSE(relay::rfc3339_problem(good));
+  }
+  const std::pair<const char*, const char*> bad[] = {
+      {"2024-02-30T10:00:00Z", "has day 30, which month 02 of 2024 does not have"},
+      {"2023-02-29", "has day 29"},
+      {"1900-02-29", "has day 29"},
+      {"2024-13-01", "has month 13"},
+      {"2024-00-10", "has month 00"},
+      {"2024-05-00", "has day 00"},
+      {"2024-05-01T24:00:00Z", "has hour 24"},
+      {"2024-05-01T10:60Z", "has minute 60"},
+      {"2024-05-01T10:00:61Z", "has second 61"},
+      {"0000-01-01", "year 0000"},
+      {"2024-05-01T10:00:00+16:00", "UTC offset"},
+      {"2024-5-1", "is not an RFC 3339 time"},
+      {"2024-05-01T10:00:00Zjunk", "is not an RFC 3339 time"}};
+  for (const auto& [text, why] : bad) {
+    CAPTURE(text);
+    auto problem = relay::rfc3339_problem(text);
+    REQUIRE(problem);
+    CHECK_MESSAGE(contains(*problem, why), *problem);
+  }
 }

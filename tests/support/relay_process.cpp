@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "test_env.h"
 
@@ -29,9 +30,15 @@ std::string relay_config_yaml(const std::string& schema, const std::string& extr
   std::ostringstream y;
   y << "postgres:\n  dsn: ${OUTBOX_PG_DSN}\n  schema: " << schema << "\n"
     << "amqp:\n  uri: ${OUTBOX_AMQP_URI}\n  heartbeat_s: 5\n  confirm_timeout_ms: 10000\n"
-    << "relay:\n  batch_size: 500\n  poll_interval_ms: 50\n  summary_interval_s: 2\n"
-    << "  backoff_initial_ms: 200\n  backoff_max_ms: 2000\n"
-    << extra_relay << "log:\n  level: debug\n";
+    << "relay:\n";
+  // A key in extra_relay replaces the default: the relay refuses a key given twice.
+  const std::pair<const char*, const char*> defaults[] = {{"batch_size", "500"},       {"poll_interval_ms", "50"},
+                                                          {"summary_interval_s", "2"}, {"backoff_initial_ms", "200"},
+                                                          {"backoff_max_ms", "2000"}};
+  for (const auto& [key, value] : defaults)
+    if (("\n" + extra_relay).find(std::string("\n  ") + key + ":") == std::string::npos)
+      y << "  " << key << ": " << value << "\n";
+  y << extra_relay << "log:\n  level: debug\n";
   return y.str();
 }
 

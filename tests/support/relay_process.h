@@ -9,7 +9,8 @@
 namespace testenv {
 
 // Default relay YAML for a test schema (batch and timing small enough for tests).
-// `extra_relay` is appended inside the relay: section (indented lines).
+// `extra_relay` is appended inside the relay: section (indented lines); a key it
+// sets replaces the default of that key.
 std::string relay_config_yaml(const std::string& schema, const std::string& extra_relay = "");
 
 // Writes `yaml` to a temporary file, starts `outbox-relay run --config FILE` with

@@ -3,7 +3,6 @@
 // and the relay (which checks every row again before it publishes it).
 
 #include <cstddef>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,12 +32,5 @@ struct WireProperties {
 // the header table including the relay's x-outbox-id entry). A message can be
 // published only if this is at most the connection's frame_max. Pure.
 std::size_t content_header_frame_bytes(const WireProperties& p);
-
-// Why a header name may not be set by a producer, or nullopt when it may:
-// "x-outbox-*" is the relay's own (it sends x-outbox-id); RabbitMQ acts on CC and
-// BCC (sender-selected distribution: it routes on them, and strips BCC) and writes
-// x-death, x-first-death-*, x-last-death-*, x-delivery-count and x-received-from
-// itself. Case-sensitive, as the broker is. Pure.
-std::optional<std::string> reserved_header_reason(const std::string& name);
 
 }  // namespace outbox

@@ -12,8 +12,7 @@ namespace outbox {
 // wrong type, undeclared field). field() is the JSON path, e.g. "$.customer.email".
 class SchemaValidationError : public ValidationError {
  public:
-  SchemaValidationError(std::string path, const std::string& what)
-      : ValidationError(std::move(path), what) {}
+  SchemaValidationError(const std::string& path, const std::string& what) : ValidationError(path, what) {}
   const std::string& path() const { return field(); }
 };
 
@@ -30,8 +29,8 @@ class KeyringError : public ValidationError {
 // the consumer runner dead-letters the message at once.
 class DecryptionError : public PermanentError {
  public:
-  DecryptionError(std::string path, const std::string& what)
-      : PermanentError(path + ": " + what), path_(std::move(path)) {}
+  DecryptionError(const std::string& path, const std::string& what)
+      : PermanentError(one_line_text(path + ": " + what)), path_(one_line_text(path)) {}
   // JSON path of the field at fault ("$" for the payload as a whole).
   const std::string& path() const { return path_; }
 

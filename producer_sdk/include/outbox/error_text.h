@@ -1,0 +1,24 @@
+#pragma once
+// How the SDKs put caller-supplied text into an error message. Callers log what()
+// as it is; a value with CR/LF or other control bytes must not split or forge a log
+// line, and a huge value must not flood it.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace outbox {
+
+// A caller's value quoted for an error message: 'value', with every byte outside
+// printable ASCII escaped (\n, \r, \t, \xNN; and \\ and \' so the quoting cannot
+// be forged either), at most `max_bytes` bytes of the value shown, then
+// "... (N bytes)". Non-ASCII UTF-8 is escaped too: line and paragraph separators
+// and bidi controls are non-printables as well. Pure; thread-safe.
+std::string quoted_value(std::string_view value, std::size_t max_bytes = 64);
+
+// The text on one line: control bytes (below 0x20, and 0x7F) escaped as \n, \r,
+// \t or \xNN, every other byte kept. The error types pass their message through it,
+// so no call site that forgot to quote can put a line break into what(). Pure.
+std::string one_line_text(std::string_view text);
+
+}  // namespace outbox

@@ -1,0 +1,126 @@
+// SDK error messages quote caller values escaped and bounded: a caller that logs
+// what() cannot have a log line split or forged by a value with CR/LF, control
+// bytes or non-printables, nor flooded by a huge one.
+#include <doctest/doctest.h>
+
+#include "outbox/crypto_errors.h"
+#include "outbox/error_text.h"
+#include "outbox/event_schema.h"
+#include "outbox/message.h"
+#include "outbox/message_id.h"
+#include "outbox/sql_identifier.h"
+#include "outbox/trace_context.h"
+
+using namespace outbox;
+
+namespace {
+
+// The forged line an attacker would like to see in the caller's log.
+const std::string kInjected = "x\r\n2026-01-01 INFO payment approved\x1b[2J\x7f";
+
+bool has_control_byte(const std::string& s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;
+  return false;
+}
+
+// what() of the ValidationError `fn` throws; fails the test when it throws none.
+template <class Fn>
+std::string error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const ValidationError& e) {
+    CHECK(!has_control_byte(e.field()));
+    CHECK(!has_control_byte(e.detail()));
+    return e.what();
+  }
+  FAIL("accepted");
+  return "";
+}
+
+Message message_with(void (*change)(Message&)) {
+  Message m;
+  m.exchange = Exchange("orders");
+  m.routing_key = RoutingKey("order.placed");
+  m.type = MessageType("OrderPlaced");
+  m.payload = "{}";
+  change(m);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("quoted_value escapes control bytes, quotes, backslashes and non-ASCII, and bounds the length") {
+  CHECK(quoted_value("plain-name_1.2") == "'plain-name_1.2'");
+  CHECK(quoted_value("a\r\nb\tc") == "'a\\r\\nb\\tc'");
+  CHECK(quoted_value(std::string("\x00\x1b\x7f", 3)) == "'\\x00\\x1b\\x7f'");
+  CHECK(quoted_value("it's a \\ path") == "'it\\'s a \\\\ path'");
+  // U+2028 (line separator) and U+202E (right-to-left override) are not printed raw.
+  CHECK(quoted_value("a\xe2\x80\xa8" "b\xe2\x80\xae") == "'a\\xe2\\x80\\xa8b\\xe2\\x80\\xae'");
+  CHECK(quoted_value(std::string(1000, 'a'), 64) == "'" + std::string(64, 'a') + "'... (1000 bytes)");
+  CHECK(quoted_value(std::string(64, 'a'), 64) == "'" + std::string(64, 'a') + "'");
+}
+
+TEST_CASE("one_line_text escapes control bytes only") {
+  CHECK(one_line_text("a\r\nb") == "a\\r\\nb");
+  CHECK(one_line_text("keep 'quotes' \\ and \xc3\xa9") == "keep 'quotes' \\ and \xc3\xa9");
+}
+
+TEST_CASE("a header name with CR/LF is escaped in the validation error, never echoed raw") {
+  Message m = message_with([](Message& x) { x.headers[kInjected] = "v"; });
+  auto what = error_of([&] { validate_message(m, MessageLimits{}); });
+  CHECK(!has_control_byte(what));
+  CHECK(what.find("x\\r\\n2026-01-01 INFO payment approved\\x1b[2J\\x7f") != std::string::npos);
+  CHECK(what.find("header name may only use") != std::string::npos);
+}
+
+TEST_CASE("a huge header name is shown bounded with its size") {
+  Message m = message_with([](Message&) {});
+  m.headers[std::string(100000, '\n')] = "v";
+  auto what = error_of([&] { validate_message(m, MessageLimits{}); });
+  CHECK(!has_control_byte(what));
+  CHECK(what.size() < 600);
+  CHECK(what.find("(100000 bytes)") != std::string::npos);
+}
+
+TEST_CASE("every SDK error that quotes a caller value keeps it on one line") {
+  SUBCASE("a too long exchange") {
+    Message m = message_with([](Message& x) { x.exchange = Exchange(std::string(300, '\n') + kInjected); });
+    CHECK(!has_control_byte(error_of([&] { validate_message(m, MessageLimits{}); })));
+  }
+  SUBCASE("a message id") {
+    auto what = error_of([] { MessageId::parse(kInjected, "message_id"); });
+    CHECK(!has_control_byte(what));
+    CHECK(what.find("not a UUID") != std::string::npos);
+  }
+  SUBCASE("a traceparent") {
+    CHECK(!has_control_byte(error_of([] { validate_traceparent("00-" + kInjected); })));
+  }
+  SUBCASE("a tracestate member") {
+    CHECK(!has_control_byte(error_of([] { validate_tracestate("a=1," + kInjected); })));
+  }
+  SUBCASE("a schema name (SQL identifier)") {
+    auto what = error_of([] { quoted_identifier(kInjected, "schema"); });
+    CHECK(!has_control_byte(what));
+    CHECK(what.find("not a plain identifier") != std::string::npos);
+  }
+  SUBCASE("an event schema property name") {
+    CHECK(!has_control_byte(error_of([] {
+      EventSchema::parse("type: object\nproperties:\n  \"a\\r\\nINFO forged\": {type: string}\n", "bad.yaml");
+    })));
+  }
+  SUBCASE("an event schema type") {
+    CHECK(!has_control_byte(error_of([] {
+      EventSchema::parse("type: object\nproperties:\n  a: {type: \"str\\ning\"}\n", "bad.yaml");
+    })));
+  }
+}
+
+TEST_CASE("the SDK's error types keep a message on one line even where a call site forgot to quote") {
+  ValidationError v("headers[" + kInjected + "]", "bad " + kInjected);
+  CHECK(!has_control_byte(v.what()));
+  CHECK(!has_control_byte(v.field()));
+  DecryptionError d("$." + kInjected, "unknown key id " + kInjected);
+  CHECK(!has_control_byte(d.what()));
+  CHECK(!has_control_byte(d.path()));
+}

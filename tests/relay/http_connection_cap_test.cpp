@@ -1,0 +1,85 @@
+// HttpConnectionCap: the endpoint's choice of the connection to shed at the cap.
+#include "http_connection_cap.h"
+
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+
+using relay::HttpConnectionCap;
+using Phase = HttpConnectionCap::Phase;
+
+TEST_CASE("there is no victim while the cap has room") {
+  HttpConnectionCap cap(3);
+  CHECK_FALSE(cap.victim());
+  cap.add();
+  cap.add();
+  CHECK_FALSE(cap.victim());
+  cap.add();
+  CHECK(cap.victim());
+}
+
+TEST_CASE("at the cap the keep-alive connection idle the longest is shed, though others are older") {
+  HttpConnectionCap cap(4);
+  auto reading = cap.add();
+  auto fresh = cap.add();
+  auto idle_old = cap.add();
+  auto idle_new = cap.add();
+  cap.enter(reading, Phase::reading);
+  cap.enter(idle_old, Phase::idle);
+  cap.enter(idle_new, Phase::idle);
+  CHECK(cap.victim() == idle_old);
+  cap.remove(idle_old);
+  CHECK_FALSE(cap.victim());
+  cap.add();
+  CHECK(cap.victim() == idle_new);
+  (void)fresh;
+}
+
+TEST_CASE("with no idle connection the one that has had the longest to send its request is shed") {
+  HttpConnectionCap cap(3);
+  auto slow = cap.add();
+  cap.enter(slow, Phase::reading);  // a slowloris: one byte, then nothing
+  auto probe = cap.add();           // fresh: its request is in flight
+  auto newer = cap.add();
+  CHECK(cap.victim() == slow);  // not the probe, though it sent nothing yet
+  cap.remove(slow);
+  cap.add();
+  CHECK(cap.victim() == probe);
+  cap.enter(probe, Phase::reading);  // now the newest in its tier
+  CHECK(cap.victim() == newer);
+}
+
+TEST_CASE("a response being written is shed last, the oldest first") {
+  HttpConnectionCap cap(3);
+  auto a = cap.add();
+  auto b = cap.add();
+  auto c = cap.add();
+  cap.enter(a, Phase::writing);
+  cap.enter(b, Phase::writing);
+  cap.enter(c, Phase::reading);
+  CHECK(cap.victim() == c);
+  cap.enter(c, Phase::writing);
+  CHECK(cap.victim() == a);
+}
+
+TEST_CASE("a new connection always fits: shedding the victim makes room, whatever the others do") {
+  HttpConnectionCap cap(2);
+  for (int i = 0; i < 100; ++i) {
+    if (auto v = cap.victim()) cap.remove(*v);
+    auto id = cap.add();
+    cap.enter(id, i % 3 == 0 ? Phase::reading : i % 3 == 1 ? Phase::writing : Phase::idle);
+    CHECK(cap.size() <= 2);
+  }
+  CHECK(cap.size() == 2);
+}
+
+TEST_CASE("removing twice or an unknown id is harmless; adding past the cap is refused") {
+  HttpConnectionCap cap(1);
+  auto id = cap.add();
+  CHECK_THROWS_AS(cap.add(), std::logic_error);
+  cap.remove(id);
+  cap.remove(id);
+  cap.remove(12345);
+  CHECK(cap.size() == 0);
+  CHECK_THROWS_AS(HttpConnectionCap(0), std::invalid_argument);
+}
