@@ -44,6 +44,8 @@ std::vector<HostileKind> all_kinds(const Targets& t) {
       {"message type over 255 bytes", {"255"}, F::kBeforeSending, with([&](HostileRow& r) { r.type = long_text; }), "outbox_shortstr_lengths"},
       {"content type over 255 bytes", {"255"}, F::kBeforeSending, with([&](HostileRow& r) { r.content_type = long_text; }), "outbox_shortstr_lengths"},
       {"created_at infinity", {"created_at"}, F::kBeforeSending, with([&](HostileRow& r) { r.created_at = "infinity"; })},
+      // The oldest pending row: the relay's backlog statistics (age of the oldest) meet it.
+      {"created_at -infinity", {"created_at"}, F::kBeforeSending, with([&](HostileRow& r) { r.created_at = "-infinity"; })},
       {"message over broker max size", {"406"}, F::kChannelClosed, with([&](HostileRow& r) { r.payload_bytes = 100000; })},
       {"missing exchange", {"404"}, F::kChannelClosed, with([&](HostileRow& r) { r.exchange = t.missing_exchange; })},
       {"internal exchange", {"403"}, F::kChannelClosed, with([&](HostileRow& r) { r.exchange = t.internal_exchange; })},
