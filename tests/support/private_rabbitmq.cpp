@@ -1,0 +1,101 @@
+#include "private_rabbitmq.h"
+
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include "relay_process.h"
+#include "test_env.h"
+
+namespace testenv {
+namespace {
+
+bool port_free(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+PrivateRabbitMq::PrivateRabbitMq(std::string servers_sh)
+    : servers_sh_(std::move(servers_sh)), dir_("/tmp/" + unique_name("outbox_private_rmq")) {
+  std::mt19937 rng(std::random_device{}());
+  // 4xxxx, and the node's distribution port (AMQP port + 20000) must stay below 65535.
+  for (int tries = 0; tries < 100 && port_ == 0; ++tries) {
+    int p = 41000 + static_cast<int>(rng() % 4000);
+    if (port_free(p) && port_free(p + 20000)) port_ = p;
+  }
+  if (port_ == 0) throw std::runtime_error("private RabbitMQ: no free port in 41000-44999");
+  env_ = "env OUTBOX_LOCAL_DIR=" + dir_ + " OUTBOX_AMQP_PORT=" + std::to_string(port_) + " ";
+  // restart-rabbitmq = stop (nothing there yet) + start, of the RabbitMQ half only:
+  // `start` would also start a PostgreSQL, which this suite does not need.
+  auto out = run("\"" + servers_sh_ + "\" restart-rabbitmq");
+  if (out.find("rabbitmq: started") == std::string::npos)
+    throw std::runtime_error("private RabbitMQ did not start: " + out);
+  uri_ = "amqp://guest:guest@127.0.0.1:" + std::to_string(port_) + "/%2f";
+  setenv("OUTBOX_AMQP_URI", uri_.c_str(), 1);
+}
+
+PrivateRabbitMq::~PrivateRabbitMq() {
+  run("\"" + servers_sh_ + "\" stop");
+  std::system(("rm -rf '" + dir_ + "'").c_str());
+}
+
+std::string PrivateRabbitMq::run(const std::string& command) const {
+  auto out = write_temp_file("", ".out");
+  std::fflush(nullptr);  // the shell must not inherit (and write again) buffered output
+  std::system((env_ + command + " >" + out + " 2>&1").c_str());
+  std::ifstream in(out);
+  std::stringstream s;
+  s << in.rdbuf();
+  std::remove(out.c_str());
+  return s.str();
+}
+
+std::string PrivateRabbitMq::rabbitmqctl(const std::string& args) const {
+  return run("\"" + servers_sh_ + "\" rabbitmqctl " + args);
+}
+
+std::string PrivateRabbitMq::eval(const std::string& erlang) const {
+  auto out = rabbitmqctl("eval '" + erlang + "'");
+  if (out.find("Error") != std::string::npos || out.find("error") != std::string::npos)
+    throw std::runtime_error("rabbitmqctl eval failed: " + out);
+  return out;
+}
+
+void PrivateRabbitMq::declare_exchange(const std::string& name, const std::string& type, bool internal) const {
+  amqp_connection_state_t conn = amqp_new_connection();
+  amqp_socket_t* socket = amqp_tcp_socket_new(conn);
+  auto fail = [&](const char* what) {
+    amqp_destroy_connection(conn);
+    throw std::runtime_error(std::string("private RabbitMQ: ") + what + " failed");
+  };
+  if (amqp_socket_open(socket, "127.0.0.1", port_) != AMQP_STATUS_OK) fail("connect");
+  if (amqp_login(conn, "/", 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest").reply_type !=
+      AMQP_RESPONSE_NORMAL)
+    fail("login");
+  amqp_channel_open(conn, 1);
+  if (amqp_get_rpc_reply(conn).reply_type != AMQP_RESPONSE_NORMAL) fail("channel.open");
+  amqp_exchange_declare(conn, 1, amqp_cstring_bytes(name.c_str()), amqp_cstring_bytes(type.c_str()), 0, 0, 0,
+                        internal ? 1 : 0, amqp_empty_table);
+  if (amqp_get_rpc_reply(conn).reply_type != AMQP_RESPONSE_NORMAL) fail("exchange.declare");
+  amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
+  amqp_destroy_connection(conn);
+}
+
+}  // namespace testenv
