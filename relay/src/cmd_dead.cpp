@@ -19,6 +19,10 @@
 namespace relay {
 namespace {
 
+// An age column: NULL where the time is infinite (a row written by hand).
+nlohmann::json seconds_or_null(const pqxx::field& f) { return f.is_null() ? nlohmann::json() : nlohmann::json(f.as<double>()); }
+std::string age_text(const pqxx::field& f) { return f.is_null() ? "-" : human_seconds(f.as<double>()); }
+
 constexpr const char* kDeadHelp =
     "usage: outbox-relay dead list --config FILE [--type T] [--limit N] [--json]\n"
     "       outbox-relay dead requeue --config FILE (--id ID... | --type T | --all) [--json]\n"
@@ -79,7 +83,8 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
   const auto total = tx.exec_params1("SELECT count(*) FROM " + table_of(config) + where, type)[0].as<std::int64_t>();
   auto rows = tx.exec_params(
       "SELECT id, message_id::text, message_type, attempts, coalesce(last_error, ''), "
-      "extract(epoch from now() - created_at)::float8, extract(epoch from now() - parked_at)::float8 "
+      "CASE WHEN isfinite(created_at) THEN extract(epoch from now() - created_at)::float8 END, "
+      "CASE WHEN isfinite(parked_at) THEN extract(epoch from now() - parked_at)::float8 END "
       "FROM " + table_of(config) + where + " ORDER BY id LIMIT $2",
       type, limit);
   if (args.json()) {
@@ -87,7 +92,7 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
     for (const auto& r : rows)
       list.push_back({{"id", r[0].as<std::int64_t>()}, {"message_id", r[1].c_str()}, {"type", r[2].c_str()},
                       {"attempts", r[3].as<int>()}, {"last_error", r[4].c_str()},
-                      {"age_s", r[5].as<double>()}, {"parked_for_s", r[6].as<double>()}});
+                      {"age_s", seconds_or_null(r[5])}, {"parked_for_s", seconds_or_null(r[6])}});
     auto blocked = nlohmann::json::array();
     for (const auto& b : blocked_keys(tx, config))
       blocked.push_back({{"ordering_key", b.key}, {"head_id", b.head_id}, {"waiting", b.waiting}});
@@ -108,8 +113,7 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
               "parked for", "last error");
   for (const auto& r : rows)
     std::printf("%-10lld %-36s %-24s %8d %12s %12s  %s\n", r[0].as<long long>(), r[1].c_str(),
-                one_line(r[2].c_str(), 24).c_str(), r[3].as<int>(), human_seconds(r[5].as<double>()).c_str(),
-                human_seconds(r[6].as<double>()).c_str(), one_line(r[4].c_str(), 300).c_str());
+                one_line(r[2].c_str(), 24).c_str(), r[3].as<int>(), age_text(r[5]).c_str(), age_text(r[6]).c_str(), one_line(r[4].c_str(), 300).c_str());
   if (static_cast<std::int64_t>(rows.size()) < total)
     std::printf("... %lld more (raise --limit)\n", static_cast<long long>(total - rows.size()));
   return kExitOk;

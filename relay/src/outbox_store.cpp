@@ -165,7 +165,7 @@ void OutboxStore::connect() {
                 "WHERE o.id = f.id");
   conn->prepare("outbox_stats",
                 "SELECT count(*) FILTER (WHERE parked_at IS NULL), "
-                "coalesce(extract(epoch from now() - min(created_at) FILTER (WHERE parked_at IS NULL)), 0), "
+                "coalesce(extract(epoch from now() - min(created_at) FILTER (WHERE parked_at IS NULL AND isfinite(created_at))), 0), "
                 "(SELECT count(*) FROM " + schema_ + ".outbox WHERE parked_at IS NOT NULL) "
                 "FROM " + schema_ + ".outbox WHERE published_at IS NULL AND parked_at IS NULL");
   conn_ = std::move(conn);
@@ -189,7 +189,13 @@ std::vector<ClaimedRow> OutboxStore::claim(pqxx::transaction_base& tx, int limit
 // park_message parked rows are not heads. A head another batch marked after this
 // statement's snapshot is rechecked on its newest version and not claimed again.
 void OutboxStore::prepare_key_walk(pqxx::connection& conn, const std::string& select_list) {
-  const std::string pending = "published_at IS NULL " + std::string(park_key_ ? "" : "AND parked_at IS NULL ");
+  // park_message skips parked rows. Spelled "(parked_at IS NULL) IS TRUE" (the same
+  // truth value) so the planner cannot match outbox_pending_idx, whose predicate is
+  // both IS NULLs: with statistics from a mostly published table it took that small
+  // index and sorted every pending row for each key step (120 ms a claim at 6,000
+  // pending rows, against 1 ms over outbox_pending_key_idx).
+  const std::string pending =
+      "published_at IS NULL " + std::string(park_key_ ? "" : "AND (parked_at IS NULL) IS TRUE ");
   const std::string next_key = "SELECT ordering_key, id FROM " + schema_ + ".outbox WHERE " + pending;
   // walk(wkey, wid, step): up to `steps` keys, from the first key or after `cursor`.
   auto walk = [&](const std::string& steps, const std::string& cursor) {
