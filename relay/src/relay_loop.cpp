@@ -248,18 +248,41 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
   return n;
 }
 
-// Suspects of an isolation first, one at a time; then the batches in claim order.
+// Suspects of an isolation first, a probe group at a time; then the batches in
+// claim order.
 bool RelayLoop::publish_pending() {
   if (held()) return false;
   if (solo_) {
-    if (outstanding() > 0) return false;  // wait for the verdict on the row sent alone
+    if (outstanding() > 0) return false;  // wait for the verdict on the probe in flight
     solo_ = false;
   }
-  for (auto& b : inflight_)
-    if (!b->suspects.empty()) return publish_alone(*b);
+  if (isolating()) return publish_probe();
   for (auto& b : inflight_)
     if (!b->publishing_done) return publish_some(*b);
   return false;
+}
+
+// Publishes the next probe_size_ suspects (in claim order, across batches) and
+// nothing else until the broker settled them: all acked, the group is clean; a
+// close, and the culprit is among them (RelayLoop::on_channel_closed halves the
+// group). A row refused before goes in a group of its own.
+bool RelayLoop::publish_probe() {
+  if (outstanding() > 0) return false;
+  std::size_t sent = 0;
+  amqp_.set_corked(true);
+  for (auto& b : inflight_) {
+    while (!b->suspects.empty() && sent < probe_size_) {
+      const bool alone = b->rows[b->suspects.front()].refused_before;
+      if (alone && sent > 0) break;
+      if (!publish_suspect(*b)) break;
+      ++sent;
+      if (alone) probe_size_ = 1;
+    }
+    if (sent >= probe_size_) break;
+  }
+  amqp_.set_corked(false);
+  solo_ = sent > 0;
+  return sent > 0;
 }
 
 // Publishes the batch's next rows while the window has room. Returns whether any
@@ -299,9 +322,9 @@ bool RelayLoop::publish_some(InflightBatch& b) {
   return sent > 0 || solo_;
 }
 
-// Publishes the batch's next suspect alone. REQUIRES: b.suspects not empty.
-bool RelayLoop::publish_alone(InflightBatch& b) {
-  if (outstanding() > 0) return false;
+// Publishes the batch's next suspect. REQUIRES: b.suspects not empty. False when
+// it cannot go out on this link: the batch's suspects then stay pending (no attempt).
+bool RelayLoop::publish_suspect(InflightBatch& b) {
   if (!amqp_.connected() || amqp_.blocked()) {  // not on this link: pending, no attempt
     b.suspects.clear();
     b.publishing_done = true;
@@ -320,10 +343,7 @@ bool RelayLoop::publish_alone(InflightBatch& b) {
       return false;
     }
   }
-  if (!publish_row(b, i)) return false;
-  solo_ = true;
-  amqp_.set_corked(false);
-  return true;
+  return publish_row(b, i);
 }
 
 // Publishes row `i` of the batch and drops its payload. False when the connection

@@ -19,12 +19,12 @@ namespace {
 // One lane, so every key is this relay's.
 const std::vector<int> kAllLanes = {0};
 
-std::unique_ptr<OutboxStore> per_key_store(const std::string& schema) {
+std::unique_ptr<OutboxStore> per_key_store(const std::string& schema, bool park_key = true) {
   relay::PostgresConfig config;
   config.dsn = testenv::pg_dsn();
   config.schema = schema;
   auto store = std::make_unique<OutboxStore>(config);
-  store->use_per_key_ordering(1, /*park_key=*/true);
+  store->use_per_key_ordering(1, park_key);
   store->connect();
   return store;
 }
@@ -115,4 +115,43 @@ TEST_CASE("heads behind a long run of keys in backoff are reached in the same cl
   CHECK(claim_and_publish(*store, schema.name(), 1, cursor) == Keys{"k9"});
   CHECK(claim_and_publish(*store, schema.name(), 1, cursor) == Keys{"k9"});  // its second event
   CHECK(claim_and_publish(*store, schema.name(), 1, cursor).empty());
+}
+
+TEST_CASE("park_key: a parked head blocks its key; park_message: the key's next rows are its heads") {
+  testenv::ScopedSchema schema("keyheads");
+  write_rows(schema.name(), 3, 4);
+  // k1's first two rows are parked.
+  testenv::sql_exec("UPDATE \"" + schema.name() + "\".outbox SET parked_at = now(), attempts = 3, "
+                    "last_error = 'x' WHERE id IN (SELECT id FROM \"" + schema.name() +
+                    "\".outbox WHERE ordering_key = 'k1' ORDER BY id LIMIT 2)");
+  const std::string third_of_k1 = testenv::sql_value(
+      "SELECT id FROM \"" + schema.name() + "\".outbox WHERE ordering_key = 'k1' ORDER BY id OFFSET 2 LIMIT 1");
+  SUBCASE("park_key") {
+    auto store = per_key_store(schema.name(), true);
+    KeyCursor cursor;
+    pqxx::work tx(store->connection());
+    CHECK(keys_of(store->claim_key_heads(tx, 100, kAllLanes, cursor)) == Keys{"k0", "k2"});
+  }
+  SUBCASE("park_message") {
+    auto store = per_key_store(schema.name(), false);
+    KeyCursor cursor;
+    pqxx::work tx(store->connection());
+    auto rows = store->claim_key_heads(tx, 100, kAllLanes, cursor);
+    REQUIRE(keys_of(rows) == Keys{"k0", "k1", "k2"});
+    CHECK(std::to_string(rows[1].id) == third_of_k1);  // past both parked rows, and only one head
+  }
+}
+
+TEST_CASE("park_message: a walk with the table's statistics unknown stays on the key index (no sort of all pending rows)") {
+  testenv::ScopedSchema schema("keyheads");
+  write_rows(schema.name(), 50, 120);  // 6,000 pending rows, never analyzed
+  auto store = per_key_store(schema.name(), false);
+  pqxx::work tx(store->connection());
+  KeyCursor cursor;
+  CHECK(store->claim_key_heads(tx, 10, kAllLanes, cursor).size() == 10);  // libpqxx prepares on first use
+  auto plan = tx.exec("EXPLAIN EXECUTE outbox_key_heads_start(400, 100, '{0}')");
+  std::string text;
+  for (const auto& r : plan) text += std::string(r[0].c_str()) + "\n";
+  CHECK_MESSAGE(text.find("outbox_pending_key_idx") != std::string::npos, text);
+  CHECK_MESSAGE(text.find("Bitmap") == std::string::npos, text);
 }
