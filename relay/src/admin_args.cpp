@@ -4,7 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "one_line.h"
+#include "outbox/one_line.h"
 #include "outbox/error_text.h"
 
 namespace relay {
@@ -39,7 +39,7 @@ AdminArgs::AdminArgs(const std::string& command, const Args& args, const std::ve
     const FlagSpec* spec = nullptr;
     for (const auto& s : specs)
       if (s.name == a) spec = &s;
-    if (!spec) throw UsageError("unknown argument '" + one_line(a, 80) + "' for " + command);
+    if (!spec) throw UsageError("unknown argument '" + outbox::one_line(a, 80) + "' for " + command);
     auto& values = values_[a];
     if (!spec->takes_value) continue;
     if (!spec->many && !values.empty()) throw UsageError(a + " given twice");
@@ -74,7 +74,7 @@ long long AdminArgs::integer(const std::string& flag, long long fallback, long l
   if (v->empty() || v->size() > 12 || v->find_first_not_of("0123456789") != std::string::npos ||
       std::stoll(*v) < min || std::stoll(*v) > max)
     throw UsageError(flag + " must be a whole number from " + std::to_string(min) + " to " +
-                     std::to_string(max) + ", got '" + one_line(*v, 40) + "'");
+                     std::to_string(max) + ", got '" + outbox::one_line(*v, 40) + "'");
   return std::stoll(*v);
 }
 
@@ -82,7 +82,7 @@ std::optional<RelayConfig> load_admin_config(const std::string& path) {
   try {
     return load_config(path);
   } catch (const ConfigError& e) {
-    std::cerr << "outbox-relay: invalid configuration: " << one_line(e.what()) << "\n";
+    std::cerr << "outbox-relay: invalid configuration: " << outbox::one_line(e.what()) << "\n";
     return std::nullopt;
   }
 }

@@ -6,8 +6,8 @@
 #include <pqxx/pqxx>
 
 #include "admin_args.h"
-#include "duration.h"
-#include "one_line.h"
+#include "outbox/duration.h"
+#include "outbox/one_line.h"
 #include "outbox/errors.h"
 #include "outbox/message_id.h"
 #include "outbox/pg_array.h"
@@ -62,11 +62,11 @@ Selection parse_selection(const AdminArgs& args) {
     try {
       s.message_ids.push_back(outbox::MessageId::parse(id, "--id").to_string());
     } catch (const outbox::ValidationError&) {
-      throw UsageError("--id '" + one_line(id, 60) + "' is neither a message id (UUID) nor an outbox id");
+      throw UsageError("--id '" + outbox::one_line(id, 60) + "' is neither a message id (UUID) nor an outbox id");
     }
   }
   if (auto since = args.value("--since")) {
-    const std::string shown = "--since '" + one_line(*since, 60) + "' ";
+    const std::string shown = "--since '" + outbox::one_line(*since, 60) + "' ";
     // Starts like a date: a time, checked here so an impossible one exits 2, not 1.
     if (since->size() >= 5 && since->find('-') == 4) {
       if (auto problem = rfc3339_problem(*since)) throw UsageError(shown + *problem);
@@ -74,11 +74,11 @@ Selection parse_selection(const AdminArgs& args) {
     } else {
       std::chrono::seconds age{};
       try {
-        age = parse_duration(*since);
+        age = outbox::parse_duration(*since);
       } catch (const std::invalid_argument&) {
         throw UsageError(shown + "is neither an RFC 3339 time (2024-05-01T10:00:00Z) nor an age (12h, 7d)");
       }
-      if (age > kMaxAge) throw UsageError(shown + "is longer than the longest age, " + format_duration(kMaxAge));
+      if (age > outbox::kMaxAge) throw UsageError(shown + "is longer than the longest age, " + outbox::format_duration(outbox::kMaxAge));
       s.since_age_s = age.count();
     }
   }
@@ -146,7 +146,7 @@ int cmd_replay(const Args& raw) {
     if (!selection.ids.empty() || !selection.message_ids.empty()) {
       auto problems = check_ids(tx, table, selection);
       if (!problems.empty()) {
-        for (const auto& p : problems) std::cerr << "replay: " << one_line(p) << "\n";
+        for (const auto& p : problems) std::cerr << "replay: " << outbox::one_line(p) << "\n";
         std::cerr << "replay: nothing changed\n";
         return kExitUsage;
       }
@@ -184,7 +184,7 @@ int cmd_replay(const Args& raw) {
     }
     return kExitOk;
   } catch (const std::exception& e) {
-    std::cerr << "replay failed: " << one_line(e.what()) << "\n";
+    std::cerr << "replay failed: " << outbox::one_line(e.what()) << "\n";
     return kExitFailure;
   }
 }

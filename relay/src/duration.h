@@ -1,21 +1,12 @@
 #pragma once
-// Durations as operators write them: "90s", "30m", "12h", "7d".
+// The relay's old names for outbox/duration.h, kept only for config.cpp (whose
+// enum rework is in flight elsewhere); new code calls outbox::parse_duration,
+// outbox::format_duration and outbox::kMaxAge. Delete once nothing includes it.
 
-#include <chrono>
-#include <string>
+#include "outbox/duration.h"
 
 namespace relay {
-
-// The longest age the relay accepts (retention.keep, cleanup --older-than, replay
-// --since): ten years. Far longer and now() minus the age leaves PostgreSQL's
-// timestamp range, so every run would fail instead of the file being refused.
-constexpr std::chrono::seconds kMaxAge{3650LL * 86400};
-
-// Parses a positive whole number followed by a unit: s, m, h or d ("7d").
-// Throws std::invalid_argument with a one-line reason naming the text. Pure.
-std::chrono::seconds parse_duration(const std::string& text);
-
-// The inverse for messages: the largest unit that divides exactly ("7d", "90m").
-std::string format_duration(std::chrono::seconds duration);
-
+using outbox::format_duration;
+using outbox::kMaxAge;
+using outbox::parse_duration;
 }  // namespace relay
