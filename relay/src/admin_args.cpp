@@ -6,6 +6,8 @@
 
 #include "outbox/one_line.h"
 #include "outbox/error_text.h"
+#include "outbox/errors.h"
+#include "outbox/message_id.h"
 
 namespace relay {
 namespace {
@@ -78,13 +80,30 @@ long long AdminArgs::integer(const std::string& flag, long long fallback, long l
   return std::stoll(*v);
 }
 
-std::optional<RelayConfig> load_admin_config(const std::string& path) {
+std::optional<RelayConfig> load_config_or_report(const std::string& path) {
   try {
     return load_config(path);
   } catch (const ConfigError& e) {
     std::cerr << "outbox-relay: invalid configuration: " << outbox::one_line(e.what()) << "\n";
     return std::nullopt;
   }
+}
+
+IdSelection parse_id_flags(const std::vector<std::string>& given) {
+  IdSelection s;
+  for (const auto& id : given) {
+    // Up to 18 digits: an outbox id (bigint); anything else must be a UUID.
+    if (!id.empty() && id.size() <= 18 && id.find_first_not_of("0123456789") == std::string::npos) {
+      s.ids.push_back(std::stoll(id));
+      continue;
+    }
+    try {
+      s.message_ids.push_back(outbox::MessageId::parse(id, "--id").to_string());
+    } catch (const outbox::ValidationError&) {
+      throw UsageError("--id '" + outbox::one_line(id, 60) + "' is neither a message id (UUID) nor an outbox id");
+    }
+  }
+  return s;
 }
 
 std::string human_seconds(double s) {

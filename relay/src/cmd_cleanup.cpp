@@ -78,7 +78,7 @@ int cmd_cleanup(const Args& raw) {
                      "'");
   const int batch = static_cast<int>(args.integer("--batch", 5000, 1, 1000000));
   const auto pause = std::chrono::milliseconds(args.integer("--pause-ms", 0, 0, 60000));
-  auto config = load_admin_config(args.config_path());
+  auto config = load_config_or_report(args.config_path());
   if (!config) return kExitUsage;
 
   const bool tty = ::isatty(STDERR_FILENO) && !args.json();

@@ -9,8 +9,6 @@
 
 #include "admin_args.h"
 #include "outbox/one_line.h"
-#include "outbox/errors.h"
-#include "outbox/message_id.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
 #include "outbox_store.h"
@@ -114,27 +112,6 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
   return kExitOk;
 }
 
-struct IdSelection {
-  std::vector<std::int64_t> ids;
-  std::vector<std::string> message_ids;
-};
-
-IdSelection parse_ids(const std::vector<std::string>& given) {
-  IdSelection s;
-  for (const auto& id : given) {
-    if (!id.empty() && id.size() <= 18 && id.find_first_not_of("0123456789") == std::string::npos) {
-      s.ids.push_back(std::stoll(id));
-      continue;
-    }
-    try {
-      s.message_ids.push_back(outbox::MessageId::parse(id, "--id").to_string());
-    } catch (const outbox::ValidationError&) {
-      throw UsageError("--id '" + outbox::one_line(id, 60) + "' is neither a message id (UUID) nor an outbox id");
-    }
-  }
-  return s;
-}
-
 // Every given id must name a parked row. Returns the problems, one per id.
 std::vector<std::string> check_ids(pqxx::work& tx, const std::string& table, const IdSelection& s) {
   auto found = tx.exec_params("SELECT id, message_id::text, parked_at IS NOT NULL FROM " + table +
@@ -157,11 +134,11 @@ std::vector<std::string> check_ids(pqxx::work& tx, const std::string& table, con
 void check_requeue_usage(const AdminArgs& args) {
   const int selectors = args.has("--id") + args.has("--type") + args.has("--all");
   if (selectors != 1) throw UsageError("dead requeue needs exactly one of --id ID..., --type T or --all");
-  parse_ids(args.all("--id"));
+  parse_id_flags(args.all("--id"));
 }
 
 int dead_requeue(const AdminArgs& args, const RelayConfig& config) {
-  const auto selection = parse_ids(args.all("--id"));
+  const auto selection = parse_id_flags(args.all("--id"));
   const auto table = table_of(config);
   auto conn_owner = connect_postgres(config.postgres);
   auto& conn = *conn_owner;
@@ -210,7 +187,7 @@ int cmd_dead(const Args& raw) {
   // Usage errors first: nothing is read or written for a bad command line.
   if (sub == "list") args.integer("--limit", 1000, 1, 10000000);
   else check_requeue_usage(args);
-  auto config = load_admin_config(args.config_path());
+  auto config = load_config_or_report(args.config_path());
   if (!config) return kExitUsage;
   try {
     return sub == "list" ? dead_list(args, *config) : dead_requeue(args, *config);

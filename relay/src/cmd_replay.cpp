@@ -9,7 +9,6 @@
 #include "outbox/duration.h"
 #include "outbox/one_line.h"
 #include "outbox/errors.h"
-#include "outbox/message_id.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
 #include "outbox_store.h"
@@ -54,17 +53,9 @@ Selection parse_selection(const AdminArgs& args) {
   Selection s;
   const bool by_id = args.has("--id"), by_time = args.has("--since");
   if (by_id == by_time) throw UsageError("replay needs exactly one of --id ID... or --since TIME");
-  for (const auto& id : args.all("--id")) {
-    if (!id.empty() && id.size() <= 18 && id.find_first_not_of("0123456789") == std::string::npos) {
-      s.ids.push_back(std::stoll(id));
-      continue;
-    }
-    try {
-      s.message_ids.push_back(outbox::MessageId::parse(id, "--id").to_string());
-    } catch (const outbox::ValidationError&) {
-      throw UsageError("--id '" + outbox::one_line(id, 60) + "' is neither a message id (UUID) nor an outbox id");
-    }
-  }
+  auto picked = parse_id_flags(args.all("--id"));
+  s.ids = std::move(picked.ids);
+  s.message_ids = std::move(picked.message_ids);
   if (auto since = args.value("--since")) {
     const std::string shown = "--since '" + outbox::one_line(*since, 60) + "' ";
     // Starts like a date: a time, checked here so an impossible one exits 2, not 1.
@@ -135,7 +126,7 @@ int cmd_replay(const Args& raw) {
   }
   const auto selection = parse_selection(args);
   const auto max = args.integer("--max", 100000, 1, 100000000);
-  auto config = load_admin_config(args.config_path());
+  auto config = load_config_or_report(args.config_path());
   if (!config) return kExitUsage;
   const auto table = outbox::quoted_identifier(config->postgres.schema, "postgres.schema") + ".outbox";
   const auto where = where_clause();

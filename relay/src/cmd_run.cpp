@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "admin_args.h"
 #include "commands.h"
 #include "config.h"
 #include "connection_check.h"
@@ -27,16 +28,6 @@
 
 namespace relay {
 namespace {
-
-// Loads the file named by --config; prints the error and returns nullopt when bad.
-std::optional<RelayConfig> load_or_report(const std::string& path) {
-  try {
-    return load_config(path);
-  } catch (const ConfigError& e) {
-    std::cerr << "outbox-relay: invalid configuration: " << outbox::one_line(e.what()) << "\n";
-    return std::nullopt;
-  }
-}
 
 HttpRoutes http_routes(const RelayConfig& config, RelayMetrics& metrics) {
   const auto stall = std::chrono::seconds(config.http.live_stall_s);
@@ -103,7 +94,7 @@ int cmd_check_config(const Args& args) {
   }
   if (files.size() != 1)
     throw UsageError(files.empty() ? "check-config needs a FILE" : "check-config takes exactly one FILE");
-  auto config = load_or_report(files[0]);
+  auto config = load_config_or_report(files[0]);
   if (!config) return kExitUsage;
   for (const auto& w : config->warnings) std::cerr << "warning: " << w << "\n";
   std::cout << files[0] << ": valid" << (config->warnings.empty() ? "" : " (with warnings)") << "\n";
@@ -113,7 +104,7 @@ int cmd_check_config(const Args& args) {
 }
 
 int cmd_migrate(const Args& args) {
-  auto config = load_or_report(parse_config_flag("migrate", args));
+  auto config = load_config_or_report(parse_config_flag("migrate", args));
   if (!config) return kExitUsage;
   try {
     auto conn_owner = connect_postgres(config->postgres);
@@ -131,7 +122,7 @@ int cmd_migrate(const Args& args) {
 
 int cmd_run(const Args& args) {
   bool exit_when_idle = false;
-  auto config = load_or_report(parse_config_flag("run", args, {{"--exit-when-idle", &exit_when_idle}}));
+  auto config = load_config_or_report(parse_config_flag("run", args, {{"--exit-when-idle", &exit_when_idle}}));
   if (!config) return kExitUsage;
   setup_logging(config->log);
 

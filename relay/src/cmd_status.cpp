@@ -84,7 +84,7 @@ int cmd_status(const Args& raw) {
     std::cout << kStatusHelp;
     return kExitOk;
   }
-  auto config = load_admin_config(args.config_path());
+  auto config = load_config_or_report(args.config_path());
   if (!config) return kExitUsage;
   std::vector<TypeStatus> types;
   try {
