@@ -11,7 +11,7 @@
 #include "consumer_worker.h"
 #include "outbox/errors.h"
 #include "outbox/sql_identifier.h"
-#include "safe_text.h"
+#include "outbox/one_line.h"
 
 namespace outbox {
 namespace {
@@ -24,7 +24,7 @@ void require_range(const std::string& field, long long value, long long lo, long
 void require_amqp_name(const std::string& field, const std::string& value) {
   if (value.empty()) throw ValidationError(field, "is required");
   if (value.size() > 255)
-    throw ValidationError(field, "'" + detail::safe_text(value, 80) + "' is longer than 255 bytes");
+    throw ValidationError(field, "'" + one_line(value, 80) + "' is longer than 255 bytes");
 }
 
 }  // namespace
@@ -43,7 +43,7 @@ void validate_runner_options(const RunnerOptions& o) {
     require_amqp_name(field + ".exchange", b.exchange);
     if (b.exchange_type != "direct" && b.exchange_type != "topic" && b.exchange_type != "fanout" &&
         b.exchange_type != "headers")
-      throw ValidationError(field + ".exchange_type", "'" + detail::safe_text(b.exchange_type, 80) +
+      throw ValidationError(field + ".exchange_type", "'" + one_line(b.exchange_type, 80) +
                                                           "' is not one of direct, topic, fanout, headers");
   }
   require_range("concurrency", o.concurrency, 1, 256);
@@ -105,7 +105,7 @@ void ConsumerRunner::start() {
   state_->workers = std::move(workers);
   for (auto& w : state_->workers) state_->threads.emplace_back([worker = w.get()] { worker->run(); });
   spdlog::info("consumer {}: {} worker(s) consuming queue '{}' (prefetch {}, {}), {} PostgreSQL connection(s)",
-               o.consumer.value(), o.concurrency, detail::safe_text(o.queue, 255), o.prefetch,
+               o.consumer.value(), o.concurrency, one_line(o.queue, 255), o.prefetch,
                o.dedup == Deduplication::kInbox ? "inbox deduplication" : "handler deduplication", o.concurrency);
 }
 

@@ -6,7 +6,7 @@
 #include <pqxx/pqxx>
 
 #include "outbox/errors.h"
-#include "safe_text.h"
+#include "outbox/one_line.h"
 
 namespace outbox::detail {
 namespace {
@@ -43,7 +43,7 @@ void ConsumerWorker::run() {
     } catch (const std::exception& e) {
       // Unacked messages return to the queue with the connection; the inbox turns
       // any that did commit into duplicates.
-      spdlog::warn("consumer {}: {}; reconnecting in {} ms", name_, safe_text(e.what()), backoff.count());
+      spdlog::warn("consumer {}: {}; reconnecting in {} ms", name_, one_line(e.what()), backoff.count());
       amqp_.close();
       if (pg_ && !pg_->is_open()) pg_.reset();
       if (shared_.stop.wait_for(backoff)) break;
@@ -67,7 +67,7 @@ void ConsumerWorker::handle(InboundMessage& m) {
   } catch (const ValidationError& e) {
     // Without an id the inbox cannot deduplicate it: never process it blindly.
     spdlog::error("consumer {}: dead-lettering a message without a valid message id (type '{}', routing key '{}'): {}",
-                  name_, safe_text(d.type, 100), safe_text(d.routing_key, 255), safe_text(e.what(), 200));
+                  name_, one_line(d.type, 100), one_line(d.routing_key, 255), one_line(e.what(), 200));
     amqp_.dead_letter(m.delivery_tag);
     ++shared_.counters.dead_lettered;
     return;
@@ -126,7 +126,7 @@ void ConsumerWorker::settle_failure(const Delivery& d, std::uint64_t tag, Outcom
   if (outcome == Outcome::kConnectionLost) {
     // Not the message's fault: requeue without counting a try, then back off while
     // the connection is rebuilt.
-    spdlog::warn("consumer {}: message {} requeued: {}", name_, id, safe_text(error));
+    spdlog::warn("consumer {}: message {} requeued: {}", name_, id, one_line(error));
     amqp_.requeue(tag);
     ++shared_.counters.retried;
     shared_.stop.wait_for(o.retry_delay);
@@ -135,9 +135,9 @@ void ConsumerWorker::settle_failure(const Delivery& d, std::uint64_t tag, Outcom
   int failures = outcome == Outcome::kPermanent ? o.max_attempts : shared_.retries.record_failure(d.message_id);
   if (failures >= o.max_attempts) {
     spdlog::error("consumer {}: message {} ({}) dead-lettered to '{}' after {} {}: {}", name_, id,
-                  safe_text(d.type, 100), safe_text(o.dead_letter_exchange, 255),
+                  one_line(d.type, 100), one_line(o.dead_letter_exchange, 255),
                   outcome == Outcome::kPermanent ? 1 : failures,
-                  outcome == Outcome::kPermanent ? "try (permanent error)" : "tries", safe_text(error));
+                  outcome == Outcome::kPermanent ? "try (permanent error)" : "tries", one_line(error));
     amqp_.dead_letter(tag);
     shared_.retries.forget(d.message_id);
     ++shared_.counters.dead_lettered;
@@ -146,7 +146,7 @@ void ConsumerWorker::settle_failure(const Delivery& d, std::uint64_t tag, Outcom
   auto delay = o.retry_delay * (1LL << std::min(failures - 1, 20));
   delay = std::min<std::chrono::milliseconds>(delay, o.retry_delay_max);
   spdlog::warn("consumer {}: message {} ({}) failed try {}/{}, requeued in {} ms: {}", name_, id,
-               safe_text(d.type, 100), failures, o.max_attempts, delay.count(), safe_text(error));
+               one_line(d.type, 100), failures, o.max_attempts, delay.count(), one_line(error));
   shared_.stop.wait_for(delay);  // a stop cuts the wait short; the message is requeued at once
   amqp_.requeue(tag);
   ++shared_.counters.retried;
@@ -164,7 +164,7 @@ void ConsumerWorker::note_late_delivery(const Delivery& d) {
   auto age_s = std::chrono::duration_cast<std::chrono::seconds>(now - *sent);
   spdlog::warn("consumer {}: late delivery of message {} ({}): sent {} ago, longer than the inbox retention {}; "
                "a duplicate of it may go unnoticed",
-               name_, d.message_id.to_string(), safe_text(d.type, 100), format_duration(age_s),
+               name_, d.message_id.to_string(), one_line(d.type, 100), format_duration(age_s),
                format_duration(shared_.retention->policy().retention));
 }
 

@@ -7,14 +7,6 @@
 
 namespace outbox {
 
-std::string format_duration(std::chrono::seconds d) {
-  auto s = d.count();
-  if (s != 0 && s % 86400 == 0) return std::to_string(s / 86400) + "d";
-  if (s != 0 && s % 3600 == 0) return std::to_string(s / 3600) + "h";
-  if (s != 0 && s % 60 == 0) return std::to_string(s / 60) + "m";
-  return std::to_string(s) + "s";
-}
-
 void validate_retention_policy(const RetentionPolicy& p) {
   if (p.redelivery_horizon.count() <= 0)
     throw ValidationError("redelivery_horizon", format_duration(p.redelivery_horizon) + " must be positive");

@@ -4,8 +4,10 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "one_line.h"
+#include "outbox/one_line.h"
 #include "outbox/error_text.h"
+#include "outbox/errors.h"
+#include "outbox/message_id.h"
 
 namespace relay {
 namespace {
@@ -39,7 +41,7 @@ AdminArgs::AdminArgs(const std::string& command, const Args& args, const std::ve
     const FlagSpec* spec = nullptr;
     for (const auto& s : specs)
       if (s.name == a) spec = &s;
-    if (!spec) throw UsageError("unknown argument '" + one_line(a, 80) + "' for " + command);
+    if (!spec) throw UsageError("unknown argument '" + outbox::one_line(a, 80) + "' for " + command);
     auto& values = values_[a];
     if (!spec->takes_value) continue;
     if (!spec->many && !values.empty()) throw UsageError(a + " given twice");
@@ -74,17 +76,34 @@ long long AdminArgs::integer(const std::string& flag, long long fallback, long l
   if (v->empty() || v->size() > 12 || v->find_first_not_of("0123456789") != std::string::npos ||
       std::stoll(*v) < min || std::stoll(*v) > max)
     throw UsageError(flag + " must be a whole number from " + std::to_string(min) + " to " +
-                     std::to_string(max) + ", got '" + one_line(*v, 40) + "'");
+                     std::to_string(max) + ", got '" + outbox::one_line(*v, 40) + "'");
   return std::stoll(*v);
 }
 
-std::optional<RelayConfig> load_admin_config(const std::string& path) {
+std::optional<RelayConfig> load_config_or_report(const std::string& path) {
   try {
     return load_config(path);
   } catch (const ConfigError& e) {
-    std::cerr << "outbox-relay: invalid configuration: " << one_line(e.what()) << "\n";
+    std::cerr << "outbox-relay: invalid configuration: " << outbox::one_line(e.what()) << "\n";
     return std::nullopt;
   }
+}
+
+IdSelection parse_id_flags(const std::vector<std::string>& given) {
+  IdSelection s;
+  for (const auto& id : given) {
+    // Up to 18 digits: an outbox id (bigint); anything else must be a UUID.
+    if (!id.empty() && id.size() <= 18 && id.find_first_not_of("0123456789") == std::string::npos) {
+      s.ids.push_back(std::stoll(id));
+      continue;
+    }
+    try {
+      s.message_ids.push_back(outbox::MessageId::parse(id, "--id").to_string());
+    } catch (const outbox::ValidationError&) {
+      throw UsageError("--id '" + outbox::one_line(id, 60) + "' is neither a message id (UUID) nor an outbox id");
+    }
+  }
+  return s;
 }
 
 std::string human_seconds(double s) {

@@ -1,6 +1,8 @@
 #pragma once
-// Argument parsing and shared plumbing of the admin commands (status, replay, cleanup).
+// Argument parsing and shared plumbing of the commands (run, migrate, check and the
+// admin commands status, replay, cleanup, dead).
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -41,9 +43,19 @@ class AdminArgs {
   std::map<std::string, std::vector<std::string>> values_;
 };
 
-// Loads the configuration for an admin command; prints the error and returns
-// nullopt when the file is bad (the caller exits 2).
-std::optional<RelayConfig> load_admin_config(const std::string& path);
+// Loads the configuration for a command; prints the error and returns nullopt when
+// the file is bad (the caller exits 2).
+std::optional<RelayConfig> load_config_or_report(const std::string& path);
+
+// The rows named by --id: outbox ids (digits) and message ids (canonical UUIDs).
+struct IdSelection {
+  std::vector<std::int64_t> ids;
+  std::vector<std::string> message_ids;
+};
+
+// Sorts --id values into outbox ids and message ids; UsageError naming the first
+// value that is neither. Pure.
+IdSelection parse_id_flags(const std::vector<std::string>& given);
 
 // "12.3 s", "4 min 5 s", "2 h 3 min": ages and ETAs for people.
 std::string human_seconds(double seconds);

@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "admin_args.h"
-#include "duration.h"
-#include "one_line.h"
+#include "outbox/duration.h"
+#include "outbox/one_line.h"
 #include "outbox_cleaner.h"
 #include "outbox_store.h"
 #include "pg_connect.h"
@@ -68,17 +68,17 @@ int cmd_cleanup(const Args& raw) {
   if (!older) throw UsageError("cleanup needs --older-than AGE (e.g. 7d)");
   std::chrono::seconds age{};
   try {
-    age = parse_duration(*older);
+    age = outbox::parse_duration(*older);
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("--older-than: ") + e.what());
   }
   if (age < std::chrono::minutes(1)) throw UsageError("--older-than must be at least 1m");
-  if (age > kMaxAge)
-    throw UsageError("--older-than must be at most " + format_duration(kMaxAge) + ", got '" + one_line(*older, 40) +
+  if (age > outbox::kMaxAge)
+    throw UsageError("--older-than must be at most " + outbox::format_duration(outbox::kMaxAge) + ", got '" + outbox::one_line(*older, 40) +
                      "'");
   const int batch = static_cast<int>(args.integer("--batch", 5000, 1, 1000000));
   const auto pause = std::chrono::milliseconds(args.integer("--pause-ms", 0, 0, 60000));
-  auto config = load_admin_config(args.config_path());
+  auto config = load_config_or_report(args.config_path());
   if (!config) return kExitUsage;
 
   const bool tty = ::isatty(STDERR_FILENO) && !args.json();
@@ -111,7 +111,7 @@ int cmd_cleanup(const Args& raw) {
     }
     cleaner.unlock();
     if (args.json()) {
-      std::cout << nlohmann::json{{"dry_run", args.has("--dry-run")}, {"older_than", format_duration(age)},
+      std::cout << nlohmann::json{{"dry_run", args.has("--dry-run")}, {"older_than", outbox::format_duration(age)},
                                   {"cutoff", cutoff}, {"matched", total}, {"deleted", deleted},
                                   {"interrupted", g_interrupted.load()}, {"seconds", elapsed()}}
                        .dump()
@@ -125,7 +125,7 @@ int cmd_cleanup(const Args& raw) {
     return g_interrupted ? kExitFailure : kExitOk;
   } catch (const std::exception& e) {
     if (tty) std::fputs("\n", stderr);
-    std::cerr << "cleanup failed: " << one_line(e.what()) << "\n";
+    std::cerr << "cleanup failed: " << outbox::one_line(e.what()) << "\n";
     return kExitFailure;
   }
 }

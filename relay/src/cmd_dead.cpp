@@ -8,9 +8,7 @@
 #include <pqxx/pqxx>
 
 #include "admin_args.h"
-#include "one_line.h"
-#include "outbox/errors.h"
-#include "outbox/message_id.h"
+#include "outbox/one_line.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
 #include "outbox_store.h"
@@ -103,7 +101,7 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
   if (!blocked.empty()) {
     std::printf("%zu key(s) blocked behind a parked message (relay.key_failure_policy park_key):\n", blocked.size());
     for (const auto& b : blocked)
-      std::printf("  key %-40s parked row %-10lld %lld message(s) waiting\n", one_line(b.key, 40).c_str(),
+      std::printf("  key %-40s parked row %-10lld %lld message(s) waiting\n", outbox::one_line(b.key, 40).c_str(),
                   static_cast<long long>(b.head_id), static_cast<long long>(b.waiting));
   }
   std::printf("%lld parked row(s)%s\n", static_cast<long long>(total),
@@ -113,31 +111,11 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
               "parked for", "last error");
   for (const auto& r : rows)
     std::printf("%-10lld %-36s %-24s %8d %12s %12s  %s\n", r[0].as<long long>(), r[1].c_str(),
-                one_line(r[2].c_str(), 24).c_str(), r[3].as<int>(), age_text(r[5]).c_str(), age_text(r[6]).c_str(), one_line(r[4].c_str(), 300).c_str());
+                outbox::one_line(r[2].c_str(), 24).c_str(), r[3].as<int>(), age_text(r[5]).c_str(),
+                age_text(r[6]).c_str(), outbox::one_line(r[4].c_str(), 300).c_str());
   if (static_cast<std::int64_t>(rows.size()) < total)
     std::printf("... %lld more (raise --limit)\n", static_cast<long long>(total - rows.size()));
   return kExitOk;
-}
-
-struct IdSelection {
-  std::vector<std::int64_t> ids;
-  std::vector<std::string> message_ids;
-};
-
-IdSelection parse_ids(const std::vector<std::string>& given) {
-  IdSelection s;
-  for (const auto& id : given) {
-    if (!id.empty() && id.size() <= 18 && id.find_first_not_of("0123456789") == std::string::npos) {
-      s.ids.push_back(std::stoll(id));
-      continue;
-    }
-    try {
-      s.message_ids.push_back(outbox::MessageId::parse(id, "--id").to_string());
-    } catch (const outbox::ValidationError&) {
-      throw UsageError("--id '" + one_line(id, 60) + "' is neither a message id (UUID) nor an outbox id");
-    }
-  }
-  return s;
 }
 
 // Every given id must name a parked row. Returns the problems, one per id.
@@ -162,11 +140,11 @@ std::vector<std::string> check_ids(pqxx::work& tx, const std::string& table, con
 void check_requeue_usage(const AdminArgs& args) {
   const int selectors = args.has("--id") + args.has("--type") + args.has("--all");
   if (selectors != 1) throw UsageError("dead requeue needs exactly one of --id ID..., --type T or --all");
-  parse_ids(args.all("--id"));
+  parse_id_flags(args.all("--id"));
 }
 
 int dead_requeue(const AdminArgs& args, const RelayConfig& config) {
-  const auto selection = parse_ids(args.all("--id"));
+  const auto selection = parse_id_flags(args.all("--id"));
   const auto table = table_of(config);
   auto conn_owner = connect_postgres(config.postgres);
   auto& conn = *conn_owner;
@@ -174,7 +152,7 @@ int dead_requeue(const AdminArgs& args, const RelayConfig& config) {
   if (args.has("--id")) {
     auto problems = check_ids(tx, table, selection);
     if (!problems.empty()) {
-      for (const auto& p : problems) std::cerr << "dead requeue: " << one_line(p) << "\n";
+      for (const auto& p : problems) std::cerr << "dead requeue: " << outbox::one_line(p) << "\n";
       std::cerr << "dead requeue: nothing changed\n";
       return kExitUsage;
     }
@@ -203,7 +181,7 @@ int cmd_dead(const Args& raw) {
   }
   const std::string sub = raw[0];
   if (sub != "list" && sub != "requeue")
-    throw UsageError("unknown dead subcommand '" + one_line(sub, 40) + "' (expected list or requeue)");
+    throw UsageError("unknown dead subcommand '" + outbox::one_line(sub, 40) + "' (expected list or requeue)");
   const Args rest(raw.begin() + 1, raw.end());
   const auto args = sub == "list"
                         ? AdminArgs("dead list", rest, {{"--type", true}, {"--limit", true}, {"--json"}})
@@ -215,12 +193,12 @@ int cmd_dead(const Args& raw) {
   // Usage errors first: nothing is read or written for a bad command line.
   if (sub == "list") args.integer("--limit", 1000, 1, 10000000);
   else check_requeue_usage(args);
-  auto config = load_admin_config(args.config_path());
+  auto config = load_config_or_report(args.config_path());
   if (!config) return kExitUsage;
   try {
     return sub == "list" ? dead_list(args, *config) : dead_requeue(args, *config);
   } catch (const std::exception& e) {
-    std::cerr << "dead " << sub << " failed: " << one_line(e.what()) << "\n";
+    std::cerr << "dead " << sub << " failed: " << outbox::one_line(e.what()) << "\n";
     return kExitFailure;
   }
 }

@@ -6,10 +6,9 @@
 #include <pqxx/pqxx>
 
 #include "admin_args.h"
-#include "duration.h"
-#include "one_line.h"
+#include "outbox/duration.h"
+#include "outbox/one_line.h"
 #include "outbox/errors.h"
-#include "outbox/message_id.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
 #include "outbox_store.h"
@@ -54,19 +53,11 @@ Selection parse_selection(const AdminArgs& args) {
   Selection s;
   const bool by_id = args.has("--id"), by_time = args.has("--since");
   if (by_id == by_time) throw UsageError("replay needs exactly one of --id ID... or --since TIME");
-  for (const auto& id : args.all("--id")) {
-    if (!id.empty() && id.size() <= 18 && id.find_first_not_of("0123456789") == std::string::npos) {
-      s.ids.push_back(std::stoll(id));
-      continue;
-    }
-    try {
-      s.message_ids.push_back(outbox::MessageId::parse(id, "--id").to_string());
-    } catch (const outbox::ValidationError&) {
-      throw UsageError("--id '" + one_line(id, 60) + "' is neither a message id (UUID) nor an outbox id");
-    }
-  }
+  auto picked = parse_id_flags(args.all("--id"));
+  s.ids = std::move(picked.ids);
+  s.message_ids = std::move(picked.message_ids);
   if (auto since = args.value("--since")) {
-    const std::string shown = "--since '" + one_line(*since, 60) + "' ";
+    const std::string shown = "--since '" + outbox::one_line(*since, 60) + "' ";
     // Starts like a date: a time, checked here so an impossible one exits 2, not 1.
     if (since->size() >= 5 && since->find('-') == 4) {
       if (auto problem = rfc3339_problem(*since)) throw UsageError(shown + *problem);
@@ -74,11 +65,11 @@ Selection parse_selection(const AdminArgs& args) {
     } else {
       std::chrono::seconds age{};
       try {
-        age = parse_duration(*since);
+        age = outbox::parse_duration(*since);
       } catch (const std::invalid_argument&) {
         throw UsageError(shown + "is neither an RFC 3339 time (2024-05-01T10:00:00Z) nor an age (12h, 7d)");
       }
-      if (age > kMaxAge) throw UsageError(shown + "is longer than the longest age, " + format_duration(kMaxAge));
+      if (age > outbox::kMaxAge) throw UsageError(shown + "is longer than the longest age, " + outbox::format_duration(outbox::kMaxAge));
       s.since_age_s = age.count();
     }
   }
@@ -135,7 +126,7 @@ int cmd_replay(const Args& raw) {
   }
   const auto selection = parse_selection(args);
   const auto max = args.integer("--max", 100000, 1, 100000000);
-  auto config = load_admin_config(args.config_path());
+  auto config = load_config_or_report(args.config_path());
   if (!config) return kExitUsage;
   const auto table = outbox::quoted_identifier(config->postgres.schema, "postgres.schema") + ".outbox";
   const auto where = where_clause();
@@ -146,7 +137,7 @@ int cmd_replay(const Args& raw) {
     if (!selection.ids.empty() || !selection.message_ids.empty()) {
       auto problems = check_ids(tx, table, selection);
       if (!problems.empty()) {
-        for (const auto& p : problems) std::cerr << "replay: " << one_line(p) << "\n";
+        for (const auto& p : problems) std::cerr << "replay: " << outbox::one_line(p) << "\n";
         std::cerr << "replay: nothing changed\n";
         return kExitUsage;
       }
@@ -184,7 +175,7 @@ int cmd_replay(const Args& raw) {
     }
     return kExitOk;
   } catch (const std::exception& e) {
-    std::cerr << "replay failed: " << one_line(e.what()) << "\n";
+    std::cerr << "replay failed: " << outbox::one_line(e.what()) << "\n";
     return kExitFailure;
   }
 }

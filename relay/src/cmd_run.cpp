@@ -11,13 +11,14 @@
 #include <set>
 #include <thread>
 
+#include "admin_args.h"
 #include "commands.h"
 #include "config.h"
 #include "connection_check.h"
 #include "housekeeper.h"
 #include "http_server.h"
 #include "logging.h"
-#include "one_line.h"
+#include "outbox/one_line.h"
 #include "outbox/migrator.h"
 #include "outbox_store.h"
 #include "pg_connect.h"
@@ -27,16 +28,6 @@
 
 namespace relay {
 namespace {
-
-// Loads the file named by --config; prints the error and returns nullopt when bad.
-std::optional<RelayConfig> load_or_report(const std::string& path) {
-  try {
-    return load_config(path);
-  } catch (const ConfigError& e) {
-    std::cerr << "outbox-relay: invalid configuration: " << one_line(e.what()) << "\n";
-    return std::nullopt;
-  }
-}
 
 HttpRoutes http_routes(const RelayConfig& config, RelayMetrics& metrics) {
   const auto stall = std::chrono::seconds(config.http.live_stall_s);
@@ -63,8 +54,8 @@ bool wait_and_preflight(const RelayConfig& config, const std::atomic<bool>& stop
       const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
       if (sql && sql->sqlstate().rfind("08", 0) != 0 && sql->sqlstate().rfind("57", 0) != 0) throw;
       // Each distinct error once while waiting; the loop logs "connected to" after.
-      if (seen.size() < 8 && seen.insert(one_line(e.what())).second)
-        spdlog::warn("cannot connect to PostgreSQL, will retry with backoff: {}", one_line(e.what()));
+      if (seen.size() < 8 && seen.insert(outbox::one_line(e.what())).second)
+        spdlog::warn("cannot connect to PostgreSQL, will retry with backoff: {}", outbox::one_line(e.what()));
     }
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(200 << std::min(attempt, 6), 10000));
     while (!stop && std::chrono::steady_clock::now() < until)
@@ -87,7 +78,7 @@ std::string parse_config_flag(const std::string& command, const Args& args,
     bool matched = false;
     for (const auto& [flag, target] : flags)
       if (args[i] == flag) *target = matched = true;
-    if (!matched) throw UsageError("unknown argument '" + one_line(args[i], 80) + "' for " + command);
+    if (!matched) throw UsageError("unknown argument '" + outbox::one_line(args[i], 80) + "' for " + command);
   }
   if (config.empty()) throw UsageError(command + " needs --config FILE");
   return config;
@@ -98,12 +89,12 @@ int cmd_check_config(const Args& args) {
   std::vector<std::string> files;
   for (const auto& a : args) {
     if (a == "--connect") connect = true;
-    else if (a.rfind("--", 0) == 0) throw UsageError("unknown argument '" + one_line(a, 80) + "' for check-config");
+    else if (a.rfind("--", 0) == 0) throw UsageError("unknown argument '" + outbox::one_line(a, 80) + "' for check-config");
     else files.push_back(a);
   }
   if (files.size() != 1)
     throw UsageError(files.empty() ? "check-config needs a FILE" : "check-config takes exactly one FILE");
-  auto config = load_or_report(files[0]);
+  auto config = load_config_or_report(files[0]);
   if (!config) return kExitUsage;
   for (const auto& w : config->warnings) std::cerr << "warning: " << w << "\n";
   std::cout << files[0] << ": valid" << (config->warnings.empty() ? "" : " (with warnings)") << "\n";
@@ -113,7 +104,7 @@ int cmd_check_config(const Args& args) {
 }
 
 int cmd_migrate(const Args& args) {
-  auto config = load_or_report(parse_config_flag("migrate", args));
+  auto config = load_config_or_report(parse_config_flag("migrate", args));
   if (!config) return kExitUsage;
   try {
     auto conn_owner = connect_postgres(config->postgres);
@@ -124,14 +115,14 @@ int cmd_migrate(const Args& args) {
     else std::cout << "applied " << result.applied.size() << " migration(s), now at version " << result.version << "\n";
     return kExitOk;
   } catch (const std::exception& e) {
-    std::cerr << "migrate failed: " << one_line(e.what()) << "\n";
+    std::cerr << "migrate failed: " << outbox::one_line(e.what()) << "\n";
     return kExitFailure;
   }
 }
 
 int cmd_run(const Args& args) {
   bool exit_when_idle = false;
-  auto config = load_or_report(parse_config_flag("run", args, {{"--exit-when-idle", &exit_when_idle}}));
+  auto config = load_config_or_report(parse_config_flag("run", args, {{"--exit-when-idle", &exit_when_idle}}));
   if (!config) return kExitUsage;
   setup_logging(config->log);
 
@@ -145,14 +136,14 @@ int cmd_run(const Args& args) {
   });
   for (const auto& w : config->warnings) spdlog::warn("configuration: {}", w);
 
-  metrics::Registry registry;
+  outbox::metrics::Registry registry;
   RelayMetrics metrics(registry, OUTBOX_RELAY_VERSION);
   std::unique_ptr<HttpServer> http;
   if (!config->http.listen.empty()) {
     try {
       http = std::make_unique<HttpServer>(io, config->http.listen, http_routes(*config, metrics));
     } catch (const HttpServerError& e) {
-      spdlog::critical("http.listen: {}", one_line(e.what()));
+      spdlog::critical("http.listen: {}", outbox::one_line(e.what()));
       return kExitFailure;
     }
     http->start();
@@ -170,9 +161,9 @@ int cmd_run(const Args& args) {
       code = kExitOk;  // stopped while waiting for PostgreSQL
     }
   } catch (const PreflightError& e) {
-    spdlog::critical("relay cannot start: {}", one_line(e.what()));
+    spdlog::critical("relay cannot start: {}", outbox::one_line(e.what()));
   } catch (const std::exception& e) {
-    spdlog::critical("relay failed: {}", one_line(e.what()));
+    spdlog::critical("relay failed: {}", outbox::one_line(e.what()));
   }
   if (http) http->stop();
   io.stop();

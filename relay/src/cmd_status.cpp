@@ -7,7 +7,7 @@
 #include <pqxx/pqxx>
 
 #include "admin_args.h"
-#include "one_line.h"
+#include "outbox/one_line.h"
 #include "outbox/sql_identifier.h"
 #include "outbox_store.h"
 #include "pg_connect.h"
@@ -70,7 +70,7 @@ void print_table(const std::string& schema, const TypeStatus& total, const std::
   std::printf("\n%-32s %10s %10s %14s %12s\n", "message type", "pending", "parked", "oldest pending",
               "published/1m");
   for (const auto& t : types)
-    std::printf("%-32s %10lld %10lld %14s %12lld\n", one_line(t.type, 32).c_str(),
+    std::printf("%-32s %10lld %10lld %14s %12lld\n", outbox::one_line(t.type, 32).c_str(),
                 static_cast<long long>(t.pending), static_cast<long long>(t.parked),
                 t.pending ? human_seconds(t.oldest_pending_age_s).c_str() : "-",
                 static_cast<long long>(t.published_last_minute));
@@ -84,7 +84,7 @@ int cmd_status(const Args& raw) {
     std::cout << kStatusHelp;
     return kExitOk;
   }
-  auto config = load_admin_config(args.config_path());
+  auto config = load_config_or_report(args.config_path());
   if (!config) return kExitUsage;
   std::vector<TypeStatus> types;
   try {
@@ -92,7 +92,7 @@ int cmd_status(const Args& raw) {
     auto& conn = *conn_owner;
     types = query_status(conn, config->postgres.schema);
   } catch (const std::exception& e) {
-    std::cerr << "status failed: " << one_line(e.what()) << "\n";
+    std::cerr << "status failed: " << outbox::one_line(e.what()) << "\n";
     return kExitFailure;
   }
   TypeStatus total;

@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "duration.h"
+#include "outbox/duration.h"
 #include "endpoint_syntax.h"
 #include "http_server.h"
 #include "outbox/amqp_wire.h"
@@ -92,15 +92,15 @@ class SectionReader {
     if (!v) return;
     if (!v.IsScalar()) fail(v, key_path(key), "expected a duration such as 7d, got " + shown(v));
     try {
-      out_s = parse_duration(v.Scalar()).count();
+      out_s = outbox::parse_duration(v.Scalar()).count();
     } catch (const std::invalid_argument& e) {
       fail(v, key_path(key), e.what());
     }
     if (out_s < min_s)
-      fail(v, key_path(key), "must be at least " + format_duration(std::chrono::seconds(min_s)) +
+      fail(v, key_path(key), "must be at least " + outbox::format_duration(std::chrono::seconds(min_s)) +
                                  ", got " + shown(v));
     if (out_s > max_s)
-      fail(v, key_path(key), "must be at most " + format_duration(std::chrono::seconds(max_s)) +
+      fail(v, key_path(key), "must be at most " + outbox::format_duration(std::chrono::seconds(max_s)) +
                                  ", got " + shown(v));
   }
 
@@ -386,7 +386,7 @@ void read_retention(const YAML::Node& n, const std::string& origin, RetentionCon
   SectionReader r(n, "retention", origin);
   r.boolean("enabled", c.enabled);
   // A floor of one minute keeps retention clear of rows a batch is marking right now.
-  r.duration("keep", c.keep_s, 60, kMaxAge.count());
+  r.duration("keep", c.keep_s, 60, outbox::kMaxAge.count());
   r.integer("batch_size", c.batch_size, 1, 1000000);
   r.integer("pause_ms", c.pause_ms, 0, 60000);
   r.integer("interval_s", c.interval_s, 1, 86400);

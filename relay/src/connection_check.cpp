@@ -3,7 +3,7 @@
 #include <pqxx/pqxx>
 
 #include "amqp_publisher.h"
-#include "one_line.h"
+#include "outbox/one_line.h"
 #include "outbox_store.h"
 #include "pg_connect.h"
 #include "preflight.h"
@@ -20,7 +20,7 @@ bool check_connections(const RelayConfig& config, std::ostream& out) {
     out << "postgres: ok (" << (host ? host : "?") << ":" << conn.port() << "/" << conn.dbname()
         << ", schema '" << config.postgres.schema << "' migrated, privileges sufficient)\n";
   } catch (const std::exception& e) {
-    out << "postgres: FAILED: " << one_line(e.what()) << "\n";
+    out << "postgres: FAILED: " << outbox::one_line(e.what()) << "\n";
     ok = false;
   }
   try {
@@ -28,7 +28,7 @@ bool check_connections(const RelayConfig& config, std::ostream& out) {
     amqp.connect();
     out << "amqp: ok (" << amqp.endpoint() << ", confirm channel open)\n";
   } catch (const std::exception& e) {
-    out << "amqp: FAILED: " << one_line(e.what()) << "\n";
+    out << "amqp: FAILED: " << outbox::one_line(e.what()) << "\n";
     ok = false;
   }
   return ok;

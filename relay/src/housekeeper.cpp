@@ -4,8 +4,8 @@
 
 #include <pqxx/pqxx>
 
-#include "duration.h"
-#include "one_line.h"
+#include "outbox/duration.h"
+#include "outbox/one_line.h"
 #include "outbox_cleaner.h"
 #include "outbox_store.h"
 
@@ -66,7 +66,7 @@ void Housekeeper::run() {
       }
       last_error.clear();
     } catch (const std::exception& e) {
-      auto error = one_line(e.what());
+      auto error = outbox::one_line(e.what());
       if (error != last_error) spdlog::warn("housekeeping (stats, retention) failed, will retry: {}", error);
       last_error = error;
       store.disconnect();
@@ -114,7 +114,7 @@ void Housekeeper::run_retention(OutboxStore& store) {
   }
   if (deleted > 0)
     spdlog::info("retention: deleted {} rows published more than {} ago in {:.1f} s", deleted,
-                 format_duration(std::chrono::seconds(config_.retention.keep_s)),
+                 outbox::format_duration(std::chrono::seconds(config_.retention.keep_s)),
                  std::chrono::duration<double>(Clock::now() - t0).count());
 }
 

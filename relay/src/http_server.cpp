@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "http_connection_cap.h"
-#include "one_line.h"
+#include "outbox/one_line.h"
 
 namespace relay {
 
@@ -63,7 +63,7 @@ http::response<http::string_body> respond(const Shared& shared,
   } else {
     auto why = target == "/healthz" ? shared.routes.not_alive() : shared.routes.not_ready();
     res.result(why ? http::status::service_unavailable : http::status::ok);
-    res.body() = why ? one_line(*why) + "\n" : (target == "/healthz" ? "ok\n" : "ready\n");
+    res.body() = why ? outbox::one_line(*why) + "\n" : (target == "/healthz" ? "ok\n" : "ready\n");
   }
   res.prepare_payload();
   return res;
@@ -147,7 +147,7 @@ class Session : public std::enable_shared_from_this<Session> {
     response_.version(11);
     response_.keep_alive(false);
     response_.set(http::field::content_type, "text/plain; charset=utf-8");
-    response_.body() = "bad request: " + one_line(why, 200) + "\n";
+    response_.body() = "bad request: " + outbox::one_line(why, 200) + "\n";
     response_.prepare_payload();
     write();
   }
@@ -301,18 +301,18 @@ tcp::endpoint parse_listen_address(const std::string& listen) {
   const std::string port_text = colon == std::string::npos ? listen : listen.substr(colon + 1);
   if (port_text.empty())
     throw std::invalid_argument("expected host:port or a port, e.g. 127.0.0.1:9187 or 9187, got '" +
-                                one_line(listen, 80) + "'");
+                                outbox::one_line(listen, 80) + "'");
   if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos ||
       std::stoi(port_text) > 65535)
     throw std::invalid_argument("port must be a number from 0 to 65535, got '" +
-                                one_line(port_text, 20) + "'");
+                                outbox::one_line(port_text, 20) + "'");
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   if (host == "localhost") host = "127.0.0.1";
   beast::error_code ec;
   auto address = net::ip::make_address(host, ec);
   if (ec)
     throw std::invalid_argument("host must be an IP address (or localhost), got '" +
-                                one_line(host, 80) + "'");
+                                outbox::one_line(host, 80) + "'");
   return tcp::endpoint(address, static_cast<unsigned short>(std::stoi(port_text)));
 }
 

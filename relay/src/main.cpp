@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "commands.h"
-#include "one_line.h"
+#include "outbox/one_line.h"
 
 namespace relay {
 
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
       return relay::kExitUsage;
     }
   }
-  std::cerr << "outbox-relay: unknown command '" << relay::one_line(args[0], 80) << "'\n";
+  std::cerr << "outbox-relay: unknown command '" << outbox::one_line(args[0], 80) << "'\n";
   print_usage(std::cerr);
   return relay::kExitUsage;
 }

@@ -1,15 +1,10 @@
 #pragma once
-// one_line: makes any text safe for a single log line or last_error.
+// The relay's old name for outbox::one_line (outbox/one_line.h), kept only for
+// amqp_publisher.cpp while it moves into the amqp/ library; new code calls
+// outbox::one_line. Delete this header once nothing includes it.
 
-#include <string>
-#include <string_view>
+#include "outbox/one_line.h"
 
 namespace relay {
-
-// Escapes CR, LF and other control characters (\r, \n, \xNN) and caps the length,
-// so an error can never forge or split a log line. Trailing white space (libpq ends
-// its messages with a newline) is dropped. A PostgreSQL error's DETAIL line and
-// what follows are dropped too: they quote row data (payloads, headers, keys).
-std::string one_line(std::string_view text, std::size_t max_bytes = 1000);
-
+using outbox::one_line;
 }  // namespace relay

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "failure_policy.h"
-#include "one_line.h"
+#include "outbox/one_line.h"
 
 namespace relay {
 namespace {
@@ -55,7 +55,7 @@ RelayLoop::RelayLoop(RelayConfig config, const std::atomic<bool>& stop, RelayMet
       s->use_per_key_ordering(config_.relay.lanes, config_.relay.key_failure_policy == KeyFailurePolicy::kParkKey);
   }
   if (!metrics_) {  // nobody scrapes: count into a private registry
-    own_registry_ = std::make_unique<metrics::Registry>();
+    own_registry_ = std::make_unique<outbox::metrics::Registry>();
     own_metrics_ = std::make_unique<RelayMetrics>(*own_registry_, "");
     metrics_ = own_metrics_.get();
   }
@@ -131,7 +131,7 @@ bool RelayLoop::ensure_connected() {
       if (i == 0) metrics_->connected_to("postgres");
     }
   } catch (const std::exception& e) {
-    error = "PostgreSQL: " + one_line(e.what());
+    error = "PostgreSQL: " + outbox::one_line(e.what());
   }
   if (error.empty()) {
     try {
@@ -141,7 +141,7 @@ bool RelayLoop::ensure_connected() {
         metrics_->on_channel_reset();  // delivery tags start again from 1
       }
     } catch (const std::exception& e) {
-      error = "AMQP: " + one_line(e.what());
+      error = "AMQP: " + outbox::one_line(e.what());
     }
   }
   if (error.empty() && lanes_ && !lanes_->joined()) {
@@ -150,7 +150,7 @@ bool RelayLoop::ensure_connected() {
       next_rebalance_ = Clock::now();
       rebalance_lanes();
     } catch (const std::exception& e) {
-      error = "PostgreSQL (lanes): " + one_line(e.what());
+      error = "PostgreSQL (lanes): " + outbox::one_line(e.what());
       primary().disconnect();
     }
   }
@@ -222,7 +222,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
   } catch (const std::exception& e) {
     const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
     spdlog::error("claim failed{}: {}", sql ? " (SQLSTATE " + sql->sqlstate() + ")" : std::string(),
-                  one_line(e.what()));
+                  outbox::one_line(e.what()));
     batch->tx.reset();
     if (!sql || !store->connected()) store->disconnect();
     last_claim_empty_ = true;  // sleep a poll interval rather than spin on a fault
@@ -241,7 +241,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
     try {
       listener_.disarm();
     } catch (const std::exception& e) {
-      spdlog::warn("PostgreSQL listener session failed, polling until it is back: {}", one_line(e.what()));
+      spdlog::warn("PostgreSQL listener session failed, polling until it is back: {}", outbox::one_line(e.what()));
       listener_.disconnect();
     }
   }
@@ -337,7 +337,7 @@ bool RelayLoop::publish_suspect(InflightBatch& b) {
       b.store->load_payloads(*b.tx, b.rows, i, 1);
     } catch (const std::exception& e) {
       // The session is gone or failing: the suspects stay pending (no attempt).
-      spdlog::error("fetching a payload to publish alone failed: {}", one_line(e.what()));
+      spdlog::error("fetching a payload to publish alone failed: {}", outbox::one_line(e.what()));
       b.suspects.clear();
       b.publishing_done = true;
       return false;
@@ -359,15 +359,15 @@ bool RelayLoop::publish_row(InflightBatch& b, std::size_t i) {
     metrics_->on_published(tag);
   } catch (const UnpublishableMessage& e) {
     // The row's own fault, nothing sent: an attempt for it; the rows behind it go on.
-    b.tracker.on_unpublishable(i, "not publishable: " + one_line(e.what()));
+    b.tracker.on_unpublishable(i, "not publishable: " + outbox::one_line(e.what()));
   } catch (const UnencodableMessage& e) {
     // Its own fault too, but the client may have sent part of it: the connection
     // goes, and what else was outstanding is published again (no attempt).
-    b.tracker.on_unpublishable(i, "not publishable: " + one_line(e.what()));
+    b.tracker.on_unpublishable(i, "not publishable: " + outbox::one_line(e.what()));
     connection_lost("connection dropped after a message the AMQP client could not encode");
     return false;
   } catch (const AmqpError& e) {
-    connection_lost(one_line(e.what()));
+    connection_lost(outbox::one_line(e.what()));
     return false;
   }
   std::string().swap(row.payload);  // sent: keep only what settling needs
@@ -384,7 +384,7 @@ bool RelayLoop::load_payloads(InflightBatch& b) {
     b.store->load_payloads(*b.tx, b.rows, b.published, kPayloadChunkBytes);
     return true;
   } catch (const std::exception& e) {
-    spdlog::error("fetching payloads of a batch of {} rows failed: {}", b.rows.size(), one_line(e.what()));
+    spdlog::error("fetching payloads of a batch of {} rows failed: {}", b.rows.size(), outbox::one_line(e.what()));
     b.publishing_done = true;
     return false;
   }
@@ -509,10 +509,10 @@ void RelayLoop::finish_batch(InflightBatch& b) {
     return;
   } catch (const pqxx::broken_connection& e) {
     spdlog::warn("PostgreSQL connection lost during a batch of {} rows; they stay pending and "
-                 "may be published again: {}", b.rows.size(), one_line(e.what()));
+                 "may be published again: {}", b.rows.size(), outbox::one_line(e.what()));
   } catch (const pqxx::sql_error& e) {
     spdlog::error("batch of {} rows rolled back (SQLSTATE {}): {}", b.rows.size(), e.sqlstate(),
-                  one_line(e.what()));
+                  outbox::one_line(e.what()));
     if (b.store->connected()) {
       b.tx.reset();
       return;
@@ -521,7 +521,7 @@ void RelayLoop::finish_batch(InflightBatch& b) {
     // Nothing may end the relay: drop the session (the rows stay pending) and
     // pause, so a fault that repeats does not spin.
     spdlog::error("batch of {} rows abandoned; they stay pending and may be published again: {}",
-                  b.rows.size(), one_line(e.what()));
+                  b.rows.size(), outbox::one_line(e.what()));
     b.tx.reset();
     b.store->disconnect();
     idle_wait(reconnect_backoff_.delay(1));
@@ -538,7 +538,7 @@ bool RelayLoop::commit_batch(InflightBatch& b, std::size_t acked, std::size_t fa
     ++counters_.commit_unknown;
     metrics_->commit_unknown();
     spdlog::error("commit outcome unknown for a batch of {} acked rows; they may be published "
-                  "again: {}", acked, one_line(e.what()));
+                  "again: {}", acked, outbox::one_line(e.what()));
     b.tx.reset();
     b.store->disconnect();
     return false;

@@ -150,7 +150,7 @@ class RelayLoop {
   std::set<std::string> outage_errors_;  // connect errors logged since the last success
   std::chrono::steady_clock::time_point last_summary_;
   std::uint64_t published_at_last_summary_ = 0;
-  std::unique_ptr<metrics::Registry> own_registry_;  // when no RelayMetrics was given
+  std::unique_ptr<outbox::metrics::Registry> own_registry_;  // when no RelayMetrics was given
   std::unique_ptr<RelayMetrics> own_metrics_;
   RelayMetrics* metrics_;
 };

@@ -6,7 +6,7 @@
 #include <chrono>
 
 #include "failure_policy.h"
-#include "one_line.h"
+#include "outbox/one_line.h"
 #include "relay_loop.h"
 
 namespace relay {
@@ -48,7 +48,7 @@ void RelayLoop::on_channel_closed(const BrokerEvent& ev) {
       const auto level = ev.reason == last_refusal_ ? spdlog::level::debug : spdlog::level::warn;
       last_refusal_ = ev.reason;
       spdlog::log(level, "AMQP {}; row {} (message {}) provoked it and is charged an attempt; channel reopened",
-                  ev.reason, b->rows[i].id, one_line(b->rows[i].message_id, 64));
+                  ev.reason, b->rows[i].id, outbox::one_line(b->rows[i].message_id, 64));
       b->tracker.on_refused(i, FailurePolicy::kRefusedPrefix + ev.reason);
     }
     return;
@@ -111,14 +111,14 @@ void RelayLoop::settle(InflightBatch& b, std::vector<std::int64_t>& acked, std::
 FailedRow RelayLoop::failed_row(const ClaimedRow& row, ConfirmTracker::Outcome outcome, const std::string& why) {
   const Verdict v = FailurePolicy::judge(outcome, why);
   metrics_->failure(v.metric);
-  FailedRow f{row.id, one_line(why.empty() ? "not published: connection lost before publish" : why), 0,
+  FailedRow f{row.id, outbox::one_line(why.empty() ? "not published: connection lost before publish" : why), 0,
               v.counts_as_attempt};
   if (!v.retry_at_once) f.retry_in_ms = backoff_.delay(v.counts_as_attempt ? row.attempts + 1 : 1).count();
   if (v.counts_as_attempt) last_failure_ = "row " + std::to_string(row.id) + ": " + f.error;
   if (v.counts_as_attempt && row.attempts + 1 >= config_.relay.max_attempts) {
     ++counters_.parked;
     metrics_->parked();
-    spdlog::warn("row {} (message {}) parked after {} attempts: {}", row.id, one_line(row.message_id, 64),
+    spdlog::warn("row {} (message {}) parked after {} attempts: {}", row.id, outbox::one_line(row.message_id, 64),
                  row.attempts + 1, f.error);
     return f;
   }

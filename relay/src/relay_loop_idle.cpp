@@ -8,7 +8,7 @@
 #include <pqxx/pqxx>
 #include <thread>
 
-#include "one_line.h"
+#include "outbox/one_line.h"
 #include "relay_loop.h"
 
 namespace relay {
@@ -41,7 +41,7 @@ void RelayLoop::sleep_until_work() {
         fallback_poll = true;
       }
     } catch (const std::exception& e) {
-      spdlog::warn("PostgreSQL listener session failed, polling until it is back: {}", one_line(e.what()));
+      spdlog::warn("PostgreSQL listener session failed, polling until it is back: {}", outbox::one_line(e.what()));
       listener_.disconnect();
     }
   }
@@ -67,7 +67,7 @@ void RelayLoop::rebalance_lanes() {
                    change.taken.size(), change.released.size());
     if (!change.taken.empty()) last_claim_empty_ = false;  // new keys may have work
   } catch (const std::exception& e) {
-    spdlog::warn("lane rebalance failed, reconnecting: {}", one_line(e.what()));
+    spdlog::warn("lane rebalance failed, reconnecting: {}", outbox::one_line(e.what()));
     primary().disconnect();
     lanes_->forget();
     metrics_->set_lanes_owned(0);
@@ -84,7 +84,7 @@ bool RelayLoop::listener_ready() {
     return true;
   } catch (const std::exception& e) {
     if (!listener_failed_)
-      spdlog::warn("cannot LISTEN, polling every relay.poll_interval_ms instead: {}", one_line(e.what()));
+      spdlog::warn("cannot LISTEN, polling every relay.poll_interval_ms instead: {}", outbox::one_line(e.what()));
     listener_failed_ = true;
     return false;
   }
@@ -98,7 +98,7 @@ bool RelayLoop::wait_for_work(Clock::time_point until) {
     try {
       if (listener_.take_notifications()) return true;
     } catch (const std::exception& e) {
-      spdlog::warn("PostgreSQL listener session lost, polling until it is back: {}", one_line(e.what()));
+      spdlog::warn("PostgreSQL listener session lost, polling until it is back: {}", outbox::one_line(e.what()));
       listener_.disconnect();
     }
     auto left = std::chrono::ceil<milliseconds>(until - Clock::now());
@@ -154,7 +154,7 @@ void RelayLoop::maybe_log_summary(bool force) {
     stats = store->stats(tx);
   } catch (const std::exception& e) {
     spdlog::info("summary: published {} ({:.0f}/s), failed {}, parked {}; pending unknown: {}",
-                 counters_.published, rate, counters_.failed, counters_.parked, one_line(e.what()));
+                 counters_.published, rate, counters_.failed, counters_.parked, outbox::one_line(e.what()));
     return;
   }
   spdlog::info("summary: published {} ({:.0f}/s), failed {}, pending {}, parked {}, "

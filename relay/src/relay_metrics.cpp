@@ -5,7 +5,7 @@
 namespace relay {
 namespace {
 
-using metrics::exponential_buckets;
+using outbox::metrics::exponential_buckets;
 
 // 1 ms .. ~65 s: confirm and end-to-end latencies.
 const std::vector<double> kLatencyBuckets = exponential_buckets(0.001, 2, 17);
@@ -14,7 +14,7 @@ const std::vector<double> kStatementBuckets = exponential_buckets(0.0001, 2, 17)
 // 1 .. 65536 rows.
 const std::vector<double> kBatchBuckets = exponential_buckets(1, 2, 17);
 
-metrics::Counter& failure_counter(metrics::Registry& r, const char* reason) {
+outbox::metrics::Counter& failure_counter(outbox::metrics::Registry& r, const char* reason) {
   return r.counter("outbox_relay_publish_failures_total",
                    "Claimed rows not published, by reason: nack (broker refused), returned "
                    "(unroutable), channel_closed (the broker closed the channel over it, e.g. its "
@@ -24,20 +24,20 @@ metrics::Counter& failure_counter(metrics::Registry& r, const char* reason) {
                    {{"reason", reason}});
 }
 
-metrics::Counter& reconnects(metrics::Registry& r, const char* peer) {
+outbox::metrics::Counter& reconnects(outbox::metrics::Registry& r, const char* peer) {
   return r.counter("outbox_relay_reconnects_total",
                    "Connections re-established after the first, by peer (postgres, amqp).",
                    {{"peer", peer}});
 }
 
-metrics::Gauge& connected(metrics::Registry& r, const char* peer) {
+outbox::metrics::Gauge& connected(outbox::metrics::Registry& r, const char* peer) {
   return r.gauge("outbox_relay_connected", "1 while the relay holds a connection to the peer.",
                  {{"peer", peer}});
 }
 
 }  // namespace
 
-RelayMetrics::RelayMetrics(metrics::Registry& r, const std::string& version)
+RelayMetrics::RelayMetrics(outbox::metrics::Registry& r, const std::string& version)
     : registry_(r),
       published_(r.counter("outbox_relay_published_total",
                            "Rows acked by the broker and marked published in a committed batch.")),

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "metrics.h"
+#include "outbox/metrics.h"
 
 namespace relay {
 
@@ -29,11 +29,11 @@ class RelayMetrics {
  public:
   using Clock = std::chrono::steady_clock;
 
-  RelayMetrics(metrics::Registry& registry, const std::string& version);
+  RelayMetrics(outbox::metrics::Registry& registry, const std::string& version);
   RelayMetrics(const RelayMetrics&) = delete;
   RelayMetrics& operator=(const RelayMetrics&) = delete;
 
-  metrics::Registry& registry() { return registry_; }
+  outbox::metrics::Registry& registry() { return registry_; }
 
   // --- relay loop hooks -----------------------------------------------------
   // The loop made progress (call at least every few seconds, also while idle).
@@ -77,20 +77,20 @@ class RelayMetrics {
  private:
   static std::int64_t now_ns();
 
-  metrics::Registry& registry_;
-  metrics::Counter &published_, &batches_, &parked_, &commit_unknown_;
-  std::array<metrics::Counter*, 7> failures_;  // by FailureReason
-  metrics::Counter &reconnects_pg_, &reconnects_amqp_;
-  metrics::Gauge &connected_pg_, &connected_amqp_, &blocked_, &last_claim_;
-  metrics::Gauge &pending_, &parked_rows_, &oldest_age_, &lanes_owned_;
-  metrics::Histogram &batch_size_, &claim_seconds_, &mark_seconds_;
-  metrics::Histogram &enqueue_to_confirm_, &publish_to_confirm_;
-  metrics::Gauge& stalled_;
-  metrics::Counter &isolations_, &isolated_rows_;
+  outbox::metrics::Registry& registry_;
+  outbox::metrics::Counter &published_, &batches_, &parked_, &commit_unknown_;
+  std::array<outbox::metrics::Counter*, 7> failures_;  // by FailureReason
+  outbox::metrics::Counter &reconnects_pg_, &reconnects_amqp_;
+  outbox::metrics::Gauge &connected_pg_, &connected_amqp_, &blocked_, &last_claim_;
+  outbox::metrics::Gauge &pending_, &parked_rows_, &oldest_age_, &lanes_owned_;
+  outbox::metrics::Histogram &batch_size_, &claim_seconds_, &mark_seconds_;
+  outbox::metrics::Histogram &enqueue_to_confirm_, &publish_to_confirm_;
+  outbox::metrics::Gauge& stalled_;
+  outbox::metrics::Counter &isolations_, &isolated_rows_;
   mutable std::mutex stall_mutex_;
   std::string stall_reason_;  // guarded by stall_mutex_
-  metrics::Counter& retention_deleted_;
-  metrics::Histogram& retention_batch_seconds_;
+  outbox::metrics::Counter& retention_deleted_;
+  outbox::metrics::Histogram& retention_batch_seconds_;
 
   std::atomic<std::int64_t> heartbeat_ns_;
   std::atomic<std::int64_t> last_claim_ns_{0};  // 0: never

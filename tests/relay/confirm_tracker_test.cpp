@@ -2,7 +2,7 @@
 
 #include "backoff.h"
 #include "confirm_tracker.h"
-#include "one_line.h"
+#include "outbox/one_line.h"
 
 using relay::ConfirmTracker;
 using Outcome = ConfirmTracker::Outcome;
@@ -119,9 +119,9 @@ TEST_CASE("backoff grows by the factor, is capped, and jitters within 20 percent
 }
 
 TEST_CASE("one_line escapes line breaks and control characters and caps length") {
-  CHECK(relay::one_line("a\nb\rc\x01") == "a\\nb\\rc\\x01");
-  CHECK(relay::one_line(std::string(2000, 'x'), 100).size() == 103);
-  CHECK(relay::one_line("connection refused\n\tIs the server running?\n") ==
+  CHECK(outbox::one_line("a\nb\rc\x01") == "a\\nb\\rc\\x01");
+  CHECK(outbox::one_line(std::string(2000, 'x'), 100).size() == 103);
+  CHECK(outbox::one_line("connection refused\n\tIs the server running?\n") ==
         "connection refused\\n\\tIs the server running?");
 }
 

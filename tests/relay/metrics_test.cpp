@@ -5,12 +5,12 @@
 #include <thread>
 #include <vector>
 
-#include "duration.h"
-#include "metrics.h"
+#include "outbox/duration.h"
+#include "outbox/metrics.h"
 #include "relay_metrics.h"
 
 using namespace relay;
-using relay::metrics::Registry;
+using outbox::metrics::Registry;
 
 namespace {
 
@@ -99,15 +99,15 @@ TEST_CASE("updates from many threads while rendering lose nothing") {
 }
 
 TEST_CASE("durations parse with s, m, h and d and refuse anything else") {
-  CHECK(parse_duration("90s").count() == 90);
-  CHECK(parse_duration("30m").count() == 1800);
-  CHECK(parse_duration("12h").count() == 43200);
-  CHECK(parse_duration("7d").count() == 604800);
+  CHECK(outbox::parse_duration("90s").count() == 90);
+  CHECK(outbox::parse_duration("30m").count() == 1800);
+  CHECK(outbox::parse_duration("12h").count() == 43200);
+  CHECK(outbox::parse_duration("7d").count() == 604800);
   for (const char* bad : {"", "7", "d", "7w", "-1d", "0s", "1.5h", "7 d", "99999999999d"})
-    CHECK_THROWS_AS(parse_duration(bad), std::invalid_argument);
-  CHECK(format_duration(std::chrono::seconds(604800)) == "7d");
-  CHECK(format_duration(std::chrono::seconds(5400)) == "90m");
-  CHECK(format_duration(std::chrono::seconds(61)) == "61s");
+    CHECK_THROWS_AS(outbox::parse_duration(bad), std::invalid_argument);
+  CHECK(outbox::format_duration(std::chrono::seconds(604800)) == "7d");
+  CHECK(outbox::format_duration(std::chrono::seconds(5400)) == "90m");
+  CHECK(outbox::format_duration(std::chrono::seconds(61)) == "61s");
 }
 
 TEST_CASE("publish-to-confirm latency is observed once per acked tag, multiple acks included") {

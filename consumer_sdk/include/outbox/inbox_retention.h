@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "outbox/duration.h"  // format_duration, for messages about these policies
+
 namespace pqxx { class connection_base; }
 
 namespace outbox {
@@ -58,8 +60,5 @@ class InboxRetention {
   std::string delete_sql_;
   RetentionPolicy policy_;
 };
-
-// "30d", "36h", "90s": a duration for messages, in the largest whole unit.
-std::string format_duration(std::chrono::seconds d);
 
 }  // namespace outbox

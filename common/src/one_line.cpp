@@ -1,6 +1,6 @@
-#include "one_line.h"
+#include "outbox/one_line.h"
 
-namespace relay {
+namespace outbox {
 
 std::string one_line(std::string_view text, std::size_t max_bytes) {
   static const char* digits = "0123456789abcdef";
@@ -30,4 +30,4 @@ std::string one_line(std::string_view text, std::size_t max_bytes) {
   return out;
 }
 
-}  // namespace relay
+}  // namespace outbox

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <string>
 
-namespace relay {
+namespace outbox {
 
 // The longest age the relay accepts (retention.keep, cleanup --older-than, replay
 // --since): ten years. Far longer and now() minus the age leaves PostgreSQL's
@@ -18,4 +18,4 @@ std::chrono::seconds parse_duration(const std::string& text);
 // The inverse for messages: the largest unit that divides exactly ("7d", "90m").
 std::string format_duration(std::chrono::seconds duration);
 
-}  // namespace relay
+}  // namespace outbox

@@ -1,4 +1,4 @@
-#include "metrics.h"
+#include "outbox/metrics.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 
-namespace relay::metrics {
+namespace outbox::metrics {
 namespace {
 
 bool valid_name(const std::string& name, bool allow_colon) {
@@ -169,4 +169,4 @@ std::string Registry::render() const {
   return out;
 }
 
-}  // namespace relay::metrics
+}  // namespace outbox::metrics

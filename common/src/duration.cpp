@@ -1,10 +1,10 @@
-#include "duration.h"
+#include "outbox/duration.h"
 
 #include <stdexcept>
 
-#include "one_line.h"
+#include "outbox/one_line.h"
 
-namespace relay {
+namespace outbox {
 
 std::chrono::seconds parse_duration(const std::string& text) {
   auto bad = [&](const std::string& why) {
@@ -34,4 +34,4 @@ std::string format_duration(std::chrono::seconds duration) {
   return std::to_string(s) + "s";
 }
 
-}  // namespace relay
+}  // namespace outbox

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace relay::metrics {
+namespace outbox::metrics {
 
 // Label name/value pairs of one series, e.g. {{"reason", "nack"}}.
 using Labels = std::vector<std::pair<std::string, std::string>>;
@@ -106,4 +106,4 @@ class Registry {
   std::vector<std::unique_ptr<Family>> families_;  // registration order
 };
 
-}  // namespace relay::metrics
+}  // namespace outbox::metrics

@@ -1,0 +1,17 @@
+#pragma once
+// one_line: makes any text (errors, broker replies, handler messages) safe for a
+// single log line or last_error. The relay and the consumer SDK share it.
+
+#include <string>
+#include <string_view>
+
+namespace outbox {
+
+// Escapes CR, LF and other control characters (\r, \n, \xNN) and caps the length,
+// so an error can never forge or split a log line. Trailing white space (libpq ends
+// its messages with a newline) is dropped. A PostgreSQL error's DETAIL line and
+// what follows are dropped too: they quote row data (payloads, headers, keys).
+// Pure; thread-safe.
+std::string one_line(std::string_view text, std::size_t max_bytes = 1000);
+
+}  // namespace outbox
