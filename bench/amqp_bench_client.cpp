@@ -1,94 +1,68 @@
 #include "amqp_bench_client.h"
 
 #include <amqp_framing.h>
-#include <amqp_tcp_socket.h>
-#include <sys/time.h>
 
 #include <ctime>
 
+#include "outbox/amqp/amqp_text.h"
+
 namespace bench {
+
+using outbox::amqp::bytes_of;
+using outbox::amqp::to_timeval;
+
 namespace {
 
-amqp_bytes_t bytes_of(const std::string& s) { return amqp_bytes_t{s.size(), const_cast<char*>(s.data())}; }
-
-timeval to_timeval(std::chrono::milliseconds ms) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000);
-  return tv;
+outbox::amqp::Settings bench_settings(const std::string& uri) {
+  outbox::amqp::Settings s;
+  s.uri = uri;
+  s.uri_key = "OUTBOX_AMQP_URI";
+  s.heartbeat_s = 0;
+  s.connection_name = "outbox-bench";
+  return s;
 }
 
 }  // namespace
 
-AmqpBenchClient::AmqpBenchClient(const std::string& uri) {
-  std::string buf = uri;
-  amqp_connection_info info;
-  amqp_default_connection_info(&info);
-  if (amqp_parse_url(buf.data(), &info) != AMQP_STATUS_OK)
-    throw BenchError("OUTBOX_AMQP_URI is not a valid amqp:// URI");
-  conn_ = amqp_new_connection();
-  amqp_socket_t* socket = amqp_tcp_socket_new(conn_);
-  timeval tv = to_timeval(std::chrono::milliseconds(5000));
-  if (!socket || amqp_socket_open_noblock(socket, info.host, info.port, &tv) != AMQP_STATUS_OK) {
-    amqp_destroy_connection(conn_);
-    throw BenchError(std::string("cannot connect to the broker at ") + info.host + ":" +
-                     std::to_string(info.port));
-  }
-  amqp_set_rpc_timeout(conn_, &tv);
-  check(amqp_login(conn_, info.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, info.user, info.password),
-        "login");
-  amqp_channel_open(conn_, 1);
-  check(amqp_get_rpc_reply(conn_), "channel.open");
+AmqpBenchClient::AmqpBenchClient(const std::string& uri) : conn_(bench_settings(uri)) {
+  conn_.open();
+  conn_.open_channel(1);
 }
 
-AmqpBenchClient::~AmqpBenchClient() {
-  if (!conn_) return;
-  timeval tv = to_timeval(std::chrono::milliseconds(1000));
-  amqp_set_rpc_timeout(conn_, &tv);
-  amqp_connection_close(conn_, AMQP_REPLY_SUCCESS);
-  amqp_destroy_connection(conn_);
-}
-
-void AmqpBenchClient::check(amqp_rpc_reply_t reply, const std::string& what) {
-  if (reply.reply_type == AMQP_RESPONSE_NORMAL) return;
-  std::string detail = reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
-                           ? amqp_error_string2(reply.library_error)
-                           : "refused by the broker";
-  throw BenchError("AMQP " + what + " failed: " + detail);
-}
+AmqpBenchClient::~AmqpBenchClient() { conn_.close(1); }
 
 void AmqpBenchClient::declare(const std::string& exchange, const std::string& queue,
                               const std::string& routing_key) {
-  amqp_exchange_declare(conn_, 1, bytes_of(exchange), amqp_cstring_bytes("direct"), 0, 1, 0, 0,
+  amqp_exchange_declare(conn_.get(), 1, bytes_of(exchange), amqp_cstring_bytes("direct"), 0, 1, 0, 0,
                         amqp_empty_table);
-  check(amqp_get_rpc_reply(conn_), "exchange.declare " + exchange);
-  amqp_queue_declare(conn_, 1, bytes_of(queue), 0, 1, 0, 0, amqp_empty_table);
-  check(amqp_get_rpc_reply(conn_), "queue.declare " + queue);
-  amqp_queue_bind(conn_, 1, bytes_of(queue), bytes_of(exchange), bytes_of(routing_key), amqp_empty_table);
-  check(amqp_get_rpc_reply(conn_), "queue.bind");
+  conn_.check_rpc("exchange.declare " + exchange);
+  amqp_queue_declare(conn_.get(), 1, bytes_of(queue), 0, 1, 0, 0, amqp_empty_table);
+  conn_.check_rpc("queue.declare " + queue);
+  amqp_queue_bind(conn_.get(), 1, bytes_of(queue), bytes_of(exchange), bytes_of(routing_key), amqp_empty_table);
+  conn_.check_rpc("queue.bind");
 }
 
 void AmqpBenchClient::remove(const std::string& exchange, const std::string& queue) {
-  amqp_queue_delete(conn_, 1, bytes_of(queue), 0, 0);
-  check(amqp_get_rpc_reply(conn_), "queue.delete " + queue);
-  amqp_exchange_delete(conn_, 1, bytes_of(exchange), 0);
-  check(amqp_get_rpc_reply(conn_), "exchange.delete " + exchange);
+  amqp_queue_delete(conn_.get(), 1, bytes_of(queue), 0, 0);
+  conn_.check_rpc("queue.delete " + queue);
+  amqp_exchange_delete(conn_.get(), 1, bytes_of(exchange), 0);
+  conn_.check_rpc("exchange.delete " + exchange);
 }
 
 void AmqpBenchClient::purge(const std::string& queue) {
-  amqp_queue_purge(conn_, 1, bytes_of(queue));
-  check(amqp_get_rpc_reply(conn_), "queue.purge " + queue);
+  amqp_queue_purge(conn_.get(), 1, bytes_of(queue));
+  conn_.check_rpc("queue.purge " + queue);
 }
 
 std::uint32_t AmqpBenchClient::depth(const std::string& queue) {
-  auto* ok = amqp_queue_declare(conn_, 1, bytes_of(queue), 1, 0, 0, 0, amqp_empty_table);
-  check(amqp_get_rpc_reply(conn_), "queue.declare (passive) " + queue);
+  auto* ok = amqp_queue_declare(conn_.get(), 1, bytes_of(queue), 1, 0, 0, 0, amqp_empty_table);
+  conn_.check_rpc("queue.declare (passive) " + queue);
   return ok->message_count;
 }
 
 void AmqpBenchClient::confirm_select() {
-  amqp_confirm_select(conn_, 1);
-  check(amqp_get_rpc_reply(conn_), "confirm.select");
+  amqp_confirm_select(conn_.get(), 1);
+  conn_.check_rpc("confirm.select");
   next_tag_ = 1;
 }
 
@@ -108,7 +82,7 @@ std::uint64_t AmqpBenchClient::publish(const std::string& exchange, const std::s
   props.type = amqp_cstring_bytes("BenchEvent");
   props.timestamp = static_cast<uint64_t>(std::time(nullptr));
   props.headers = amqp_table_t{1, &id_entry};
-  int rc = amqp_basic_publish(conn_, 1, bytes_of(exchange), bytes_of(routing_key), 1, 0, &props,
+  int rc = amqp_basic_publish(conn_.get(), 1, bytes_of(exchange), bytes_of(routing_key), 1, 0, &props,
                               bytes_of(body));
   if (rc != AMQP_STATUS_OK) throw BenchError(std::string("AMQP publish failed: ") + amqp_error_string2(rc));
   return next_tag_++;
@@ -116,10 +90,11 @@ std::uint64_t AmqpBenchClient::publish(const std::string& exchange, const std::s
 
 std::optional<AmqpBenchClient::Confirm> AmqpBenchClient::next_confirm(std::chrono::milliseconds timeout) {
   for (;;) {
-    if (!amqp_frames_enqueued(conn_) && !amqp_data_in_buffer(conn_)) amqp_maybe_release_buffers(conn_);
+    amqp_connection_state_t conn = conn_.get();
+    if (!amqp_frames_enqueued(conn) && !amqp_data_in_buffer(conn)) amqp_maybe_release_buffers(conn);
     amqp_frame_t frame;
     timeval tv = to_timeval(timeout);
-    int rc = amqp_simple_wait_frame_noblock(conn_, &frame, &tv);
+    int rc = amqp_simple_wait_frame_noblock(conn, &frame, &tv);
     if (rc == AMQP_STATUS_TIMEOUT) return std::nullopt;
     if (rc != AMQP_STATUS_OK) throw BenchError(std::string("AMQP connection lost: ") + amqp_error_string2(rc));
     if (frame.frame_type != AMQP_FRAME_METHOD) continue;
@@ -144,18 +119,18 @@ std::optional<AmqpBenchClient::Confirm> AmqpBenchClient::next_confirm(std::chron
 }
 
 void AmqpBenchClient::consume(const std::string& queue) {
-  amqp_basic_consume(conn_, 1, bytes_of(queue), amqp_empty_bytes, 0, /*no_ack=*/1, 0, amqp_empty_table);
-  check(amqp_get_rpc_reply(conn_), "basic.consume " + queue);
+  amqp_basic_consume(conn_.get(), 1, bytes_of(queue), amqp_empty_bytes, 0, /*no_ack=*/1, 0, amqp_empty_table);
+  conn_.check_rpc("basic.consume " + queue);
 }
 
 std::optional<Delivery> AmqpBenchClient::next_delivery(std::chrono::milliseconds timeout) {
-  amqp_maybe_release_buffers(conn_);
+  amqp_maybe_release_buffers(conn_.get());
   amqp_envelope_t envelope;
   timeval tv = to_timeval(timeout);
-  amqp_rpc_reply_t reply = amqp_consume_message(conn_, &envelope, &tv, 0);
+  amqp_rpc_reply_t reply = amqp_consume_message(conn_.get(), &envelope, &tv, 0);
   if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && reply.library_error == AMQP_STATUS_TIMEOUT)
     return std::nullopt;
-  check(reply, "consume");
+  conn_.check(reply, "consume");
   Delivery d{"", std::chrono::system_clock::now()};
   const auto& p = envelope.message.properties;
   if (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG)

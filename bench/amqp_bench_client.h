@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "outbox/amqp/connection.h"
+
 namespace bench {
 
 class BenchError : public std::runtime_error {
@@ -24,7 +26,9 @@ struct Delivery {
   std::chrono::system_clock::time_point received;
 };
 
-// One connection with channel 1 open. Errors throw BenchError without credentials.
+// One connection (amqp:// or amqps://, outbox::amqp) with channel 1 open. Broker
+// and connection errors throw outbox::amqp::AmqpError, the bench's own BenchError;
+// neither holds credentials.
 // Thread safety: none; one thread uses a client at a time. Owns a socket: not copyable.
 class AmqpBenchClient {
  public:
@@ -58,8 +62,7 @@ class AmqpBenchClient {
   std::optional<Delivery> next_delivery(std::chrono::milliseconds timeout);
 
  private:
-  void check(amqp_rpc_reply_t reply, const std::string& what);
-  amqp_connection_state_t conn_ = nullptr;
+  outbox::amqp::AmqpConnection conn_;
   std::uint64_t next_tag_ = 1;
 };
 

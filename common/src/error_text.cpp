@@ -44,12 +44,5 @@ std::string quoted_value(std::string_view value, std::size_t max_bytes) {
   return out;
 }
 
-std::string one_line_text(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text)
-    if (!append_control(out, static_cast<unsigned char>(c))) out += c;
-  return out;
-}
 
 }  // namespace outbox

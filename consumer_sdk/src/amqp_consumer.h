@@ -10,22 +10,20 @@
 #include <string>
 #include <vector>
 
+#include "outbox/amqp/amqp_error.h"
+#include "outbox/amqp/connection.h"
+#include "outbox/amqp/settings.h"
+#include "outbox/consumer_runner.h"
 #include "outbox/delivery.h"
 
 namespace outbox::detail {
 
 // A failure of the connection, the channel or the consumer. No credentials in it.
-class AmqpError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using AmqpError = outbox::amqp::AmqpError;
 
-struct AmqpSettings {
-  std::string uri;                          // amqp://user:password@host:port/vhost; never logged
-  int heartbeat_s = 30;
-  std::chrono::milliseconds connect_timeout{5000};
-  std::string connection_name;              // shown in the management UI
-};
+// The connection settings of `o` (amqp_uri, TLS files, heartbeat, timeout), named
+// `connection_name` in the broker's management UI. Errors name the amqp_* options.
+outbox::amqp::Settings amqp_settings(const RunnerOptions& o, const std::string& connection_name);
 
 struct Binding {
   std::string exchange;
@@ -52,14 +50,14 @@ struct InboundMessage {
 // Owns a socket: not copyable.
 class AmqpConsumer {
  public:
-  explicit AmqpConsumer(AmqpSettings settings);
+  explicit AmqpConsumer(outbox::amqp::Settings settings);
   ~AmqpConsumer();
   AmqpConsumer(const AmqpConsumer&) = delete;
   AmqpConsumer& operator=(const AmqpConsumer&) = delete;
 
-  // Opens the connection and channel 1. Throws AmqpError.
+  // Opens the connection (amqp:// or amqps://) and channel 1. Throws AmqpError.
   void connect();
-  bool connected() const { return conn_ != nullptr; }
+  bool connected() const { return conn_.is_open(); }
   // Declares `t` (idempotent). A queue that exists with other arguments is an
   // AmqpError naming it. REQUIRES: connected().
   void declare(const Topology& t);
@@ -77,18 +75,13 @@ class AmqpConsumer {
   // Closes the channel and connection (bounded wait); unacked messages go back to the queue.
   void close();
   // "host:port/vhost", for logs.
-  const std::string& endpoint() const { return endpoint_; }
+  const std::string& endpoint() const { return conn_.endpoint(); }
 
  private:
-  void check(amqp_rpc_reply_t reply, const std::string& what);
-  void check_status(int status, const char* what);
   void rpc(const std::string& what);
   void handle_unexpected_frame();
-  void drop();
 
-  AmqpSettings settings_;
-  std::string endpoint_;
-  amqp_connection_state_t conn_ = nullptr;
+  outbox::amqp::AmqpConnection conn_;
 };
 
 }  // namespace outbox::detail

@@ -32,6 +32,14 @@ void require_amqp_name(const std::string& field, const std::string& value) {
 void validate_runner_options(const RunnerOptions& o) {
   if (o.pg_dsn.empty()) throw ValidationError("pg_dsn", "is required");
   if (o.amqp_uri.empty()) throw ValidationError("amqp_uri", "is required");
+  const bool tls = o.amqp_uri.rfind("amqps://", 0) == 0;
+  if (!tls && o.amqp_uri.rfind("amqp://", 0) != 0)
+    throw ValidationError("amqp_uri", "must start with amqp:// or amqps://");
+  if (!tls && (!o.amqp_ca_file.empty() || !o.amqp_cert_file.empty() || !o.amqp_key_file.empty()))
+    throw ValidationError("amqp_uri", "amqp_ca_file, amqp_cert_file and amqp_key_file need an amqps:// URI");
+  if (o.amqp_cert_file.empty() != o.amqp_key_file.empty())
+    throw ValidationError(o.amqp_cert_file.empty() ? "amqp_key_file" : "amqp_cert_file",
+                          "amqp_cert_file and amqp_key_file go together");
   quoted_identifier(o.schema, "schema");
   validate_consumer_name(o.consumer);
   require_amqp_name("queue", o.queue);
@@ -84,7 +92,9 @@ ConsumerRunner::~ConsumerRunner() {
 
 void ConsumerRunner::declare_topology() {
   const auto& o = state_->options;
-  detail::AmqpConsumer setup({o.amqp_uri, 0, o.connect_timeout, "outbox-consumer " + o.consumer.value() + " setup"});
+  auto settings = detail::amqp_settings(o, "outbox-consumer " + o.consumer.value() + " setup");
+  settings.heartbeat_s = 0;  // a short-lived connection
+  detail::AmqpConsumer setup(std::move(settings));
   setup.connect();
   detail::Topology topology{o.queue, {}, o.dead_letter_exchange, o.dead_letter_queue};
   for (const auto& b : o.bindings) topology.bindings.push_back({b.exchange, b.routing_key, b.exchange_type});

@@ -9,19 +9,12 @@
 #include "outbox/one_line.h"
 
 namespace outbox::detail {
-namespace {
-
-AmqpSettings amqp_settings(const RunnerOptions& o, const std::string& name) {
-  return AmqpSettings{o.amqp_uri, o.heartbeat_s, o.connect_timeout, "outbox-consumer " + name};
-}
-
-}  // namespace
 
 ConsumerWorker::ConsumerWorker(SharedState& shared, int index)
     : shared_(shared),
       index_(index),
       name_(shared.options.consumer.value() + "#" + std::to_string(index)),
-      amqp_(amqp_settings(shared.options, name_)) {}
+      amqp_(amqp_settings(shared.options, "outbox-consumer " + name_)) {}
 
 ConsumerWorker::~ConsumerWorker() = default;
 

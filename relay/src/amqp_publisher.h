@@ -13,6 +13,8 @@
 
 #include "broker_event.h"
 #include "config.h"
+#include "outbox/amqp/amqp_error.h"
+#include "outbox/amqp/connection.h"
 
 namespace relay {
 
@@ -31,10 +33,10 @@ struct OutboundMessage {
 };
 
 // A failure of the connection or the channel. The text carries no credentials.
-class AmqpError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using AmqpError = outbox::amqp::AmqpError;
+
+// The connection settings of amqp.* (the relay's client properties included).
+outbox::amqp::Settings amqp_settings(const AmqpConfig& config);
 
 // A message that AMQP cannot carry (a short string over 255 bytes: exchange,
 // routing key, message id, type, content type, correlation id, header name). It
@@ -68,7 +70,7 @@ class AmqpPublisher {
   // Opens the connection, logs in, opens a channel and selects confirm mode.
   // Throws AmqpError (message without password).
   void connect();
-  bool connected() const { return conn_ != nullptr; }
+  bool connected() const { return conn_.is_open(); }
   // Drops the connection without waiting for the broker.
   void disconnect();
 
@@ -98,7 +100,7 @@ class AmqpPublisher {
   // True between connection.blocked and connection.unblocked (a broker resource alarm).
   bool blocked() const { return blocked_; }
   // "host:port/vhost", for logs.
-  const std::string& endpoint() const { return endpoint_; }
+  const std::string& endpoint() const { return conn_.endpoint(); }
 
  private:
   void open_channel();
@@ -106,9 +108,7 @@ class AmqpPublisher {
   BrokerEvent read_return(const amqp_frame_t& frame);
   void check_rpc(amqp_rpc_reply_t reply, const char* what);
 
-  AmqpConfig config_;
-  std::string endpoint_;
-  amqp_connection_state_t conn_ = nullptr;
+  outbox::amqp::AmqpConnection conn_;
   amqp_channel_t channel_ = 0;
   std::uint64_t next_tag_ = 1;
   bool blocked_ = false;

@@ -108,6 +108,36 @@ TEST_CASE("runner options name the field at fault") {
         "concurrency: 300 is outside 1-256");
 }
 
+TEST_CASE("TLS files need an amqps:// URI, and a client certificate its key; neither error shows the URI") {
+  auto o = valid_options();
+  o.amqp_uri = "amqps://billing:hunter2@mq.internal/prod";
+  o.amqp_ca_file = "/etc/outbox/ca.crt";
+  o.amqp_cert_file = "/etc/outbox/client.crt";
+  o.amqp_key_file = "/etc/outbox/client.key";
+  o.amqp_verify_hostname = false;
+  CHECK_NOTHROW(validate_runner_options(o));
+
+  auto plain = o;
+  plain.amqp_uri = "amqp://billing:hunter2@mq.internal/prod";
+  auto e = validation_error([&] { validate_runner_options(plain); });
+  CHECK(e.field() == "amqp_uri");
+  CHECK(std::string(e.what()).find("need an amqps:// URI") != std::string::npos);
+  CHECK(std::string(e.what()).find("hunter2") == std::string::npos);
+
+  auto no_key = o;
+  no_key.amqp_key_file.clear();
+  CHECK(validation_error([&] { validate_runner_options(no_key); }).field() == "amqp_cert_file");
+  auto no_cert = o;
+  no_cert.amqp_cert_file.clear();
+  CHECK(validation_error([&] { validate_runner_options(no_cert); }).field() == "amqp_key_file");
+
+  auto other = o;
+  other.amqp_uri = "http://billing:hunter2@mq.internal/";
+  e = validation_error([&] { validate_runner_options(other); });
+  CHECK(e.field() == "amqp_uri");
+  CHECK(std::string(e.what()).find("hunter2") == std::string::npos);
+}
+
 TEST_CASE("a runner without a handler is refused") {
   CHECK(validation_error([] { outbox::ConsumerRunner(valid_options(), nullptr); }).field() == "handler");
 }

@@ -5,6 +5,7 @@
 
 #include "outbox/crypto_errors.h"
 #include "outbox/error_text.h"
+#include "outbox/one_line.h"
 #include "outbox/event_schema.h"
 #include "outbox/message.h"
 #include "outbox/message_id.h"
@@ -61,9 +62,9 @@ TEST_CASE("quoted_value escapes control bytes, quotes, backslashes and non-ASCII
   CHECK(quoted_value(std::string(64, 'a'), 64) == "'" + std::string(64, 'a') + "'");
 }
 
-TEST_CASE("one_line_text escapes control bytes only") {
-  CHECK(one_line_text("a\r\nb") == "a\\r\\nb");
-  CHECK(one_line_text("keep 'quotes' \\ and \xc3\xa9") == "keep 'quotes' \\ and \xc3\xa9");
+TEST_CASE("one_line escapes control bytes only") {
+  CHECK(one_line("a\r\nb") == "a\\r\\nb");
+  CHECK(one_line("keep 'quotes' \\ and \xc3\xa9") == "keep 'quotes' \\ and \xc3\xa9");
 }
 
 TEST_CASE("a header name with CR/LF is escaped in the validation error, never echoed raw") {

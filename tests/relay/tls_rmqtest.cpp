@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -16,6 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include "consumer_test_support.h"
+#include "outbox/consumer_runner.h"
+#include "outbox/message_id.h"
 #include "outbox/outbox_writer.h"
 #include "relay_process.h"
 #include "test_env.h"
@@ -262,4 +266,97 @@ TEST_CASE("require_tls is not fooled by a later sslmode, a quoted one, or verify
     CHECK(relay.wait() == 2);
     CHECK(contains(relay.log(), c.refusal));
   }
+}
+
+namespace {
+
+// The consumer runner's options for `topology`, over amqps:// to the private broker.
+outbox::RunnerOptions tls_consumer_options(const ScopedSchema& schema, const testenv::ConsumerTopology& topology,
+                                           const TlsOptions& o = {}) {
+  auto options = topology.options(schema.name(), testenv::unique_name("tls_consumer"));
+  options.amqp_uri = "amqps://guest:guest@" + o.amqp_host + ":" + std::to_string(servers().amqps_port()) + "/%2f";
+  options.amqp_ca_file = servers().ca(o.amqp_ca);
+  options.amqp_verify_hostname = o.verify_hostname;
+  return options;
+}
+
+// Starts a runner for `options` and publishes `n` messages in plain to its exchange;
+// returns how many it handled within 10 s.
+int consume(const outbox::RunnerOptions& options, const testenv::ConsumerTopology& topology, int n) {
+  std::atomic<int> handled{0};
+  outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base&, const outbox::Delivery&) { ++handled; });
+  runner.start();
+  testenv::TestPublisher publisher;
+  for (int i = 0; i < n; ++i) {
+    testenv::TestPublisher::Options m;
+    m.message_id = MessageId::generate_v7().to_string();
+    publisher.publish(topology.exchange, topology.routing_key, "{}", m);
+  }
+  testenv::wait_until([&] { return handled == n; }, std::chrono::seconds(10));
+  // Checked while the workers are connected: their sessions are TLS on the amqps port.
+  auto conns = servers().rabbitmqctl("list_connections -q ssl port client_properties");
+  CHECK_MESSAGE(contains(conns, "true\t" + std::to_string(servers().amqps_port())), conns);
+  CHECK_MESSAGE(contains(conns, "outbox-consumer " + options.consumer.value() + "#0"), conns);
+  runner.stop();
+  runner.wait();
+  return handled;
+}
+
+// What ConsumerRunner::start() throws for `options`; fails the test when it starts.
+std::string start_error(const outbox::RunnerOptions& options) {
+  outbox::ConsumerRunner runner(options, [](pqxx::transaction_base&, const outbox::Delivery&) {});
+  try {
+    runner.start();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  FAIL("the runner started");
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("the consumer runner consumes over amqps://, verifying the broker against amqp_ca_file") {
+  servers();
+  ScopedSchema schema;
+  testenv::ConsumerTopology topology("tlsc");
+  CHECK(consume(tls_consumer_options(schema, topology), topology, 3) == 3);
+}
+
+TEST_CASE("the consumer refuses a broker certificate from another CA, or not naming the host, without the password") {
+  servers();
+  ScopedSchema schema;
+  testenv::ConsumerTopology topology("tlsc");
+  TlsOptions o;
+  SUBCASE("unknown CA") {
+    o.amqp_ca = "rogue-ca.crt";
+    auto error = start_error(tls_consumer_options(schema, topology, o));
+    CHECK_MESSAGE(contains(error, "(TLS): SSL peer cert verification failed"), error);
+    CHECK_FALSE(contains(error, "guest"));
+  }
+  SUBCASE("host name not in the certificate") {
+    o.amqp_host = "127.0.0.1";
+    auto error = start_error(tls_consumer_options(schema, topology, o));
+    CHECK_MESSAGE(contains(error, "cannot connect to 127.0.0.1:" + std::to_string(servers().amqps_port()) +
+                                      "// (TLS): SSL hostname verification failed"),
+                  error);
+    CHECK_FALSE(contains(error, "guest"));
+  }
+  SUBCASE("a CA file that cannot be loaded is named by its option") {
+    auto options = tls_consumer_options(schema, topology);
+    options.amqp_ca_file = "/nonexistent/ca.crt";
+    CHECK(start_error(options) == "amqp_ca_file: cannot load CA certificates from '/nonexistent/ca.crt'");
+  }
+}
+
+TEST_CASE("the consumer with amqp_verify_hostname false accepts the certificate for an IP address, still checks the CA") {
+  servers();
+  ScopedSchema schema;
+  testenv::ConsumerTopology topology("tlsc");
+  TlsOptions o;
+  o.amqp_host = "127.0.0.1";
+  o.verify_hostname = false;
+  CHECK(consume(tls_consumer_options(schema, topology, o), topology, 2) == 2);
+  o.amqp_ca = "rogue-ca.crt";
+  CHECK(contains(start_error(tls_consumer_options(schema, topology, o)), "SSL peer cert verification failed"));
 }

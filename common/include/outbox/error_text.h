@@ -16,9 +16,4 @@ namespace outbox {
 // and bidi controls are non-printables as well. Pure; thread-safe.
 std::string quoted_value(std::string_view value, std::size_t max_bytes = 64);
 
-// The text on one line: control bytes (below 0x20, and 0x7F) escaped as \n, \r,
-// \t or \xNN, every other byte kept. The error types pass their message through it,
-// so no call site that forgot to quote can put a line break into what(). Pure.
-std::string one_line_text(std::string_view text);
-
 }  // namespace outbox

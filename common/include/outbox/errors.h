@@ -5,6 +5,7 @@
 #include <string>
 
 #include "outbox/error_text.h"
+#include "outbox/one_line.h"
 
 namespace outbox {
 
@@ -12,13 +13,13 @@ namespace outbox {
 // is written; the message names the field and the offending value, never a secret
 // or a payload. Retrying the same input fails the same way. Call sites quote values
 // with quoted_value(); the message is kept on one line whatever it holds
-// (one_line_text), so logging what() cannot split or forge a log line.
+// (one_line), so logging what() cannot split or forge a log line.
 class ValidationError : public std::invalid_argument {
  public:
   ValidationError(const std::string& field, const std::string& what)
-      : std::invalid_argument(one_line_text(field + ": " + what)),
-        field_(one_line_text(field)),
-        detail_(one_line_text(what)) {}
+      : std::invalid_argument(one_line(field + ": " + what)),
+        field_(one_line(field)),
+        detail_(one_line(what)) {}
   const std::string& field() const { return field_; }
   // The message without the field name.
   const std::string& detail() const { return detail_; }

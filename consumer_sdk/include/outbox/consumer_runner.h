@@ -35,7 +35,15 @@ struct RunnerOptions {
   std::string pg_dsn;                   // libpq connection string; never logged
   std::string schema = "outbox";        // schema of the inbox table (and of any consumer outbox)
   ConsumerName consumer;                // required: the inbox key and the metrics label
-  std::string amqp_uri;                 // amqp://user:password@host:port/vhost; never logged
+  // amqp://user:password@host:port/vhost, or amqps:// for TLS; never logged.
+  // Percent-encode @ : / % in the user name and password.
+  std::string amqp_uri;
+  // amqps:// only (like the relay's amqp.ca_file, cert_file, key_file, verify_hostname).
+  // The broker's certificate is always verified (TLS 1.2 or later): against this PEM
+  // CA file, or the system's CA store when empty.
+  std::string amqp_ca_file;
+  std::string amqp_cert_file, amqp_key_file;  // client certificate and key (PEM), both or neither
+  bool amqp_verify_hostname = true;     // the certificate must name the URI's host
   std::string queue;                    // required; declared durable
   std::vector<QueueBinding> bindings;   // declared and bound to the queue
   // Required. Declared (fanout, durable) and set as the queue's x-dead-letter-exchange:

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "outbox/errors.h"
+#include "outbox/one_line.h"
 
 namespace outbox {
 
@@ -30,7 +31,7 @@ class KeyringError : public ValidationError {
 class DecryptionError : public PermanentError {
  public:
   DecryptionError(const std::string& path, const std::string& what)
-      : PermanentError(one_line_text(path + ": " + what)), path_(one_line_text(path)) {}
+      : PermanentError(one_line(path + ": " + what)), path_(one_line(path)) {}
   // JSON path of the field at fault ("$" for the payload as a whole).
   const std::string& path() const { return path_; }
 

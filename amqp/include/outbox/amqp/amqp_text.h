@@ -1,0 +1,26 @@
+#pragma once
+// Conversions between rabbitmq-c's C types and C++ strings and durations.
+
+#include <amqp.h>
+#include <sys/time.h>
+
+#include <chrono>
+#include <string>
+
+namespace outbox::amqp {
+
+// A view of `s` for rabbitmq-c. REQUIRES: `s` outlives the returned bytes.
+amqp_bytes_t bytes_of(const std::string& s);
+
+// A copy of `b` (empty for len 0, even when b.bytes is null).
+std::string string_of(amqp_bytes_t b);
+
+// For rabbitmq-c's timeouts; negative counts as zero.
+timeval to_timeval(std::chrono::milliseconds ms);
+
+// What an RPC reply says went wrong: library status text or the broker's close
+// code and text, never a credential. Raw broker text: put it on one line before
+// logging (AmqpConnection::check does).
+std::string describe(amqp_rpc_reply_t reply);
+
+}  // namespace outbox::amqp

@@ -1,0 +1,117 @@
+#include "outbox/amqp/connection.h"
+
+#include <amqp_framing.h>
+
+#include <vector>
+
+#include "outbox/amqp/amqp_error.h"
+#include "outbox/amqp/amqp_text.h"
+#include "outbox/amqp/amqp_uri.h"
+#include "outbox/error_text.h"
+#include "outbox/one_line.h"
+#include "tls_socket.h"
+
+namespace outbox::amqp {
+namespace {
+
+amqp_table_entry_t boolean_entry(const std::string& key) {
+  amqp_table_entry_t e;
+  e.key = bytes_of(key);
+  e.value.kind = AMQP_FIELD_KIND_BOOLEAN;
+  e.value.value.boolean = 1;
+  return e;
+}
+
+}  // namespace
+
+AmqpConnection::AmqpConnection(Settings settings) : settings_(std::move(settings)) {}
+
+AmqpConnection::~AmqpConnection() { drop(); }
+
+void AmqpConnection::drop() {
+  if (conn_) amqp_destroy_connection(conn_);
+  conn_ = nullptr;
+}
+
+int AmqpConnection::socket() const { return conn_ ? amqp_get_sockfd(conn_) : -1; }
+
+void AmqpConnection::open() {
+  drop();
+  const AmqpUri uri = AmqpUri::parse(
+      settings_.uri, settings_.uri_key.empty() ? settings_.key_prefix + "uri" : settings_.uri_key);
+  endpoint_ = uri.endpoint();
+  conn_ = amqp_new_connection();
+  amqp_socket_t* socket = nullptr;
+  try {
+    socket = detail::new_socket(conn_, settings_, uri.tls());
+  } catch (const AmqpError&) {
+    drop();
+    throw;
+  }
+  timeval tv = to_timeval(std::chrono::milliseconds(settings_.connect_timeout_ms));
+  int rc = amqp_socket_open_noblock(socket, uri.host().c_str(), uri.port(), &tv);
+  if (rc != AMQP_STATUS_OK) {
+    drop();
+    throw AmqpError("cannot connect to " + endpoint_ + (uri.tls() ? " (TLS)" : "") + ": " + amqp_error_string2(rc));
+  }
+  amqp_set_handshake_timeout(conn_, &tv);
+  amqp_set_rpc_timeout(conn_, &tv);
+
+  // rabbitmq-c merges these with its own (product, version, its capabilities).
+  std::vector<amqp_table_entry_t> caps;
+  for (const auto& name : settings_.capabilities) caps.push_back(boolean_entry(name));
+  std::vector<amqp_table_entry_t> props;
+  if (!caps.empty()) {
+    amqp_table_entry_t e;
+    e.key = amqp_cstring_bytes("capabilities");
+    e.value.kind = AMQP_FIELD_KIND_TABLE;
+    e.value.value.table = amqp_table_t{static_cast<int>(caps.size()), caps.data()};
+    props.push_back(e);
+  }
+  if (!settings_.connection_name.empty()) {
+    amqp_table_entry_t e;
+    e.key = amqp_cstring_bytes("connection_name");
+    e.value.kind = AMQP_FIELD_KIND_UTF8;
+    e.value.value.bytes = bytes_of(settings_.connection_name);
+    props.push_back(e);
+  }
+  amqp_table_t client_properties{static_cast<int>(props.size()), props.data()};
+  check(amqp_login_with_properties(conn_, uri.vhost().c_str(), 0, settings_.frame_max, settings_.heartbeat_s,
+                                   &client_properties, AMQP_SASL_METHOD_PLAIN, uri.user().c_str(),
+                                   uri.password().c_str()),
+        "login");
+}
+
+void AmqpConnection::open_channel(amqp_channel_t channel) {
+  amqp_channel_open(conn_, channel);
+  check_rpc("channel.open");
+}
+
+void AmqpConnection::check(amqp_rpc_reply_t reply, const std::string& what) {
+  if (reply.reply_type == AMQP_RESPONSE_NORMAL) return;
+  std::string text = describe(reply);
+  drop();
+  throw AmqpError(what + " at " + endpoint_ + " failed: " + one_line(text));
+}
+
+void AmqpConnection::check_rpc(const std::string& what) {
+  if (!conn_) throw AmqpError(what + ": not connected to " + endpoint_);
+  check(amqp_get_rpc_reply(conn_), what);
+}
+
+void AmqpConnection::check_status(int status, const std::string& what) {
+  if (status == AMQP_STATUS_OK) return;
+  drop();
+  throw AmqpError(what + " at " + endpoint_ + " failed: " + amqp_error_string2(status));
+}
+
+void AmqpConnection::close(amqp_channel_t channel) {
+  if (!conn_) return;
+  timeval tv = to_timeval(std::chrono::milliseconds(1000));
+  amqp_set_rpc_timeout(conn_, &tv);
+  if (channel != 0) amqp_channel_close(conn_, channel, AMQP_REPLY_SUCCESS);
+  amqp_connection_close(conn_, AMQP_REPLY_SUCCESS);
+  drop();
+}
+
+}  // namespace outbox::amqp

@@ -1,0 +1,134 @@
+// The AMQP connection layer's handling of settings, URIs and endpoints, without a
+// broker: what reaches errors and logs, and when TLS is used.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "outbox/amqp/amqp_error.h"
+#include "outbox/amqp/amqp_text.h"
+#include "outbox/amqp/amqp_uri.h"
+#include "outbox/amqp/connection.h"
+
+using outbox::amqp::AmqpConnection;
+using outbox::amqp::AmqpError;
+using outbox::amqp::AmqpUri;
+using outbox::amqp::Settings;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The error AmqpConnection::open() throws for `s`; fails the test when it opens.
+std::string open_error(const Settings& s) {
+  AmqpConnection conn(s);
+  try {
+    conn.open();
+  } catch (const AmqpError& e) {
+    CHECK_FALSE(conn.is_open());
+    return e.what();
+  }
+  FAIL("open() succeeded");
+  return "";
+}
+
+// A loopback port where nothing listens (port 1 needs root to listen on).
+const std::string kClosed = "127.0.0.1:1";
+
+}  // namespace
+
+TEST_CASE("amqps:// means TLS on 5671 by default, amqp:// plain TCP on 5672") {
+  auto tls = AmqpUri::parse("amqps://u:p@broker.example/prod", "amqp.uri");
+  CHECK(tls.tls());
+  CHECK(tls.port() == 5671);
+  CHECK(tls.endpoint() == "broker.example:5671/prod");
+  auto plain = AmqpUri::parse("amqp://u:p@broker.example:5673/%2f", "amqp.uri");
+  CHECK_FALSE(plain.tls());
+  CHECK(plain.endpoint() == "broker.example:5673//");
+}
+
+TEST_CASE("a percent-encoded password full of @:/% is decoded for login and never part of the endpoint") {
+  auto uri = AmqpUri::parse("amqps://relay:p%40ss%3Aw%2Frd%25x@mq.internal:5671/billing", "amqp.uri");
+  CHECK(uri.password() == "p@ss:w/rd%x");
+  CHECK(uri.user() == "relay");
+  CHECK(uri.endpoint() == "mq.internal:5671/billing");
+  for (const char* part : {"p@ss", "ss:w", "w/rd", "p%40ss", "relay"}) {
+    CAPTURE(part);
+    CHECK_FALSE(contains(uri.endpoint(), part));
+  }
+}
+
+TEST_CASE("a URI with a raw @, :, / or % in the password is refused, naming the key and none of the URI") {
+  const std::vector<std::string> secrets = {"s3cr@t", "s3cr:t9", "s3cr/t", "123:456", "12/s3cr", "s3cr#t"};
+  for (const auto& secret : secrets) {
+    CAPTURE(secret);
+    const std::string uri = "amqp://relay:" + secret + "@mq.internal:5672/billing";
+    std::string error;
+    try {
+      auto parsed = AmqpUri::parse(uri, "amqp_uri");
+      // Accepted only if the secret went nowhere near the endpoint.
+      CHECK_FALSE(contains(parsed.endpoint(), "s3cr"));
+      CHECK_FALSE(contains(parsed.endpoint(), secret));
+      continue;
+    } catch (const AmqpError& e) {
+      error = e.what();
+    }
+    CHECK(error.rfind("amqp_uri: not a valid amqp://user:password@host:port/vhost URI", 0) == 0);
+    CHECK_FALSE(contains(error, "s3cr"));
+    CHECK_FALSE(contains(error, "mq.internal"));
+  }
+}
+
+TEST_CASE("open() names the URI key from key_prefix, and nothing of a bad URI") {
+  Settings s;
+  s.uri = "http://relay:hunter2@mq.internal/";
+  CHECK(open_error(s).rfind("amqp.uri: not a valid", 0) == 0);
+  s.key_prefix = "amqp_";
+  auto error = open_error(s);
+  CHECK(error.rfind("amqp_uri: not a valid", 0) == 0);
+  CHECK_FALSE(contains(error, "hunter2"));
+}
+
+TEST_CASE("an amqps:// URI gets a TLS socket that loads ca_file; an amqp:// one never touches it") {
+  Settings s;
+  s.key_prefix = "amqp_";
+  s.ca_file = "/nonexistent/ca.crt";
+  s.connect_timeout_ms = 2000;
+  s.uri = "amqps://relay:hunter2@" + kClosed + "/";
+  auto error = open_error(s);
+  CHECK(error == "amqp_ca_file: cannot load CA certificates from '/nonexistent/ca.crt'");
+  s.uri = "amqp://relay:hunter2@" + kClosed + "/";
+  error = open_error(s);
+  CHECK(error.rfind("cannot connect to " + kClosed + "/: ", 0) == 0);
+  CHECK_FALSE(contains(error, "(TLS)"));
+  CHECK_FALSE(contains(error, "hunter2"));
+}
+
+TEST_CASE("TLS connect failures say (TLS) and the endpoint, never the password") {
+  Settings s;
+  s.uri = "amqps://relay:hunter2@" + kClosed + "/vh";  // system CA store
+  s.connect_timeout_ms = 2000;
+  auto error = open_error(s);
+  CHECK(error.rfind("cannot connect to " + kClosed + "/vh (TLS): ", 0) == 0);
+  CHECK_FALSE(contains(error, "hunter2"));
+}
+
+TEST_CASE("a client certificate that cannot be loaded names cert_file/key_file, not the key's contents") {
+  Settings s;
+  s.uri = "amqps://relay:hunter2@" + kClosed + "/";
+  s.cert_file = "/nonexistent/client.crt";
+  s.key_file = "/nonexistent/client.key";
+  CHECK(open_error(s) ==
+        "amqp.cert_file/key_file: cannot load the client certificate '/nonexistent/client.crt' and its key");
+}
+
+TEST_CASE("string_of copes with rabbitmq-c's empty bytes, describe with a missing reply") {
+  CHECK(outbox::amqp::string_of(amqp_empty_bytes).empty());
+  const std::string text = "a\0b";
+  CHECK(outbox::amqp::string_of(outbox::amqp::bytes_of(text)) == text);
+  amqp_rpc_reply_t none{};
+  none.reply_type = AMQP_RESPONSE_NONE;
+  CHECK(outbox::amqp::describe(none) == "missing RPC reply");
+  CHECK(outbox::amqp::to_timeval(std::chrono::milliseconds(-5)).tv_sec == 0);
+  CHECK(outbox::amqp::to_timeval(std::chrono::milliseconds(2500)).tv_usec == 500000);
+}
