@@ -40,8 +40,8 @@ using hostile::ScenarioResult;
 
 namespace {
 
-constexpr int kUnorderedRowsPerSide = 8000;
-constexpr int kPerKeyRowsPerSide = 3000;
+constexpr int kUnorderedRowsPerSide = 16000;
+constexpr int kPerKeyRowsPerSide = 5000;
 constexpr int kMaxAttempts = 3;
 constexpr int kPublishWindow = 200;
 // backoff_initial_ms 100, backoff_max_ms 400: a good row may wait for a failed
@@ -112,15 +112,19 @@ void check_rate(const std::string& label, const std::string& kind_name, const Sc
                 const ScenarioResult& first) {
   if (rate_ok(first)) return;
   std::ostringstream tries;
-  tries << first.rate_before << "/" << first.rate_after;
+  auto note = [&](const ScenarioResult& r) {
+    tries << r.rate_before << "/" << r.rate_after << (r.rate_measurable ? "" : " (window too short)");
+  };
+  note(first);
   for (int rerun = 1; rerun <= 2; ++rerun) {
     HostileScenario again(kind_name, broker().internal_exchange, options);
     const auto r = again.run();
     record(label + " (rate rerun)", options, r);
-    tries << " then " << r.rate_before << "/" << r.rate_after;
+    tries << " then ";
+    note(r);
     if (rate_ok(r)) return;
   }
-  FAIL_CHECK("the rate after the hostile row stayed below 80 % of the rate before in 3 runs: before/after "
+  FAIL_CHECK("no run of 3 measured a rate after the hostile row within 80 % of the rate before: before/after "
              << tries.str() << " msg/s");
 }
 
