@@ -277,6 +277,7 @@ TEST_CASE("every count and duration accepts its documented maximum and refuses o
   const std::set<std::string> numeric_keys = {
       "postgres.statement_timeout_ms", "postgres.idle_in_transaction_timeout_ms", "postgres.connect_timeout_s",
       "postgres.keepalives_idle_s", "amqp.heartbeat_s", "amqp.confirm_timeout_ms", "amqp.publish_window",
+      "amqp.frame_max", "relay.stall_after_s",
       "amqp.connect_timeout_ms", "relay.batch_size", "relay.pipeline_depth", "relay.poll_interval_ms",
       "relay.listen_poll_interval_ms", "relay.max_attempts", "relay.backoff_initial_ms", "relay.backoff_max_ms",
       "relay.backoff_factor", "relay.summary_interval_s", "relay.lanes", "relay.rebalance_interval_ms",
