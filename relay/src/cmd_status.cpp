@@ -38,11 +38,11 @@ std::vector<TypeStatus> query_status(pqxx::connection& conn, const std::string& 
   pqxx::read_transaction tx(conn);
   auto rows = tx.exec(
       "SELECT message_type, "
-      "count(*) FILTER (WHERE published_at IS NULL AND parked_at IS NULL), "
+      "count(*) FILTER (WHERE " + OutboxStore::pending_sql() + "), "
       "count(*) FILTER (WHERE parked_at IS NOT NULL), "
       "count(*) FILTER (WHERE published_at > now() - interval '1 minute'), "
       "coalesce(extract(epoch from now() - min(created_at) "
-      "  FILTER (WHERE published_at IS NULL AND parked_at IS NULL AND isfinite(created_at))), 0)::float8 "
+      "  FILTER (WHERE " + OutboxStore::pending_sql() + " AND isfinite(created_at))), 0)::float8 "
       "FROM " + table + " GROUP BY message_type ORDER BY message_type");
   std::vector<TypeStatus> out;
   for (const auto& r : rows)

@@ -132,15 +132,10 @@ void OutboxStore::connect() {
   setup.exec("SET bytea_output = 'escape'");
   if (!config_.synchronous_commit) setup.exec("SET synchronous_commit = off");
   setup.commit();
-  const std::string select_list =
-      "SELECT id, message_id::text, exchange, routing_key, message_type, ordering_key, "
-      "content_type, headers::text, correlation_id, "
-      "CASE WHEN octet_length(payload) <= " + std::to_string(kInlinePayloadBytes) + " THEN payload END, "
-      "attempts, date_part('epoch', created_at), octet_length(payload), "
-      "coalesce(starts_with(last_error, '" + std::string(FailurePolicy::kRefusedPrefix) + "'), false) ";
+  const std::string select_list = claim_select_list();
   const std::string columns = select_list + "FROM " + schema_ + ".outbox ";
   conn->prepare("outbox_claim",
-                columns + "WHERE published_at IS NULL AND parked_at IS NULL AND next_attempt_at <= now() "
+                columns + "WHERE " + pending_sql() + " AND next_attempt_at <= now() "
                 "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED");
   if (key_lanes_ > 0) {
     prepare_key_walk(*conn, select_list);
@@ -154,7 +149,7 @@ void OutboxStore::connect() {
                 "SELECT id, payload FROM " + schema_ + ".outbox WHERE id = ANY($1::bigint[])");
   conn->prepare("outbox_due",
                 "SELECT EXISTS (SELECT 1 FROM " + schema_ + ".outbox "
-                "WHERE published_at IS NULL AND parked_at IS NULL AND next_attempt_at <= now())");
+                "WHERE " + pending_sql() + " AND next_attempt_at <= now())");
   conn->prepare("outbox_mark_failed",
                 "UPDATE " + schema_ + ".outbox o SET attempts = o.attempts + f.counted, "
                 "next_attempt_at = now() + f.retry_in_ms * interval '1 millisecond', "
@@ -167,7 +162,7 @@ void OutboxStore::connect() {
                 "SELECT count(*) FILTER (WHERE parked_at IS NULL), "
                 "coalesce(extract(epoch from now() - min(created_at) FILTER (WHERE parked_at IS NULL AND isfinite(created_at))), 0), "
                 "(SELECT count(*) FROM " + schema_ + ".outbox WHERE parked_at IS NOT NULL) "
-                "FROM " + schema_ + ".outbox WHERE published_at IS NULL AND parked_at IS NULL");
+                "FROM " + schema_ + ".outbox WHERE " + pending_sql());
   conn_ = std::move(conn);
 }
 
@@ -216,8 +211,8 @@ void OutboxStore::prepare_key_walk(pqxx::connection& conn, const std::string& se
     // $1 keys to walk, $2 limit, $3 lanes, $4 cursor.
     conn.prepare("outbox_key_heads" + suffix,
                  walk("$1", from_cursor ? "$4" : "") + select_list + "FROM walk w JOIN " + schema_ +
-                     ".outbox o ON o.id = w.wid WHERE " + lane + " = ANY($3::int[]) AND o.published_at IS NULL "
-                     "AND o.parked_at IS NULL AND o.next_attempt_at <= now() "
+                     ".outbox o ON o.id = w.wid WHERE " + lane + " = ANY($3::int[]) AND " + pending_sql("o.") +
+                     " AND o.next_attempt_at <= now() "
                      "ORDER BY w.wkey LIMIT $2 FOR UPDATE OF o SKIP LOCKED");
     // Where a walk of $1 keys (after $2) ends, and whether it reached the last key.
     conn.prepare("outbox_key_walk_end" + suffix,
@@ -258,21 +253,52 @@ std::vector<ClaimedRow> OutboxStore::claim_key_heads(pqxx::transaction_base& tx,
   return {};
 }
 
+std::string OutboxStore::pending_sql(const std::string& alias) {
+  return alias + "published_at IS NULL AND " + alias + "parked_at IS NULL";
+}
+
+// The claim's columns, named: the SELECT list and the decoder use the same names.
+std::string OutboxStore::claim_select_list() {
+  return "SELECT id, message_id::text AS message_id, exchange, routing_key, message_type, ordering_key, "
+         "content_type, headers::text AS headers, correlation_id, "
+         "CASE WHEN octet_length(payload) <= " + std::to_string(kInlinePayloadBytes) + " THEN payload END "
+         "AS inline_payload, attempts, date_part('epoch', created_at) AS created_epoch, "
+         "octet_length(payload) AS payload_bytes, "
+         "coalesce(starts_with(last_error, '" + std::string(FailurePolicy::kRefusedPrefix) + "'), false) "
+         "AS refused_before ";
+}
+
+// Column numbers of claim_select_list() in a result, looked up once per result.
+struct OutboxStore::ClaimColumns {
+  explicit ClaimColumns(const pqxx::result& r)
+      : id(r.column_number("id")), message_id(r.column_number("message_id")),
+        exchange(r.column_number("exchange")), routing_key(r.column_number("routing_key")),
+        message_type(r.column_number("message_type")), ordering_key(r.column_number("ordering_key")),
+        content_type(r.column_number("content_type")), headers(r.column_number("headers")),
+        correlation_id(r.column_number("correlation_id")), inline_payload(r.column_number("inline_payload")),
+        attempts(r.column_number("attempts")), created_epoch(r.column_number("created_epoch")),
+        payload_bytes(r.column_number("payload_bytes")), refused_before(r.column_number("refused_before")) {}
+  pqxx::row::size_type id, message_id, exchange, routing_key, message_type, ordering_key, content_type, headers,
+      correlation_id, inline_payload, attempts, created_epoch, payload_bytes, refused_before;
+};
+
 // Each row on its own: a row whose columns cannot be decoded is returned with
 // `invalid` set (and is failed on its own as an attempt), never by throwing, which
 // would throw the whole claim away and halt every relay on one row.
 std::vector<ClaimedRow> OutboxStore::decode_claim(const pqxx::result& result) {
   std::vector<ClaimedRow> rows;
+  if (result.empty()) return rows;
+  const ClaimColumns c(result);
   rows.reserve(result.size());
   for (const auto& r : result) {
     ClaimedRow row;
     // Columns the relay needs to settle the row: NOT NULL and typed by the table.
-    row.id = r[0].as<std::int64_t>();
-    row.ordering_key = r[5].c_str();
-    row.attempts = r[10].as<int>();
-    row.refused_before = r[13].as<bool>();
+    row.id = r[c.id].as<std::int64_t>();
+    row.ordering_key = r[c.ordering_key].c_str();
+    row.attempts = r[c.attempts].as<int>();
+    row.refused_before = r[c.refused_before].as<bool>();
     try {
-      decode_message_columns(r, row);
+      decode_message_columns(r, c, row);
     } catch (const std::exception& e) {
       if (!row.invalid) row.invalid = std::string("cannot decode the row: ") + e.what();
       row.headers.clear();
@@ -285,13 +311,13 @@ std::vector<ClaimedRow> OutboxStore::decode_claim(const pqxx::result& result) {
 }
 
 // What the relay sends; sets row.invalid (or throws) when a column cannot be sent.
-void OutboxStore::decode_message_columns(const pqxx::row& r, ClaimedRow& row) {
-  row.message_id = r[1].c_str();
-  row.exchange = r[2].c_str();
-  row.routing_key = r[3].c_str();
-  row.type = r[4].c_str();
-  row.content_type = r[6].c_str();
-  std::string_view headers(r[7].c_str(), r[7].size());
+void OutboxStore::decode_message_columns(const pqxx::row& r, const ClaimColumns& c, ClaimedRow& row) {
+  row.message_id = r[c.message_id].c_str();
+  row.exchange = r[c.exchange].c_str();
+  row.routing_key = r[c.routing_key].c_str();
+  row.type = r[c.message_type].c_str();
+  row.content_type = r[c.content_type].c_str();
+  std::string_view headers(r[c.headers].c_str(), r[c.headers].size());
   if (headers != "{}") {
     const auto parsed = nlohmann::json::parse(headers, nullptr, /*allow_exceptions=*/false);
     if (!parsed.is_object()) {
@@ -308,12 +334,12 @@ void OutboxStore::decode_message_columns(const pqxx::row& r, ClaimedRow& row) {
       row.headers.emplace_back(it.key(), it.value().get<std::string>());
     }
   }
-  if (!r[8].is_null()) row.correlation_id = r[8].c_str();
-  row.payload_bytes = r[12].as<std::size_t>();
-  row.payload_loaded = !r[9].is_null();
-  if (row.payload_loaded) row.payload = decode_bytea(r[9]);
+  if (!r[c.correlation_id].is_null()) row.correlation_id = r[c.correlation_id].c_str();
+  row.payload_bytes = r[c.payload_bytes].as<std::size_t>();
+  row.payload_loaded = !r[c.inline_payload].is_null();
+  if (row.payload_loaded) row.payload = decode_bytea(r[c.inline_payload]);
   // 'infinity' or a date beyond 64-bit seconds: no AMQP timestamp can carry it.
-  const double created = r[11].as<double>();
+  const double created = r[c.created_epoch].as<double>();
   if (!std::isfinite(created) || created < 0 || created > 1e15) {
     row.invalid = "column created_at: not a time an AMQP timestamp can carry";
     return;

@@ -117,6 +117,10 @@ class OutboxStore {
   void mark_failed(pqxx::transaction_base& tx, const std::vector<FailedRow>& rows, int max_attempts);
   PendingStats stats(pqxx::transaction_base& tx);
 
+  // The one spelling of "pending": neither published nor parked. `alias` is a
+  // table alias with its dot ("o.") or empty. Pure.
+  static std::string pending_sql(const std::string& alias = "");
+
   // "host:port/dbname" of the session, for logs (never the password).
   std::string endpoint() const;
 
@@ -125,8 +129,10 @@ class OutboxStore {
   std::string schema_;  // quoted
   int key_lanes_ = 0;    // per_key ordering when > 0
   bool park_key_ = true;
+  struct ClaimColumns;
+  static std::string claim_select_list();
   std::vector<ClaimedRow> decode_claim(const pqxx::result& result);
-  static void decode_message_columns(const pqxx::row& r, ClaimedRow& row);
+  static void decode_message_columns(const pqxx::row& r, const ClaimColumns& c, ClaimedRow& row);
   void prepare_key_walk(pqxx::connection& conn, const std::string& select_list);
   std::unique_ptr<pqxx::connection> conn_;
 };
