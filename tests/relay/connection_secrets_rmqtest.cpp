@@ -26,25 +26,6 @@ const std::vector<std::string> kPasswords = {
     "sp ace'quo\"te\\Kx@:/",        // a space, both quotes, a backslash
 };
 
-std::string percent_encoded(const std::string& s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out += static_cast<char>(c);
-    else out += std::string("%") + hex[c >> 4] + hex[c & 15];
-  }
-  return out;
-}
-
-std::string single_quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\\' || c == '\'') out += '\\';
-    out += c;
-  }
-  return out + "'";
-}
-
 std::string yaml_quoted(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
@@ -110,11 +91,11 @@ std::string all_outputs(const std::string& yaml, int expected_check_config) {
 TEST_CASE("a password full of @:/%?# never reaches any output, whatever the server says") {
   for (const auto& e : endpoints()) {
     for (const auto& pw : kPasswords) {
-      const auto amqp = "amqp://" + e.amqp_user + ":" + percent_encoded(pw) + "@" + e.amqp_host_port + "/%2f";
+      const auto amqp = "amqp://" + e.amqp_user + ":" + testenv::percent_encoded(pw) + "@" + e.amqp_host_port + "/%2f";
       const std::vector<std::string> dsns = {
-          "postgresql://" + e.pg_user + ":" + percent_encoded(pw) + "@" + e.pg_host + ":" + e.pg_port + "/postgres",
+          "postgresql://" + e.pg_user + ":" + testenv::percent_encoded(pw) + "@" + e.pg_host + ":" + e.pg_port + "/postgres",
           "host=" + e.pg_host + " port=" + e.pg_port + " user=" + e.pg_user + " dbname=postgres password=" +
-              single_quoted(pw)};
+              testenv::single_quoted(pw)};
       for (const auto& dsn : dsns) {
         CAPTURE(e.name);
         CAPTURE(dsn);

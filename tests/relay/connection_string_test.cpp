@@ -12,6 +12,7 @@
 #include "outbox_store.h"
 #include "pg_conninfo.h"
 #include "secret_scrubber.h"
+#include "test_env.h"
 
 using relay::PgConnInfo;
 using relay::SecretScrubber;
@@ -30,32 +31,13 @@ std::string leaked_fragment(const std::string& text, const std::string& secret) 
 const std::vector<std::string> kPasswords = {"Zq7@:/TOPSECRETPART%?#Wx@:9", "@:/%?#@:/%?#",
                                              "sp ace'quo\"te\\Kx@:/"};
 
-std::string percent_encoded(const std::string& s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out += static_cast<char>(c);
-    else out += std::string("%") + hex[c >> 4] + hex[c & 15];
-  }
-  return out;
-}
-
-std::string single_quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\\' || c == '\'') out += '\\';
-    out += c;
-  }
-  return out + "'";
-}
-
 }  // namespace
 
 TEST_CASE("a percent-encoded password full of @:/%?# reaches libpq whole, in URI and keyword form") {
   for (const auto& pw : kPasswords) {
     CAPTURE(pw);
-    for (const auto& dsn : {"postgresql://relay:" + percent_encoded(pw) + "@db.example:6432/app",
-                            "host=db.example port=6432 dbname=app user=relay password=" + single_quoted(pw)}) {
+    for (const auto& dsn : {"postgresql://relay:" + testenv::percent_encoded(pw) + "@db.example:6432/app",
+                            "host=db.example port=6432 dbname=app user=relay password=" + testenv::single_quoted(pw)}) {
       CHECK_FALSE(relay::dsn_syntax_error(dsn));
       auto info = PgConnInfo::parse(dsn);
       CHECK(info.get("password") == pw);
@@ -121,7 +103,7 @@ TEST_CASE("an sslmode libpq does not know is a configuration error, not a connec
 
 TEST_CASE("an AMQP URI is read with its percent-encoding; a raw @ or / in the password is refused unseen") {
   for (const auto& pw : kPasswords)
-    CHECK_FALSE(relay::amqp_uri_syntax_error("amqp://relay:" + percent_encoded(pw) + "@mq.example:5672/%2f"));
+    CHECK_FALSE(relay::amqp_uri_syntax_error("amqp://relay:" + testenv::percent_encoded(pw) + "@mq.example:5672/%2f"));
   for (const auto& pw : {std::string("Zq7@TOPSECRETPART"), std::string("Zq7/TOPSECRETPART"),
                          std::string("Zq7?TOPSECRETPART")}) {
     auto why = relay::amqp_uri_syntax_error("amqp://relay:" + pw + "@mq.example:5672/%2f");

@@ -33,17 +33,6 @@ namespace {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-bool port_free(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
-
 std::string run_output(const std::string& cmd) {
   auto out = testenv::write_temp_file("", ".out");
   std::system((cmd + " >" + out + " 2>&1").c_str());
@@ -64,7 +53,7 @@ class TlsServers {
     std::mt19937 rng(std::random_device{}());
     for (int tries = 0; tries < 100; ++tries) {
       int p = 36000 + static_cast<int>(rng() % 9000);  // AMQP; dist port p+20000 < 65535
-      if (port_free(p) && port_free(p + 1) && port_free(p + 2) && port_free(p + 20000)) {
+      if (testenv::port_free(p) && testenv::port_free(p + 1) && testenv::port_free(p + 2) && testenv::port_free(p + 20000)) {
         amqp_port_ = p;
         break;
       }

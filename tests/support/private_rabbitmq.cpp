@@ -19,17 +19,6 @@
 namespace testenv {
 namespace {
 
-bool port_free(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
-
 }  // namespace
 
 PrivateRabbitMq::PrivateRabbitMq(std::string servers_sh)
@@ -38,7 +27,7 @@ PrivateRabbitMq::PrivateRabbitMq(std::string servers_sh)
   // 4xxxx, and the node's distribution port (AMQP port + 20000) must stay below 65535.
   for (int tries = 0; tries < 100 && port_ == 0; ++tries) {
     int p = 41000 + static_cast<int>(rng() % 4000);
-    if (port_free(p) && port_free(p + 20000)) port_ = p;
+    if (testenv::port_free(p) && testenv::port_free(p + 20000)) port_ = p;
   }
   if (port_ == 0) throw std::runtime_error("private RabbitMQ: no free port in 41000-44999");
   env_ = "env OUTBOX_LOCAL_DIR=" + dir_ + " OUTBOX_AMQP_PORT=" + std::to_string(port_) + " ";

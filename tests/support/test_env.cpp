@@ -1,5 +1,9 @@
 #include "test_env.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cctype>
 #include <amqp_framing.h>
 #include <amqp_tcp_socket.h>
 #include <unistd.h>
@@ -171,6 +175,36 @@ std::uint32_t TestBroker::ready_count() {
   amqp_connection_close(c, AMQP_REPLY_SUCCESS);
   amqp_destroy_connection(c);
   return n;
+}
+
+bool port_free(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+std::string percent_encoded(const std::string& s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out += static_cast<char>(c);
+    else out += std::string("%") + hex[c >> 4] + hex[c & 15];
+  }
+  return out;
+}
+
+std::string single_quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\\' || c == '\'') out += '\\';
+    out += c;
+  }
+  return out + "'";
 }
 
 }  // namespace testenv

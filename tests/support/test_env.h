@@ -73,6 +73,13 @@ class TestBroker {
   bool consuming_ = false;
 };
 
+// Whether a TCP port on 127.0.0.1 can be bound now (for private servers' ports).
+bool port_free(int port);
+// `s` percent-encoded for a URI (unreserved characters kept).
+std::string percent_encoded(const std::string& s);
+// `s` as a single-quoted libpq keyword value (backslash and quote escaped).
+std::string single_quoted(const std::string& s);
+
 // A SQL helper: runs one statement and returns the first column of the first row.
 std::string sql_value(const std::string& sql);
 void sql_exec(const std::string& sql);
