@@ -95,11 +95,17 @@ void sql_exec(const std::string& sql) {
   tx.exec(sql);
 }
 
-TestBroker::TestBroker(const std::string& prefix, const std::string& routing_key)
+TestBroker::TestBroker(const std::string& prefix, const std::string& routing_key,
+                       const std::string& alternate_exchange)
     : exchange_(unique_name(prefix + "_x")), queue_(unique_name(prefix + "_q")), routing_key_(routing_key) {
   conn_ = open_connection();
+  amqp_table_entry_t ae;
+  ae.key = amqp_cstring_bytes("alternate-exchange");
+  ae.value.kind = AMQP_FIELD_KIND_UTF8;
+  ae.value.value.bytes = amqp_cstring_bytes(alternate_exchange.c_str());
+  const amqp_table_t args = alternate_exchange.empty() ? amqp_empty_table : amqp_table_t{1, &ae};
   amqp_exchange_declare(conn_, 1, amqp_cstring_bytes(exchange_.c_str()), amqp_cstring_bytes("direct"),
-                        0, 1, 0, 0, amqp_empty_table);
+                        0, 1, 0, 0, args);
   check(amqp_get_rpc_reply(conn_), "exchange.declare");
   amqp_queue_declare(conn_, 1, amqp_cstring_bytes(queue_.c_str()), 0, 1, 0, 0, amqp_empty_table);
   check(amqp_get_rpc_reply(conn_), "queue.declare");

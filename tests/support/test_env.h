@@ -49,10 +49,12 @@ struct Received {
 };
 
 // A test's own exchange (direct) and queue bound with `routing_key`, deleted on
-// destruction. Consumes with its own connection.
+// destruction. Consumes with its own connection. With `alternate_exchange`, the
+// exchange routes what it cannot route to that exchange (argument alternate-exchange).
 class TestBroker {
  public:
-  explicit TestBroker(const std::string& prefix = "t", const std::string& routing_key = "rk");
+  explicit TestBroker(const std::string& prefix = "t", const std::string& routing_key = "rk",
+                      const std::string& alternate_exchange = "");
   ~TestBroker();
   TestBroker(const TestBroker&) = delete;
   TestBroker& operator=(const TestBroker&) = delete;

@@ -128,6 +128,9 @@ int cmd_replay(const Args& raw) {
   const auto max = args.integer("--max", 100000, 1, 100000000);
   auto config = load_config_or_report(args.config_path());
   if (!config) return kExitUsage;
+  if (config->relay.on_publish == OnPublish::kDelete)
+    std::cerr << "replay: note: relay.on_publish is delete, so rows published in that mode were deleted at ack\n"
+                 "and cannot be replayed from the table; only rows marked published before remain\n";
   const auto table = outbox::quoted_identifier(config->postgres.schema, "postgres.schema") + ".outbox";
   const auto where = where_clause();
   try {

@@ -316,6 +316,10 @@ void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c,
   r.string("cert_file", c.cert_file, false);
   r.string("key_file", c.key_file, false);
   r.boolean("verify_hostname", c.verify_hostname);
+  r.boolean("send_row_id", c.send_row_id);
+  r.boolean("send_type", c.send_type);
+  r.boolean("send_timestamp", c.send_timestamp);
+  r.string("alternate_exchange", c.alternate_exchange, false);
   r.finish();
   warn_inline_password(r, "uri", warnings, origin);
   const bool tls = c.uri.rfind("amqps://", 0) == 0;
@@ -333,6 +337,9 @@ void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c,
   for (const auto& [key, path] : files)
     if (!path->empty() && !std::ifstream(*path))
       r.fail(n[key], r.key_path(key), "cannot read '" + *path + "'");
+  if (c.alternate_exchange.size() > 255)
+    r.fail(n["alternate_exchange"], "amqp.alternate_exchange",
+           "is " + std::to_string(c.alternate_exchange.size()) + " bytes, an AMQP exchange name holds at most 255");
   if (c.heartbeat_s > 0 && c.confirm_timeout_ms < c.heartbeat_s * 1000)
     r.fail(n["confirm_timeout_ms"], "amqp.confirm_timeout_ms",
            "must be at least amqp.heartbeat_s (" + std::to_string(c.heartbeat_s) +
@@ -359,6 +366,8 @@ void read_relay(const YAML::Node& n, const std::string& origin, RelaySettings& c
            std::map<std::string, KeyFailurePolicy>{{"park_key", KeyFailurePolicy::kParkKey},
                                                    {"park_message", KeyFailurePolicy::kParkMessage}});
   r.integer("stall_after_s", c.stall_after_s, 1, 86400);
+  r.one_of("on_publish", c.on_publish,
+           std::map<std::string, OnPublish>{{"mark", OnPublish::kMark}, {"delete", OnPublish::kDelete}});
   r.finish();
   if (c.backoff_max_ms < c.backoff_initial_ms)
     r.fail(n["backoff_max_ms"], "relay.backoff_max_ms",

@@ -26,7 +26,10 @@ bool check_connections(const RelayConfig& config, std::ostream& out) {
   try {
     AmqpPublisher amqp(config.amqp);
     amqp.connect();
-    out << "amqp: ok (" << amqp.endpoint() << ", confirm channel open)\n";
+    out << "amqp: ok (" << amqp.endpoint() << ", confirm channel open";
+    if (!config.amqp.alternate_exchange.empty())
+      out << ", alternate exchange '" << outbox::one_line(config.amqp.alternate_exchange, 80) << "' exists";
+    out << ")\n";
   } catch (const std::exception& e) {
     out << "amqp: FAILED: " << outbox::one_line(e.what()) << "\n";
     ok = false;

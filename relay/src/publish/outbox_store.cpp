@@ -143,8 +143,9 @@ void OutboxStore::connect() {
   // clock_timestamp(), not now(): the time the relay recorded the broker's acks,
   // not the start of the claim transaction.
   conn->prepare("outbox_mark_published",
-                "UPDATE " + schema_ + ".outbox SET published_at = clock_timestamp() "
-                "WHERE id = ANY($1::bigint[])");
+                delete_on_publish_ ? "DELETE FROM " + schema_ + ".outbox WHERE id = ANY($1::bigint[])"
+                                   : "UPDATE " + schema_ + ".outbox SET published_at = clock_timestamp() "
+                                     "WHERE id = ANY($1::bigint[])");
   conn->prepare("outbox_payloads",
                 "SELECT id, payload FROM " + schema_ + ".outbox WHERE id = ANY($1::bigint[])");
   conn->prepare("outbox_due",

@@ -47,8 +47,10 @@ RelayLoop::RelayLoop(RelayConfig config, const std::atomic<bool>& stop, RelayMet
       reconnect_backoff_(reconnect_settings()),
       last_summary_(Clock::now()),
       metrics_(metrics) {
-  for (int i = 0; i < config_.relay.pipeline_depth; ++i)
+  for (int i = 0; i < config_.relay.pipeline_depth; ++i) {
     stores_.push_back(std::make_unique<OutboxStore>(config_.postgres));
+    stores_.back()->delete_on_publish(config_.relay.on_publish == OnPublish::kDelete);
+  }
   if (config_.relay.ordering == Ordering::kPerKey) {
     lanes_ = std::make_unique<LaneManager>(config_.postgres.schema, config_.relay.lanes);
     for (auto& s : stores_)
