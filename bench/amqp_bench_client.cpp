@@ -49,6 +49,11 @@ void AmqpBenchClient::remove(const std::string& exchange, const std::string& que
   conn_.check_rpc("exchange.delete " + exchange);
 }
 
+void AmqpBenchClient::remove_queue(const std::string& queue) {
+  amqp_queue_delete(conn_.get(), 1, bytes_of(queue), 0, 0);
+  conn_.check_rpc("queue.delete " + queue);
+}
+
 void AmqpBenchClient::purge(const std::string& queue) {
   amqp_queue_purge(conn_.get(), 1, bytes_of(queue));
   conn_.check_rpc("queue.purge " + queue);

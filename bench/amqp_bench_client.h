@@ -52,6 +52,7 @@ class AmqpBenchClient {
   // A durable direct exchange and a durable classic queue bound with `routing_key`.
   void declare(const std::string& exchange, const std::string& queue, const std::string& routing_key);
   void remove(const std::string& exchange, const std::string& queue);
+  void remove_queue(const std::string& queue);
   void purge(const std::string& queue);
   // Messages ready in the queue (passive declare).
   std::uint32_t depth(const std::string& queue);

@@ -100,6 +100,7 @@ class Bench {
     if (o_.runs("sweeps")) sweeps(env);
     if (o_.runs("scale")) scale(env);
     if (o_.runs("wire")) report_["wire"] = run_wire_phase(env, o_, spec_);
+    if (o_.runs("fanout")) report_["fanout"] = run_fanout_phase(env, o_, spec_, 3);
     summary();
     report_["machine"]["load_average_at_end"] = load_average();
     return report_;

@@ -112,3 +112,40 @@ json run_wire_phase(BenchEnv& env, const BenchOptions& o, const RelaySpec& spec)
 }
 
 }  // namespace bench
+
+namespace bench {
+
+nlohmann::json run_fanout_phase(BenchEnv& env, const BenchOptions& o, const RelaySpec& spec, int queues) {
+  using nlohmann::json;
+  json out = json::array();
+  AmqpBenchClient admin(env.amqp_uri());
+  for (int n : {1, queues}) {
+    std::vector<std::string> extra;
+    for (int i = 1; i < n; ++i) {
+      extra.push_back(env.queue() + "_fan" + std::to_string(i));
+      admin.declare(env.exchange(), extra.back(), env.routing_key());
+    }
+    auto purge_extra = [&] {
+      for (const auto& q : extra) admin.purge(q);
+    };
+    std::vector<double> ceiling, drain1, drain2;
+    for (int r = 0; r < o.repeats; ++r) {
+      ceiling.push_back(measure_broker_ceiling(env, o.message_bytes, o.backlog).msgs_per_s);
+      purge_extra();
+      drain1.push_back(measure_drain(env, spec, DrainPlan{o.backlog, 1, o.message_bytes}).msgs_per_s);
+      purge_extra();
+      drain2.push_back(measure_drain(env, spec, DrainPlan{o.backlog, 2, o.message_bytes}).msgs_per_s);
+      purge_extra();
+    }
+    for (const auto& q : extra) admin.remove_queue(q);
+    const double c = median(ceiling), d1 = median(drain1), d2 = median(drain2);
+    std::cout << "fan-out to " << n << " queue(s): broker ceiling " << fmt(c) << " msg/s | drain 1 relay " << fmt(d1)
+              << " msg/s (" << fmt(d1 / c, 2) << " x ceiling) | 2 relays " << fmt(d2) << " msg/s (" << fmt(d2 / c, 2)
+              << " x ceiling)\n";
+    out.push_back(json{{"queues", n}, {"broker_ceiling_msgs_per_s", c}, {"drain_1_relay_msgs_per_s", d1},
+                       {"drain_2_relays_msgs_per_s", d2}, {"ratio_1_relay", d1 / c}, {"ratio_2_relays", d2 / c}});
+  }
+  return out;
+}
+
+}  // namespace bench

@@ -18,3 +18,12 @@ namespace bench {
 nlohmann::json run_wire_phase(BenchEnv& env, const BenchOptions& o, const RelaySpec& spec);
 
 }  // namespace bench
+
+namespace bench {
+
+// Fan-out: the run's exchange with `queues` durable queues bound to the routing key
+// (as one queue per consuming service), its broker ceiling and the drain of 1 and 2
+// relays on it, as ratios; for 1 and for `queues` queues. Extra queues are deleted.
+nlohmann::json run_fanout_phase(BenchEnv& env, const BenchOptions& o, const RelaySpec& spec, int queues);
+
+}  // namespace bench

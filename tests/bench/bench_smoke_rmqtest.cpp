@@ -110,6 +110,10 @@ TEST_CASE("outbox-bench --smoke measures every phase, writes the JSON summary an
     INFO(d.dump());
     CHECK(d["ratio_to_ceiling"].get<double>() > 0);
   }
+  // Fan-out: one queue, then three bound to the exchange; every drain complete.
+  REQUIRE(report["fanout"].size() == 2);
+  CHECK(report["fanout"][1]["queues"] == 3);
+  for (const auto& f : report["fanout"]) CHECK(f["ratio_2_relays"].get<double>() > 0);
 
   // Its own schema, exchange and queue are gone.
   const auto schema = report["schema"].get<std::string>();
