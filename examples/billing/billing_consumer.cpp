@@ -24,6 +24,7 @@
 #include "fake_payment_gateway.h"
 #include "invoice_handler.h"
 #include "outbox/consumer_runner.h"
+#include "outbox/pg_connection.h"
 #include "outbox/errors.h"
 #include "outbox/inbox_retention.h"
 
@@ -92,6 +93,38 @@ void stop_when_idle(outbox::ConsumerRunner& runner, std::chrono::milliseconds id
   }
 }
 
+// Runs until SIGTERM/SIGINT, or (idle_exit_ms > 0) until no message came for that long.
+void run(outbox::ConsumerRunner& runner, int idle_exit_ms) {
+  std::thread idle_watch;
+  if (idle_exit_ms > 0)
+    idle_watch = std::thread([&] { stop_when_idle(runner, std::chrono::milliseconds(idle_exit_ms)); });
+  try {
+    runner.run_until_signal();
+  } catch (...) {
+    runner.stop();
+    if (idle_watch.joinable()) idle_watch.join();
+    throw;
+  }
+  if (idle_watch.joinable()) idle_watch.join();
+}
+
+// The runner's settings: the servers from the environment, the rest from `args`.
+// Throws ValidationError naming the field at fault.
+outbox::RunnerOptions runner_options(const Args& args) {
+  outbox::RunnerOptions options;
+  options.pg_dsn = required_env("OUTBOX_PG_DSN");
+  options.amqp_uri = required_env("OUTBOX_AMQP_URI");
+  options.schema = args.schema;
+  options.consumer = outbox::ConsumerName("billing");
+  options.queue = args.queue;
+  options.bindings = {{"orders", "order.placed", "topic"}};
+  options.dead_letter_exchange = "billing.dead-letter";
+  options.concurrency = args.concurrency;
+  options.retention = outbox::RetentionPolicy{};  // 30 days, behind a 14-day redelivery horizon
+  outbox::validate_runner_options(options);
+  return options;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,16 +133,7 @@ int main(int argc, char** argv) {
   outbox::RunnerOptions options;
   try {
     args = parse_args(argc, argv);
-    options.pg_dsn = required_env("OUTBOX_PG_DSN");
-    options.amqp_uri = required_env("OUTBOX_AMQP_URI");
-    options.schema = args.schema;
-    options.consumer = outbox::ConsumerName("billing");
-    options.queue = args.queue;
-    options.bindings = {{"orders", "order.placed", "topic"}};
-    options.dead_letter_exchange = "billing.dead-letter";
-    options.concurrency = args.concurrency;
-    options.retention = outbox::RetentionPolicy{};  // 30 days, behind a 14-day redelivery horizon
-    outbox::validate_runner_options(options);
+    options = runner_options(args);
   } catch (const std::exception& e) {
     std::cerr << "billing-consumer: " << e.what()
               << "\nusage: billing-consumer [--declare] [--concurrency N] [--gateway-latency-ms MS] "
@@ -127,7 +151,8 @@ int main(int argc, char** argv) {
       return 0;
     }
 
-    pqxx::connection conn(options.pg_dsn);
+    auto conn_owner = outbox::open_pg_connection(options.pg_dsn);  // errors never show the password
+    auto& conn = *conn_owner;
     billing::create_billing_schema(conn, args.schema);
     auto purged = outbox::InboxRetention(args.schema, *options.retention).purge(conn);
     std::string started_at = pqxx::nontransaction(conn).exec1("SELECT now()")[0].c_str();
@@ -135,17 +160,7 @@ int main(int argc, char** argv) {
               << " ms; inbox cleanup removed " << purged.removed << " rows older than "
               << outbox::format_duration(options.retention->retention) << "\n";
 
-    std::thread idle_watch;
-    if (args.idle_exit_ms > 0)
-      idle_watch = std::thread([&] { stop_when_idle(runner, std::chrono::milliseconds(args.idle_exit_ms)); });
-    try {
-      runner.run_until_signal();
-    } catch (...) {
-      runner.stop();
-      if (idle_watch.joinable()) idle_watch.join();
-      throw;
-    }
-    if (idle_watch.joinable()) idle_watch.join();
+    run(runner, args.idle_exit_ms);
 
     auto c = runner.counters().snapshot();
     auto invoices = pqxx::nontransaction(conn).exec_params1(

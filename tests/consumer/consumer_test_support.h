@@ -62,7 +62,4 @@ std::uint32_t consumer_count(const std::string& queue);
 // Declares a durable queue with no arguments (as a hand-made queue would be).
 void declare_plain_queue(const std::string& queue);
 
-// Polls `condition` every 10 ms until it holds or `timeout` passes; returns its last value.
-bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
-
 }  // namespace testenv

@@ -49,13 +49,6 @@ std::vector<std::string> enqueue_good(pqxx::work& tx, const std::string& schema,
 
 std::string tail(const std::string& text, std::size_t n) { return text.size() > n ? text.substr(text.size() - n) : text; }
 
-std::size_t count_lines_with(const std::string& text, const std::string& part) {
-  std::istringstream in(text);
-  std::size_t n = 0;
-  for (std::string line; std::getline(in, line);) n += line.find(part) != std::string::npos;
-  return n;
-}
-
 // Longest gap between consecutive times, from `start` on; `times` sorted.
 double longest_gap_ms(Clock::time_point start, const std::vector<Clock::time_point>& times) {
   double longest = 0;
@@ -201,7 +194,7 @@ ScenarioResult HostileScenario::run() {
     relay->signal(SIGTERM);
     relay->wait();
     const auto text = relay->log();
-    r.channel_closes_logged += count_lines_with(text, "channel closed");
+    r.channel_closes_logged += testenv::lines_with(text, "channel closed");
     r.relay_logs += "--- relay log (tail) ---\n" + tail(text, 3000) + "\n";
   }
   if (!log.error().empty()) r.relay_logs += "consumer failed: " + log.error() + "\n";

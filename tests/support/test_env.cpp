@@ -12,7 +12,9 @@
 #include <cstdlib>
 #include <pqxx/pqxx>
 #include <random>
+#include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "outbox/migrator.h"
 
@@ -211,6 +213,28 @@ std::string single_quoted(const std::string& s) {
     out += c;
   }
   return out + "'";
+}
+
+bool eventually(std::chrono::milliseconds limit, const std::function<bool()>& done, std::chrono::milliseconds poll) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (done()) return true;
+    std::this_thread::sleep_for(poll);
+  }
+  return done();
+}
+
+std::string leaked_fragment(const std::string& text, const std::string& secret) {
+  for (std::size_t i = 0; i + 4 <= secret.size(); ++i)
+    if (text.find(secret.substr(i, 4)) != std::string::npos) return secret.substr(i, 4);
+  return "";
+}
+
+int lines_with(const std::string& text, const std::string& needle) {
+  int n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
+  return n;
 }
 
 }  // namespace testenv

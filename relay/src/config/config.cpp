@@ -1,4 +1,4 @@
-#include "config.h"
+#include "config/config.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -12,13 +12,13 @@
 #include <sstream>
 
 #include "outbox/duration.h"
-#include "endpoint_syntax.h"
-#include "http_server.h"
+#include "config/endpoint_syntax.h"
 #include "outbox/amqp_wire.h"
 #include "outbox/errors.h"
 #include "outbox/sql_identifier.h"
-#include "pg_conninfo.h"
-#include "tls_policy.h"
+#include "outbox/pg_conninfo.h"
+#include "outbox/pg_dsn_check.h"
+#include "config/tls_policy.h"
 
 namespace relay {
 namespace {
@@ -271,7 +271,7 @@ void warn_inline_password(SectionReader& r, const std::string& key, std::vector<
 // nullopt when the DSN does not parse (its syntax error is reported last).
 std::optional<std::string> sslmode_of(const std::string& dsn) {
   try {
-    return TlsPolicy::pg_sslmode(PgConnInfo::parse(dsn), std::getenv("PGSSLMODE"));
+    return TlsPolicy::pg_sslmode(outbox::PgConnInfo::parse(dsn), std::getenv("PGSSLMODE"));
   } catch (const std::invalid_argument&) {
     return std::nullopt;
   }
@@ -443,7 +443,7 @@ RelayConfig parse_config(const std::string& yaml_text, const std::string& origin
   // Last, so that other keys' errors come first. Syntax only: whether the servers
   // answer is known when connecting (`run` waits for them, `check-config --connect`
   // does not).
-  if (auto why = dsn_syntax_error(c.postgres.dsn)) top.fail(root["postgres"]["dsn"], "postgres.dsn", *why);
+  if (auto why = outbox::pg_dsn_syntax_error(c.postgres.dsn)) top.fail(root["postgres"]["dsn"], "postgres.dsn", *why);
   if (auto why = amqp_uri_syntax_error(c.amqp.uri)) top.fail(root["amqp"]["uri"], "amqp.uri", *why);
   const auto mode = sslmode_of(c.postgres.dsn).value_or("prefer");
   if (auto w = TlsPolicy::unverified_warning(TlsPolicy::pg_verified(mode), mode, c.amqp))

@@ -1,4 +1,4 @@
-#include "preflight.h"
+#include "config/preflight.h"
 
 #include <pqxx/pqxx>
 

@@ -7,7 +7,7 @@
 
 #include <pqxx/connection>
 
-#include "config.h"
+#include "config/config.h"
 
 namespace relay {
 

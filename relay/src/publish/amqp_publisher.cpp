@@ -1,4 +1,4 @@
-#include "amqp_publisher.h"
+#include "publish/amqp_publisher.h"
 
 #include <amqp_framing.h>
 #include <spdlog/spdlog.h>

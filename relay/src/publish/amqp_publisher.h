@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "broker_event.h"
-#include "config.h"
+#include "publish/broker_event.h"
+#include "config/config.h"
 #include "outbox/amqp/amqp_error.h"
 #include "outbox/amqp/connection.h"
 

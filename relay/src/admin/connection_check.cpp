@@ -1,12 +1,12 @@
-#include "connection_check.h"
+#include "admin/connection_check.h"
 
 #include <pqxx/pqxx>
 
-#include "amqp_publisher.h"
+#include "publish/amqp_publisher.h"
 #include "outbox/one_line.h"
-#include "outbox_store.h"
-#include "pg_connect.h"
-#include "preflight.h"
+#include "publish/outbox_store.h"
+#include "publish/pg_connect.h"
+#include "config/preflight.h"
 
 namespace relay {
 
