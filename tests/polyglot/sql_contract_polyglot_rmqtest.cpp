@@ -174,7 +174,7 @@ TEST_CASE("Python and Node producers and a Python consumer on the SQL contract: 
     }
   }
   CHECK(dropped == 1);
-  CHECK(skipped >= 4);                   // redeliveries happened, and were skipped
+  CHECK(skipped >= 2);                   // redeliveries happened (the dropped one, nacks), and were skipped
   CHECK(unacked_after_commit.empty());   // every one came back
   CHECK(nacked_before_commit.empty());   // every rolled-back try was applied later
   CHECK(applied.size() == committed.size());
