@@ -3,7 +3,7 @@
 --
 --   psql "$ADMIN_DSN" -v ON_ERROR_STOP=1 -v schema=outbox \
 --        -v relay_role=outbox_relay -v producer_role=outbox_producer \
---        [-v retention=true] -f schema/roles.sql
+--        [-v consumer_role=outbox_consumer] [-v retention=true] -f schema/roles.sql
 --
 -- Creates the two roles as NOLOGIN groups when they do not exist, and grants:
 --   relay_role:    USAGE on the schema; SELECT on the outbox; UPDATE of the relay's
@@ -22,6 +22,15 @@
 --                  INSERT of a new wrapped key there (field encryption's per-subject
 --                  keys) when that table exists: erasing and re-wrapping keys stay
 --                  with the operator. It cannot read, change or delete outbox rows.
+--                  EXECUTE on enqueue() and uuid_v7() (migration 0008, the SQL
+--                  contract for producers in any language): SECURITY INVOKER
+--                  functions, so enqueue() inserts under exactly the column grants
+--                  above and gives nothing more.
+--   consumer_role: (only with -v consumer_role=NAME) USAGE on the schema, INSERT of
+--                  (message_id, consumer, message_type) and SELECT of (message_id,
+--                  consumer) (ON CONFLICT reads the key) on the inbox, EXECUTE on
+--                  inbox_record() (migration 0008): what a consumer in any language
+--                  needs for the inbox; its own tables' grants are the application's.
 -- Then give them to login roles, e.g.
 --   CREATE ROLE order_service LOGIN PASSWORD '...' IN ROLE outbox_producer;
 --   CREATE ROLE relay LOGIN PASSWORD '...' IN ROLE outbox_relay;
@@ -34,11 +43,20 @@
 \else
 \set retention false
 \endif
+\if :{?consumer_role}
+\set with_consumer true
+\else
+\set with_consumer false
+\endif
 
 SELECT format('CREATE ROLE %I NOLOGIN', :'relay_role')
  WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'relay_role') \gexec
 SELECT format('CREATE ROLE %I NOLOGIN', :'producer_role')
  WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'producer_role') \gexec
+\if :with_consumer
+SELECT format('CREATE ROLE %I NOLOGIN', :'consumer_role')
+ WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'consumer_role') \gexec
+\endif
 
 BEGIN;
 GRANT USAGE ON SCHEMA :"schema" TO :"relay_role", :"producer_role";
@@ -64,4 +82,18 @@ SELECT format('REVOKE ALL ON %I.outbox_subject_keys FROM %I, %I', :'schema', :'r
 SELECT format('GRANT SELECT, INSERT (subject, key_id, wrapping_key_id, wrapped_key) '
               'ON %I.outbox_subject_keys TO %I', :'schema', :'producer_role')
  WHERE to_regclass(format('%I.outbox_subject_keys', :'schema')) IS NOT NULL \gexec
+
+-- The SQL contract (migration 0008), when the schema has it.
+SELECT format('GRANT EXECUTE ON FUNCTION %I.enqueue(text, text, text, bytea, jsonb, text, text, text, uuid, '
+              'text, text, integer), %I.uuid_v7() TO %I', :'schema', :'schema', :'producer_role')
+ WHERE to_regprocedure(format('%I.uuid_v7()', :'schema')) IS NOT NULL \gexec
+\if :with_consumer
+GRANT USAGE ON SCHEMA :"schema" TO :"consumer_role";
+REVOKE ALL ON :"schema".inbox FROM :"consumer_role";
+-- ON CONFLICT reads the key's columns: SELECT on those two, nothing else.
+GRANT INSERT (message_id, consumer, message_type), SELECT (message_id, consumer)
+  ON :"schema".inbox TO :"consumer_role";
+SELECT format('GRANT EXECUTE ON FUNCTION %I.inbox_record(uuid, text, text) TO %I', :'schema', :'consumer_role')
+ WHERE to_regprocedure(format('%I.inbox_record(uuid, text, text)', :'schema')) IS NOT NULL \gexec
+\endif
 COMMIT;

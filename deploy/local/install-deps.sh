@@ -13,7 +13,15 @@ PACKAGES=(
   python3 procps iproute2
   # operations (issue 8): TLS test certificates, /metrics cross-check, dashboard picture
   openssl python3-prometheus-client python3-yaml python3-matplotlib systemd
+  # the SQL contract from other languages (issue 14): Python producer and consumer
+  python3-psycopg2 python3-pika
 )
+# The Node producer of the same test needs node and npm (the test installs the `pg`
+# package from npm into the build tree). Debian's own only when neither is there, so a
+# machine with another Node.js build keeps it.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  PACKAGES+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

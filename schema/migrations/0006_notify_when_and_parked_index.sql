@@ -25,4 +25,7 @@ CREATE TRIGGER outbox_notify AFTER INSERT ON {{schema}}.outbox
 --    `status` and `dead list` count or list them. Without this index each of those
 --    reads the whole table, published history included: seconds of CPU at ten
 --    million rows. New and published rows never enter it.
-CREATE INDEX outbox_parked_idx ON {{schema}}.outbox (id) WHERE parked_at IS NOT NULL;
+--    Built without blocking producers on a live table (outside the migration's
+--    transaction, before the rest of it; docs/UPGRADING.md).
+-- outbox-migrate: concurrently index=outbox_parked_idx table=outbox
+CREATE INDEX CONCURRENTLY IF NOT EXISTS outbox_parked_idx ON {{schema}}.outbox (id) WHERE parked_at IS NOT NULL;

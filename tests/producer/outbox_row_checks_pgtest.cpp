@@ -184,7 +184,7 @@ TEST_CASE("a table holding bad rows migrates without checking them, and the rela
   for (const auto& headers : bad) sql_exec(insert_headers(s, headers));
   sql_exec(insert_sql(s, {{"ordering_key", "repeat('o', 300)"}}));
   s.migrate();
-  CHECK(sql_value("SELECT max(version) FROM \"" + s.name() + "\".outbox_migrations") == "7");
+  CHECK(sql_value("SELECT count(*) FROM \"" + s.name() + "\".outbox_migrations WHERE version = 7") == "1");
   // Added NOT VALID: the existing rows were not scanned, and are never validated.
   CHECK(sql_value("SELECT count(*) FROM pg_constraint WHERE conrelid = '" + table(s) + "'::regclass "
                   "AND contype = 'c' AND conname LIKE 'outbox\\_%' AND NOT convalidated") == "6");

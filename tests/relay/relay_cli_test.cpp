@@ -215,3 +215,75 @@ TEST_CASE("check-config refuses a key given twice, so a second require_tls canno
   CHECK_MESSAGE(contains(r.output, ":4: postgres.require_tls: given twice (first at line 3)"), r.output);
   CHECK_FALSE(contains(r.output, "pg-secret-1"));
 }
+
+TEST_CASE("every command's --help and -h exit 0 with its usage") {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> commands = {
+      {{"run"}, "outbox-relay run --config FILE"},
+      {{"migrate"}, "outbox-relay migrate --config FILE"},
+      {{"check-config"}, "outbox-relay check-config FILE"},
+      {{"status"}, "status"},
+      {{"replay"}, "replay"},
+      {{"cleanup"}, "cleanup"},
+      {{"dead"}, "outbox-relay dead requeue --config FILE"},
+      {{"dead", "list"}, "outbox-relay dead requeue --config FILE"},
+      {{"dead", "requeue"}, "outbox-relay dead requeue --config FILE"},
+  };
+  for (const auto& [command, expected] : commands) {
+    for (const std::string flag : {"--help", "-h"}) {
+      auto args = command;
+      args.push_back(flag);
+      const auto r = run_relay_command(args);
+      CHECK_MESSAGE(r.exit_code == 0, std::string(command[0] + " " + flag + ": " + r.output));
+      CHECK_MESSAGE(contains(r.output, expected), std::string(command[0] + " " + flag + ": " + r.output));
+    }
+  }
+  // Also after other arguments, and with a configuration that does not exist.
+  CHECK(run_relay_command({"run", "--config", "/nonexistent.yaml", "--help"}).exit_code == 0);
+  CHECK(contains(run_relay_command({"migrate", "--help"}).output, "-c FILE and --config=FILE mean --config FILE"));
+}
+
+TEST_CASE("-c FILE and --config=FILE are --config FILE, for every command") {
+  const auto good = write_temp_file(kGood);
+  CHECK(run_relay_command({"check-config", "-c", good}).exit_code == 0);
+  CHECK(run_relay_command({"check-config", "--config=" + good}).exit_code == 0);
+  CHECK(contains(run_relay_command({"check-config", "--config", good}).output, ": valid"));
+  // A bad file is read, and refused naming its key, whichever spelling named it.
+  const auto bad = write_temp_file(kGood + "relay:\n  batch_size: 0\n");
+  for (const std::string cmd : {"run", "migrate"}) {
+    for (const auto& args : {std::vector<std::string>{cmd, "-c", bad}, std::vector<std::string>{cmd, "--config=" + bad}}) {
+      const auto r = run_relay_command(args);
+      CHECK_MESSAGE(r.exit_code == 2, r.output);
+      CHECK_MESSAGE(contains(r.output, "relay.batch_size"), r.output);
+    }
+  }
+  // Admin commands: past the arguments to the (unreachable) database, exit 1.
+  const auto unreachable = write_temp_file(
+      "postgres:\n  dsn: host=127.0.0.1 port=1 user=postgres password=pg-secret-1 connect_timeout=2\n"
+      "amqp:\n  uri: amqp://guest:amqp-secret-2@127.0.0.1:1/\n");
+  for (const auto& args : {std::vector<std::string>{"status", "-c", unreachable},
+                           std::vector<std::string>{"status", "--config=" + unreachable, "--json"},
+                           std::vector<std::string>{"cleanup", "-c", unreachable, "--older-than=7d"},
+                           std::vector<std::string>{"dead", "list", "--config=" + unreachable, "--limit=5"}}) {
+    const auto r = run_relay_command(args);
+    CHECK_MESSAGE(r.exit_code == 1, std::string(args[0] + ": " + r.output));
+    CHECK_FALSE(contains(r.output, "pg-secret-1"));
+  }
+}
+
+TEST_CASE("unknown arguments still exit 2 naming the argument, in any spelling") {
+  const auto good = write_temp_file(kGood);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"run", "-c", good, "--fast"}, "unknown argument '--fast' for run"},
+      {{"run", "--config=" + good, "--fast=yes"}, "unknown argument '--fast' for run"},
+      {{"migrate", "-c", good, "-x"}, "unknown argument '-x' for migrate"},
+      {{"check-config", "-c", good, "--fast"}, "unknown argument '--fast' for check-config"},
+      {{"status", "-c", good, "--fast"}, "unknown argument '--fast' for status"},
+      {{"run", "--config="}, "run needs --config FILE"},
+      {{"run", "-c"}, "--config needs a file name"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const auto r = run_relay_command(args);
+    CHECK_MESSAGE(r.exit_code == 2, expected);
+    CHECK_MESSAGE(contains(r.output, expected), r.output);
+  }
+}

@@ -117,9 +117,13 @@ bool RelayProcess::running() {
 std::string RelayProcess::log() const { return read_file(log_path_); }
 
 CommandResult run_relay_command(const std::vector<std::string>& args) {
-  std::string out_path = write_temp_file("", ".out");
   std::vector<std::string> argv = {OUTBOX_RELAY_BIN};
   argv.insert(argv.end(), args.begin(), args.end());
+  return run_command(argv);
+}
+
+CommandResult run_command(const std::vector<std::string>& argv) {
+  std::string out_path = write_temp_file("", ".out");
   pid_t pid = spawn(argv, out_path);
   int status = 0;
   waitpid(pid, &status, 0);

@@ -41,6 +41,8 @@ struct CommandResult {
   std::string output;
 };
 CommandResult run_relay_command(const std::vector<std::string>& args);
+// Runs any program (argv[0] an absolute path; no shell, the test's environment), the same way.
+CommandResult run_command(const std::vector<std::string>& argv);
 
 // Writes `text` to a fresh temporary file and returns its path.
 std::string write_temp_file(const std::string& text, const std::string& suffix = ".yaml");

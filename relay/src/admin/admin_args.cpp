@@ -25,6 +25,20 @@ bool valid_utf8(const std::string& text) {
 
 }  // namespace
 
+Args expand_args(const Args& args) {
+  Args out;
+  for (const auto& a : args) {
+    const auto eq = a.find('=');
+    if (a.rfind("--", 0) == 0 && eq != std::string::npos && eq > 2) {
+      out.push_back(a.substr(0, eq));
+      out.push_back(a.substr(eq + 1));
+    } else {
+      out.push_back(a == "-c" ? "--config" : a);
+    }
+  }
+  return out;
+}
+
 AdminArgs::AdminArgs(const std::string& command, const Args& args, const std::vector<FlagSpec>& specs)
     : command_(command) {
   for (std::size_t i = 0; i < args.size(); ++i) {

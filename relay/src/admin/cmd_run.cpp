@@ -87,8 +87,10 @@ std::string parse_config_flag(const std::string& command, const Args& args,
 int cmd_check_config(const Args& args) {
   bool connect = false;
   std::vector<std::string> files;
-  for (const auto& a : args) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const auto& a = args[i];
     if (a == "--connect") connect = true;
+    else if (a == "--config" && i + 1 < args.size()) files.push_back(args[++i]);  // as the other commands take it
     else if (a.rfind("--", 0) == 0) throw UsageError("unknown argument '" + outbox::one_line(a, 80) + "' for check-config");
     else files.push_back(a);
   }

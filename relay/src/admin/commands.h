@@ -27,6 +27,8 @@ struct Command {
   const char* name;
   int (*run)(const Args&);
   const char* usage;  // one line: arguments and what it does
+  // Prints its own --help (through AdminArgs); otherwise main prints `usage`.
+  bool has_own_help = true;
 };
 
 // Every subcommand, in the order --help lists them. Add new commands here.
@@ -37,6 +39,11 @@ const std::vector<Command>& all_commands();
 struct UsageError : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
+// The command line as the commands parse it: "--flag=VALUE" becomes "--flag" "VALUE"
+// and "-c" becomes "--config", so every command takes "-c FILE", "--config FILE" and
+// "--config=FILE" alike. Pure.
+Args expand_args(const Args& args);
+
 std::string parse_config_flag(const std::string& command, const Args& args,
                               const std::vector<std::pair<std::string, bool*>>& flags = {});
 

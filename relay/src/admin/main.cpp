@@ -10,10 +10,11 @@ namespace relay {
 
 const std::vector<Command>& all_commands() {
   static const std::vector<Command> commands = {
-      {"run", cmd_run, "--config FILE [--exit-when-idle]   publish pending outbox rows"},
-      {"migrate", cmd_migrate, "--config FILE                  create or upgrade the schema"},
+      {"run", cmd_run, "--config FILE [--exit-when-idle]   publish pending outbox rows", false},
+      {"migrate", cmd_migrate, "--config FILE                  create or upgrade the schema (safe on a live\n"
+                               "                          table: docs/UPGRADING.md)", false},
       {"check-config", cmd_check_config, "FILE [--connect]          validate a configuration file (--connect: and\n"
-                                         "                          reach both servers once, exit 1 if either fails)"},
+                                         "                          reach both servers once, exit 1 if either fails)", false},
       {"status", cmd_status, "--config FILE [--json]             backlog: pending, parked, oldest age, by type"},
       {"replay", cmd_replay, "--config FILE (--id ID... | --since TIME) [--type T] [--dry-run] [--json]\n"
                              "                          publish published rows again, same message id"},
@@ -31,17 +32,27 @@ const std::vector<Command>& all_commands() {
 
 namespace {
 
+const char* kCommonFlags =
+    "  -c FILE and --config=FILE mean --config FILE; any --flag=VALUE means --flag VALUE;\n"
+    "  --help (-h) after a command shows its usage\n"
+    "exit codes: 0 success, 1 runtime failure, 2 bad usage or configuration\n";
+
 void print_usage(std::ostream& out) {
   out << "usage:\n";
   for (const auto& c : relay::all_commands()) out << "  outbox-relay " << c.name << " " << c.usage << "\n";
-  out << "  outbox-relay --help | --version\n"
-         "exit codes: 0 success, 1 runtime failure, 2 bad usage or configuration\n";
+  out << "  outbox-relay --help | --version\n" << kCommonFlags;
+}
+
+bool asks_for_help(const relay::Args& args) {
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") return true;
+  return false;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  relay::Args args(argv + 1, argv + argc);
+  const relay::Args args = relay::expand_args(relay::Args(argv + 1, argv + argc));
   if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
     print_usage(std::cout);
     return relay::kExitOk;
@@ -57,6 +68,11 @@ int main(int argc, char** argv) {
   }
   for (const auto& c : relay::all_commands()) {
     if (args[0] != c.name) continue;
+    // Commands with a help text of their own (status, replay, cleanup, dead) print it.
+    if (!c.has_own_help && asks_for_help(args)) {
+      std::cout << "usage: outbox-relay " << c.name << " " << c.usage << "\n" << kCommonFlags;
+      return relay::kExitOk;
+    }
     try {
       return c.run(relay::Args(args.begin() + 1, args.end()));
     } catch (const relay::UsageError& e) {
