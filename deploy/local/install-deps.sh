@@ -13,6 +13,8 @@ PACKAGES=(
   python3 procps iproute2
   # operations (issue 8): TLS test certificates, /metrics cross-check, dashboard picture
   openssl python3-prometheus-client python3-yaml python3-matplotlib systemd
+  # packaging (issue 14): tests/package drives the servers from Python
+  python3-psycopg2 python3-pika
 )
 
 missing=()
