@@ -10,6 +10,9 @@ set(CPACK_PACKAGE_NAME outbox-relay)
 set(CPACK_PACKAGE_VENDOR "outbox-relay")
 set(CPACK_PACKAGE_CONTACT "outbox-relay maintainers <outbox-relay@example.com>")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+# Each package's synopsis is the first line of its CPACK_DEBIAN_<COMPONENT>_DESCRIPTION:
+# CPackDeb prepends the project-wide summary unless it is left at CPack's own default.
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${CMAKE_PROJECT_NAME} built using CMake")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)  # the executable; static archives keep their symbols
 set(CPACK_COMPONENTS_ALL relay dev)
