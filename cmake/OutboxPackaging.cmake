@@ -5,6 +5,9 @@
 # libraries it really loads); the dev package depends on the -dev packages an
 # application needs to compile and link against the SDK (what OutboxRelayConfig.cmake
 # and the .pc files look for). tests/package/ builds, installs and uses them.
+# With OUTBOX_BUILD_SHARED the versioned shared libraries go into outbox-relay (its
+# binary needs them) and liboutbox-dev depends on it; package_rmqtest checks the
+# default, static configuration only.
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME outbox-relay)
 set(CPACK_PACKAGE_VENDOR "outbox-relay")
