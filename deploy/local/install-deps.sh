@@ -13,7 +13,7 @@ PACKAGES=(
   python3 procps iproute2
   # operations (issue 8): TLS test certificates, /metrics cross-check, dashboard picture
   openssl python3-prometheus-client python3-yaml python3-matplotlib systemd
-  # the SQL contract from other languages (issue 14): Python producer and consumer
+  # the SQL contract from other languages and the package test (issue 14): Python
   python3-psycopg2 python3-pika
 )
 # The Node producer of the same test needs node and npm (the test installs the `pg`
