@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages outbox-relay needs to build, test and run its demo.
+# Installs the Debian 12 packages outbox-relay needs to build, test and run its demo
+# (with --image, also those of the container image test).
 # Idempotent: packages already installed are skipped, and apt is not touched at all
 # when nothing is missing.
 set -euo pipefail
@@ -14,6 +15,11 @@ PACKAGES=(
   # operations (issue 8): TLS test certificates, /metrics cross-check, dashboard picture
   openssl python3-prometheus-client python3-yaml python3-matplotlib systemd
 )
+# --image: also what the container image test needs (deploy/docker/check-image.py, ctest
+# label image, not part of the default test command): podman and base images from packages.
+if [ "${1:-}" = --image ]; then
+  PACKAGES+=(podman runc mmdebstrap podman-compose python3-pika)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
