@@ -34,6 +34,7 @@ import urllib.parse
 
 import yaml
 
+sys.dont_write_bytecode = True  # no __pycache__ in the repository (the image's build context)
 try:
     import pika
 except ImportError:
