@@ -62,9 +62,14 @@ def bring_up(image, secret_values, build_relay):
     # The relay's services build the image just built (its layers are cached): the same
     # Dockerfile and context. With --no-build, only the stand-ins are built.
     services = [] if build_relay else ["postgres", "rabbitmq"]
+    checked = lib.image_config(image)["Id"]
     r = compose("build", *services, timeout=3600)
     check(r.returncode == 0, f"compose: podman-compose build {' '.join(services) or '(relay image, PostgreSQL and RabbitMQ stand-ins)'}"
           + ("" if r.returncode == 0 else f": {(r.stdout + r.stderr).strip()[-600:]}"))
+    if build_relay:  # podman-compose builds with -f ../../deploy/docker/Dockerfile: .containerignore filters it
+        built = lib.image_config(image)["Id"]
+        check(built == checked, f"compose: podman-compose built the image checked above ({built[:12]}, from the "
+              "same filtered context)")
     compose("up", "-d", "--no-deps", "postgres", "rabbitmq")
     for service in ("postgres", "rabbitmq"):
         took = wait_healthy(service, 180)
