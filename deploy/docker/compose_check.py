@@ -126,3 +126,4 @@ def run(image, secret_values, metrics_port, ui_port, build_relay=True):
                   f"{ready_at - began:.2f} s from the relay container's start")
     finally:
         compose("down", "-v")
+        podman("network", "rm", f"{PROJECT}_default", check_rc=False)  # podman-compose 1.0 leaves it
