@@ -10,7 +10,7 @@
    the relay Deployment; terminationGracePeriodSeconds covers the SIGTERM drain
    (amqp.confirm_timeout_ms of the relay configuration the pod runs); kustomization lists
    files that exist.
-3. docker-compose.yml: secrets, configs and depends_on resolve; the relay listens on the
+3. docker-compose.yml: secrets, configs, mounted files and depends_on resolve; the relay listens on the
    container address when it publishes a port; stop_grace_period covers the drain.
 4. Every relay configuration shipped (ConfigMap, image, compose, systemd) passes
    `outbox-relay check-config` without warnings (secret files and CA files are replaced
@@ -69,7 +69,8 @@ def relay_check_config(relay, text, origin, tmp, plaintext=False):
     with open(path, "w") as f:
         f.write(text)
     env = dict(os.environ, OUTBOX_PG_HOST="db", OUTBOX_PG_DATABASE="shop", OUTBOX_PG_USER="relay",
-               OUTBOX_AMQP_HOST="mq", OUTBOX_AMQP_USER="relay")
+               OUTBOX_AMQP_HOST="mq", OUTBOX_AMQP_USER="relay",
+               OUTBOX_PG_PORT="5432", OUTBOX_AMQP_PORT="5672")
     r = subprocess.run([relay, "check-config", path], capture_output=True, text=True, env=env)
     out = (r.stdout + r.stderr).strip().replace(path, origin)
     warnings = [line for line in out.splitlines() if line.startswith("warning:")]
@@ -98,6 +99,31 @@ def check_yaml_parses():
             check(True, f"YAML parses: {os.path.relpath(path, DEPLOY)}")
         except yaml.YAMLError as e:
             check(False, f"YAML parses: {os.path.relpath(path, DEPLOY)}: {e}")
+
+
+def kubelet_file_access(volume, pod_security):
+    """(owner uid, group gid, mode) the kubelet gives the files of a Secret or ConfigMap
+    volume: owned by root, mode defaultMode (0644 when unset); with the pod's fsGroup the
+    group is fsGroup and group read is added. Without fsGroup a non-root user reads only
+    what "other" may read."""
+    source = volume.get("secret") or volume.get("configMap") or {}
+    mode = source.get("defaultMode", 0o644)
+    fs_group = pod_security.get("fsGroup")
+    if fs_group is None:
+        return 0, 0, mode
+    return 0, fs_group, mode | 0o440
+
+
+def readable_by(access, uid, gids):
+    owner, group, mode = access
+    return bool(uid == owner and mode & 0o400 or group in gids and mode & 0o040 or mode & 0o004)
+
+
+def load_kubernetes():
+    """All documents of the manifests kustomization.yaml lists."""
+    k8s = os.path.join(DEPLOY, "kubernetes")
+    kust = load_all(os.path.join(k8s, "kustomization.yaml"))[0]
+    return [d for res in kust["resources"] for d in load_all(os.path.join(k8s, res))]
 
 
 def pod_specs(docs):
@@ -139,8 +165,22 @@ def check_kubernetes(relay, tmp):
                 check(ok, f"{name}: volume {v['name']} names a defined Secret and keys")
         containers = spec.get("containers", []) + spec.get("initContainers", [])
         for c in containers:
+            security = spec.get("securityContext", {})
+            uid = c.get("securityContext", {}).get("runAsUser", security.get("runAsUser", 0))
+            gids = {c.get("securityContext", {}).get("runAsGroup", security.get("runAsGroup", 0)),
+                    security.get("fsGroup")} | set(security.get("supplementalGroups", []))
             for m in c.get("volumeMounts", []):
                 check(m["name"] in volumes, f"{name}/{c['name']}: mount {m['name']} is a defined volume")
+                if m["name"] in volumes and uid != 0:
+                    access = kubelet_file_access(volumes[m["name"]], security)
+                    check(readable_by(access, uid, gids),
+                          f"{name}/{c['name']}: uid {uid} can read the files of {m['name']} "
+                          f"(mode {access[2]:04o}, group {access[1]})")
+            for e in c.get("env", []):
+                ref = e.get("valueFrom", {}).get("secretKeyRef")
+                if ref:
+                    check(ref["key"] in secrets.get(ref["name"], {}).get("stringData", {}),
+                          f"{name}/{c['name']}: env {e['name']} names a defined Secret and key")
             ports = {p.get("name") for p in c.get("ports", [])} | {p["containerPort"] for p in c.get("ports", [])}
             probes = [probe for probe in ("livenessProbe", "readinessProbe", "startupProbe") if probe in c]
             for probe in probes:
@@ -182,8 +222,14 @@ def check_compose(relay, tmp):
         deps = s.get("depends_on", {})
         for dep in deps:
             check(dep in services, f"compose {name}: depends on defined service {dep}")
+        for vol in s.get("volumes", []):
+            source = vol.split(":")[0]
+            if source.startswith("."):  # a file of the repository, relative to the compose file
+                check(os.path.exists(os.path.join(DEPLOY, "docker", source)), f"compose {name}: mounts existing {source}")
     for name, cfg in c.get("configs", {}).items():
         relay_check_config(relay, cfg["content"].replace("$$", "$"), f"compose config {name}", tmp, plaintext=True)
+    relay_check_config(relay, open(os.path.join(DEPLOY, "docker", "admin.yaml")).read(), "docker/admin.yaml", tmp,
+                       plaintext=True)
     image_cfg = relay_check_config(relay, open(os.path.join(DEPLOY, "docker", "relay.yaml")).read(),
                                    "docker/relay.yaml", tmp, plaintext=True)
     if services["relay"].get("ports"):

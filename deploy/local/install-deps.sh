@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages outbox-relay needs to build, test and run its demo.
+# Installs the Debian 12 packages outbox-relay needs to build, test and run its demo
+# (with --image, also those of the container image test).
 # Idempotent: packages already installed are skipped, and apt is not touched at all
 # when nothing is missing.
 set -euo pipefail
@@ -21,6 +22,11 @@ PACKAGES=(
 # machine with another Node.js build keeps it.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   PACKAGES+=(nodejs npm)
+fi
+# --image: also what the container image test needs (deploy/docker/check-image.py, ctest
+# label image, not part of the default test command): podman and base images from packages.
+if [ "${1:-}" = --image ]; then
+  PACKAGES+=(podman runc mmdebstrap podman-compose)
 fi
 
 missing=()
