@@ -18,12 +18,15 @@
 # Settings (environment): OUTBOX_CLUSTER_DIR (default /tmp/outbox-relay-cluster),
 # OUTBOX_CLUSTER_AMQP_PORT (default 36672: nodes use it, +1 and +2; each node's Erlang
 # distribution port is its AMQP port + 20000, so keep it below 45533),
-# OUTBOX_CLUSTER_PG_PORT (default 36432: primary; the standby uses +1).
+# OUTBOX_CLUSTER_PG_PORT (default 36432: primary; the standby uses +1),
+# OUTBOX_CLUSTER_PG_SYNC (default 1: synchronous replication; 0: asynchronous, where a
+# failover may lose the last commits, see docs/OPERATIONS.md).
 set -euo pipefail
 
 DIR="${OUTBOX_CLUSTER_DIR:-/tmp/outbox-relay-cluster}"
 AMQP_BASE="${OUTBOX_CLUSTER_AMQP_PORT:-36672}"
 PG_BASE="${OUTBOX_CLUSTER_PG_PORT:-36432}"
+SYNC="${OUTBOX_CLUSTER_PG_SYNC:-1}"
 PG_BIN=/usr/lib/postgresql/15/bin
 RMQ_BIN=/usr/lib/rabbitmq/bin
 NODES=(1 2 3)
@@ -135,7 +138,17 @@ CONF
     chmod 700 "$standby"
   fi
   pg_running "$standby" || pg_start "$standby" "$((PG_BASE + 1))"
-  echo "postgres: primary on 127.0.0.1:$PG_BASE, streaming standby on 127.0.0.1:$((PG_BASE + 1))"
+  # Synchronous: a commit is visible (and acknowledged) only once the standby has its
+  # WAL, so a failover loses no committed transaction and the relay never publishes
+  # the event of one that a failover then erases. Set on the primary only (after the
+  # base backup): the promoted standby must not wait for a standby it does not have.
+  local sync=off
+  if [ "$SYNC" = 1 ]; then
+    as_user postgres "$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_BASE" -U postgres -d postgres \
+      -c "ALTER SYSTEM SET synchronous_standby_names = '*'" -c "SELECT pg_reload_conf()" >/dev/null
+    sync=on
+  fi
+  echo "postgres: primary on 127.0.0.1:$PG_BASE, streaming standby on 127.0.0.1:$((PG_BASE + 1)) (synchronous: $sync)"
 }
 
 stop_postgres() {
