@@ -189,9 +189,10 @@ void ClusterRun::inject(const std::string& kind, const std::string& what, void (
   unexpected_exits_ += relays_->reap_unexpected_exits();
 }
 
-// One round is: SIGKILL of each relay's node (one relay per round, in turn), a
-// clean stop of the queue's leader; the first round ends with the PostgreSQL
-// failover. Rounds repeat while --duration lasts; the first always completes.
+// One round is: SIGKILL of the node a relay is on (one relay per round, in turn),
+// from the second round on a SIGKILL of the quorum queue's leader, a clean stop of
+// the leader; the first round ends with the PostgreSQL failover. Rounds repeat while
+// --duration lasts; the first always completes (the CI variant runs just that one).
 void ClusterRun::fault_phase() {
   phase_start_ = Clock::now();
   const auto end = phase_start_ + seconds(options_.duration_s);
@@ -201,6 +202,11 @@ void ClusterRun::fault_phase() {
     if (node == 0) node = 1 + round % 3;
     inject("SIGKILL of a relay's broker node", "node " + std::to_string(node) + ", relay " + std::to_string(slot),
            &ClusterRun::kill_node, node);
+    if (round >= 1) {  // the Raft leader gone without a word: the members elect another
+      int leader = leader_node();
+      if (leader == 0) leader = 1 + (round + 2) % 3;
+      inject("SIGKILL of the queue leader's node", "node " + std::to_string(leader), &ClusterRun::kill_node, leader);
+    }
     int leader = leader_node();
     if (leader == 0) leader = 1 + (round + 1) % 3;
     inject("clean stop of the queue leader's node", "node " + std::to_string(leader), &ClusterRun::stop_and_start_node,
@@ -273,6 +279,12 @@ int ClusterRun::run() {
     std::snprintf(buf, sizeof buf, "  %-46s %5d   %8.1f s\n", kind.c_str(), k.first, k.second);
     t << buf;
   }
+  t << "each fault (seconds into the fault phase)\n";
+  for (const auto& f : faults_) {
+    std::snprintf(buf, sizeof buf, "  %6.1f s  %-44s %-18s pause %5.1f s\n", f.at_s, f.kind.c_str(), f.what.c_str(),
+                  f.pause_s);
+    t << buf;
+  }
   auto row = [&](const std::string& label, const std::string& value) {
     std::snprintf(buf, sizeof buf, "  %-46s %s\n", label.c_str(), value.c_str());
     t << buf;
@@ -296,8 +308,8 @@ int ClusterRun::run() {
     << " s in all (cluster start, faults, drain, check)\n";
   t << "verdict: " << (failures.empty() ? "PASS" : "FAIL") << "\n";
   std::cout << t.str() << std::flush;
-  if (failures.empty()) run_process({"/bin/rm", "-rf", log_dir_});
-  else std::cout << "relay logs and configs kept in " << log_dir_ << "\n";
+  if (failures.empty() && !options_.keep_servers) run_process({"/bin/rm", "-rf", log_dir_});
+  if (!failures.empty() || options_.keep_servers) std::cout << "relay logs and configs kept in " << log_dir_ << "\n";
   return failures.empty() ? 0 : 1;
 }
 

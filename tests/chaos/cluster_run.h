@@ -31,8 +31,9 @@ struct ClusterFault {
 // (deploy/local/cluster.sh), producers writing ordinary events through a multi-host
 // DSN, relays with amqp.uris over the three nodes publishing to a quorum queue, and
 // a consumer that follows the cluster. Faults, one after another, each healed
-// before the next: SIGKILL of the node a relay is connected to, a clean stop of the
-// quorum queue's leader, both brought back; once, a failover of PostgreSQL
+// before the next: SIGKILL of the node a relay is connected to, SIGKILL of the quorum
+// queue's leader (from the second round), a clean stop of the leader, each brought
+// back; once, a failover of PostgreSQL
 // (immediate stop of the primary, promotion of the standby). Then the drain and the
 // ledger check of the ordinary chaos run, and a table with each fault's pause.
 //
