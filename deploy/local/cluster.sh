@@ -93,7 +93,7 @@ start_rabbitmq() {
   if [ "$fresh" = 1 ]; then
     for n in 2 3; do
       rmqctl "$n" -q stop_app >/dev/null
-      rmqctl "$n" -q join_cluster "$(node_name 1)" >/dev/null
+      rmqctl "$n" -q join_cluster "$(node_name 1)" >/dev/null 2>>"$DIR/join.log"  # 3.10 logs harmless errors here
       rmqctl "$n" -q start_app >/dev/null
     done
   fi
