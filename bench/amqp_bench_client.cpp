@@ -53,6 +53,11 @@ void AmqpBenchClient::remove(const std::string& exchange, const std::string& que
   conn_.check_rpc("exchange.delete " + exchange);
 }
 
+void AmqpBenchClient::remove_queue(const std::string& queue) {
+  amqp_queue_delete(conn_.get(), 1, bytes_of(queue), 0, 0);
+  conn_.check_rpc("queue.delete " + queue);
+}
+
 void AmqpBenchClient::purge(const std::string& queue) {
   amqp_queue_purge(conn_.get(), 1, bytes_of(queue));
   conn_.check_rpc("queue.purge " + queue);
@@ -72,22 +77,30 @@ void AmqpBenchClient::confirm_select() {
 
 std::uint64_t AmqpBenchClient::publish(const std::string& exchange, const std::string& routing_key,
                                        const std::string& message_id, std::int64_t outbox_id,
-                                       const std::string& body) {
+                                       const std::string& body, const WireShape& shape) {
   amqp_table_entry_t id_entry;
   id_entry.key = amqp_cstring_bytes("x-outbox-id");
   id_entry.value.kind = AMQP_FIELD_KIND_I64;
   id_entry.value.value.i64 = outbox_id;
   amqp_basic_properties_t props;
-  props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG |
-                 AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_TIMESTAMP_FLAG | AMQP_BASIC_HEADERS_FLAG;
+  props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
   props.content_type = amqp_cstring_bytes("application/json");
   props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
-  props.message_id = bytes_of(message_id);
-  props.type = amqp_cstring_bytes("BenchEvent");
-  props.timestamp = static_cast<uint64_t>(std::time(nullptr));
-  props.headers = amqp_table_t{1, &id_entry};
-  int rc = amqp_basic_publish(conn_.get(), 1, bytes_of(exchange), bytes_of(routing_key), 1, 0, &props,
-                              bytes_of(body));
+  if (shape.message_id) {
+    props._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
+    props.message_id = bytes_of(message_id);
+  }
+  if (shape.type_timestamp) {
+    props._flags |= AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_TIMESTAMP_FLAG;
+    props.type = amqp_cstring_bytes("BenchEvent");
+    props.timestamp = static_cast<uint64_t>(std::time(nullptr));
+  }
+  if (shape.row_id_header) {
+    props._flags |= AMQP_BASIC_HEADERS_FLAG;
+    props.headers = amqp_table_t{1, &id_entry};
+  }
+  int rc = amqp_basic_publish(conn_.get(), 1, bytes_of(exchange), bytes_of(routing_key), shape.mandatory ? 1 : 0, 0,
+                              &props, bytes_of(body));
   if (rc != AMQP_STATUS_OK) throw BenchError(std::string("AMQP publish failed: ") + amqp_error_string2(rc));
   return next_tag_++;
 }

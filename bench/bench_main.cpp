@@ -18,6 +18,7 @@
 #include "bench_options.h"
 #include "measurements.h"
 #include "relay_runner.h"
+#include "wire_phase.h"
 
 namespace bench {
 namespace {
@@ -99,6 +100,8 @@ class Bench {
     if (o_.runs("latency")) latency_and_idle(env);
     if (o_.runs("sweeps")) sweeps(env);
     if (o_.runs("scale")) scale(env);
+    if (o_.runs("wire")) report_["wire"] = run_wire_phase(env, o_, spec_);
+    if (o_.runs("fanout")) report_["fanout"] = run_fanout_phase(env, o_, spec_, 3);
     summary();
     report_["machine"]["load_average_at_end"] = load_average();
     return report_;

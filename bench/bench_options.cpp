@@ -42,7 +42,7 @@ std::vector<long> parse_list(const std::string& option, const std::string& text,
 }
 
 std::vector<std::string> parse_phases(const std::string& option, const std::string& text) {
-  static const std::vector<std::string> kKnown = {"rounds", "enqueue", "latency", "sweeps", "scale"};
+  static const std::vector<std::string> kKnown = {"rounds", "enqueue", "latency", "sweeps", "scale", "wire", "fanout"};
   std::vector<std::string> phases;
   std::size_t start = 0;
   while (start <= text.size()) {
@@ -50,7 +50,7 @@ std::vector<std::string> parse_phases(const std::string& option, const std::stri
     if (comma == std::string::npos) comma = text.size();
     auto p = text.substr(start, comma - start);
     if (std::find(kKnown.begin(), kKnown.end(), p) == kKnown.end())
-      throw BenchUsageError(option + ": unknown phase '" + p + "' (rounds, enqueue, latency, sweeps, scale)");
+      throw BenchUsageError(option + ": unknown phase '" + p + "' (rounds, enqueue, latency, sweeps, scale, wire, fanout)");
     phases.push_back(p);
     start = comma + 1;
   }
@@ -94,7 +94,7 @@ std::string bench_usage() {
          "                            postgres.K=V / amqp.K=V for those sections\n"
          "  --scale-relays LIST       relay counts of the scale phase, both ordering modes (default 1,2,4)\n"
          "  --scale-keys N            ordering keys in the scale phase's backlog (default 1000)\n"
-         "  --phases LIST             rounds,enqueue,latency,sweeps,scale (default: all)\n"
+         "  --phases LIST             rounds,enqueue,latency,sweeps,scale,wire,fanout (default: all)\n"
          "  --relay-bin PATH          outbox-relay binary to run\n";
 }
 

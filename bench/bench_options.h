@@ -51,9 +51,10 @@ struct BenchOptions {
   // modes (unordered, per_key) over a backlog with --scale-keys ordering keys.
   std::vector<long> scale_relays = {1, 2, 4};
   long scale_keys = 1000;
-  // --phases: which parts run (rounds, enqueue, latency, sweeps, scale); all by default.
+  // --phases: which parts run (rounds, enqueue, latency, sweeps, scale, wire,
+  // fanout); all by default.
   // Keys of the phases left out are missing from the JSON.
-  std::vector<std::string> phases = {"rounds", "enqueue", "latency", "sweeps", "scale"};
+  std::vector<std::string> phases = {"rounds", "enqueue", "latency", "sweeps", "scale", "wire", "fanout"};
   bool runs(const std::string& phase) const;
   // The command line, for the report.
   std::string command;

@@ -42,7 +42,7 @@ class TagCounter {
 
 }  // namespace
 
-CeilingResult measure_broker_ceiling(BenchEnv& env, int bytes, long count) {
+CeilingResult measure_broker_ceiling(BenchEnv& env, int bytes, long count, const WireShape& shape) {
   constexpr std::uint64_t kWindow = 1024;
   const auto kConfirmTimeout = std::chrono::seconds(30);
   AmqpBenchClient client(env.amqp_uri());
@@ -62,7 +62,8 @@ CeilingResult measure_broker_ceiling(BenchEnv& env, int bytes, long count) {
   while (n < count) {
     while (tags.outstanding() >= kWindow)
       if (!next(kConfirmTimeout)) throw BenchError("broker ceiling: no confirm within 30 s");
-    client.publish(env.exchange(), env.routing_key(), outbox::MessageId::generate_v7().to_string(), ++n, body);
+    client.publish(shape.default_exchange ? "" : env.exchange(), shape.default_exchange ? env.queue() : env.routing_key(),
+                   outbox::MessageId::generate_v7().to_string(), ++n, body, shape);
     tags.published();
     if (n % 64 == 0)
       while (next(std::chrono::milliseconds(0))) {}

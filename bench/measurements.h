@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "amqp_bench_client.h"
 #include "bench_env.h"
 
 namespace bench {
@@ -31,8 +32,9 @@ struct CeilingResult {
   double client_cpu_us_per_msg = 0;  // the publishing client's
 };
 // rabbitmq-c publishing `count` persistent messages of `bytes` to the run's durable
-// queue, at most 1024 unconfirmed (streaming confirms), timed to the last confirm.
-CeilingResult measure_broker_ceiling(BenchEnv& env, int bytes, long count);
+// queue, at most 1024 unconfirmed (streaming confirms), timed to the last confirm;
+// each message shaped as `shape` (by default as the relay sends it).
+CeilingResult measure_broker_ceiling(BenchEnv& env, int bytes, long count, const WireShape& shape = WireShape::relay());
 
 // How a claimed batch is settled: the relay's mark (UPDATE published_at), or a
 // DELETE, the design the relay does not use (replay, status and the retention

@@ -4,7 +4,7 @@
 
 #include "measurements.h"
 #include "outbox/pg_array.h"
-#include "outbox_store.h"
+#include "publish/outbox_store.h"
 
 namespace bench {
 

@@ -91,19 +91,62 @@ nlohmann::json order_placed(long long order_id, int n, long long total) {
           {"lines", nlohmann::json::array({line})}};
 }
 
+Args parse_args(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--orders" && i + 1 < argc) args.orders = parse_int(a, argv[++i]);
+    else if (a == "--rollback-every" && i + 1 < argc) args.rollback_every = parse_int(a, argv[++i]);
+    else if (a == "--keyring" && i + 1 < argc) args.keyring_file = argv[++i];
+    else if (a == "--schemas" && i + 1 < argc) args.schemas = argv[++i];
+    else throw std::invalid_argument("unknown argument '" + a + "'");
+  }
+  return args;
+}
+
+// The business table the example writes beside its events.
+void create_shop_tables(pqxx::connection& conn) {
+  pqxx::work tx(conn);
+  tx.exec("CREATE SCHEMA IF NOT EXISTS shop");
+  tx.exec("CREATE TABLE IF NOT EXISTS shop.orders (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+          "customer text NOT NULL, total_cents bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now())");
+  tx.commit();
+}
+
+// Places args.orders orders, each with its OrderPlaced event in the same
+// transaction; every rollback_every-th is rolled back on purpose (event and all).
+std::pair<int, int> write_orders(pqxx::connection& conn, const outbox::OutboxWriter& writer, const Args& args) {
+  int committed = 0, rolled_back = 0;
+  for (int n = 1; n <= args.orders; ++n) {
+    pqxx::work tx(conn);
+    std::string customer = "customer-" + std::to_string(n % 17);  // an id, not personal data
+    long long total = 1000 + (n * 137) % 9000;
+    auto order_id = tx.exec_params1("INSERT INTO shop.orders (customer, total_cents) VALUES ($1, $2) RETURNING id",
+                                    customer, total)[0].as<long long>();
+    outbox::Message event;
+    event.exchange = outbox::Exchange("orders");
+    event.routing_key = outbox::RoutingKey("order.placed");
+    event.type = outbox::MessageType("OrderPlaced");
+    event.ordering_key = std::to_string(order_id);
+    event.payload = order_placed(order_id, n, total).dump();
+    writer.enqueue(tx, event);
+    if (args.rollback_every > 0 && n % args.rollback_every == 0) {
+      tx.abort();
+      ++rolled_back;
+    } else {
+      tx.commit();
+      ++committed;
+    }
+  }
+  return {committed, rolled_back};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Args args;
   try {
-    for (int i = 1; i < argc; ++i) {
-      std::string a = argv[i];
-      if (a == "--orders" && i + 1 < argc) args.orders = parse_int(a, argv[++i]);
-      else if (a == "--rollback-every" && i + 1 < argc) args.rollback_every = parse_int(a, argv[++i]);
-      else if (a == "--keyring" && i + 1 < argc) args.keyring_file = argv[++i];
-      else if (a == "--schemas" && i + 1 < argc) args.schemas = argv[++i];
-      else throw std::invalid_argument("unknown argument '" + a + "'");
-    }
+    args = parse_args(argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "order-service: " << e.what()
               << "\nusage: order-service --orders N [--rollback-every K] [--keyring FILE] [--schemas DIR]\n";
@@ -127,13 +170,7 @@ int main(int argc, char** argv) {
   try {
     pqxx::connection conn(dsn);
     outbox::Migrator("outbox").migrate(conn);
-    {
-      pqxx::work tx(conn);
-      tx.exec("CREATE SCHEMA IF NOT EXISTS shop");
-      tx.exec("CREATE TABLE IF NOT EXISTS shop.orders (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
-              "customer text NOT NULL, total_cents bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now())");
-      tx.commit();
-    }
+    create_shop_tables(conn);
     outbox::WriterOptions options;
     options.schema = "outbox";
     options.event_schemas = schemas;
@@ -141,28 +178,7 @@ int main(int argc, char** argv) {
     options.encryptor = std::make_shared<outbox::FieldEncryptor>(
         keyring, std::make_shared<outbox::SubjectKeyStore>("outbox", keyring));
     outbox::OutboxWriter writer(options);
-    int committed = 0, rolled_back = 0;
-    for (int n = 1; n <= args.orders; ++n) {
-      pqxx::work tx(conn);
-      std::string customer = "customer-" + std::to_string(n % 17);  // an id, not personal data
-      long long total = 1000 + (n * 137) % 9000;
-      auto order_id = tx.exec_params1("INSERT INTO shop.orders (customer, total_cents) VALUES ($1, $2) RETURNING id",
-                                      customer, total)[0].as<long long>();
-      outbox::Message event;
-      event.exchange = outbox::Exchange("orders");
-      event.routing_key = outbox::RoutingKey("order.placed");
-      event.type = outbox::MessageType("OrderPlaced");
-      event.ordering_key = std::to_string(order_id);
-      event.payload = order_placed(order_id, n, total).dump();
-      writer.enqueue(tx, event);
-      if (args.rollback_every > 0 && n % args.rollback_every == 0) {
-        tx.abort();
-        ++rolled_back;
-      } else {
-        tx.commit();
-        ++committed;
-      }
-    }
+    const auto [committed, rolled_back] = write_orders(conn, writer, args);
     std::cout << "order-service: " << committed << " orders written with their OrderPlaced events, "
               << rolled_back << " rolled back on purpose; customer fields encrypted under key '"
               << keyring->active_id() << "' (keyring " << keyring_origin << ")\n";

@@ -10,6 +10,7 @@
 
 #include "consumer_worker.h"
 #include "outbox/errors.h"
+#include "outbox/pg_dsn_check.h"
 #include "outbox/sql_identifier.h"
 #include "outbox/one_line.h"
 
@@ -31,6 +32,8 @@ void require_amqp_name(const std::string& field, const std::string& value) {
 
 void validate_runner_options(const RunnerOptions& o) {
   if (o.pg_dsn.empty()) throw ValidationError("pg_dsn", "is required");
+  // The relay's check of postgres.dsn (libpq's own parser); it names no value.
+  if (auto why = pg_dsn_syntax_error(o.pg_dsn)) throw ValidationError("pg_dsn", *why);
   if (!o.amqp_uri.empty() && !o.amqp_uris.empty())
     throw ValidationError("amqp_uris", "amqp_uri and amqp_uris are both set: one node or a list, not both");
   if (o.amqp_uri.empty() && o.amqp_uris.empty()) throw ValidationError("amqp_uri", "is required (or amqp_uris)");
@@ -101,6 +104,9 @@ ConsumerRunner::ConsumerRunner(RunnerOptions options, Handler handler) : state_(
   const auto& o = state_->options;
   if (o.dedup == Deduplication::kInbox) state_->shared.inbox.emplace(InboxOptions{o.schema, o.consumer});
   if (o.retention) state_->shared.retention.emplace(o.schema, *o.retention);
+  auto& shared = state_->shared;
+  shared.registry = o.metrics ? o.metrics : std::make_shared<outbox::metrics::Registry>();
+  shared.metrics.emplace(*shared.registry, o.consumer.value());
 }
 
 ConsumerRunner::~ConsumerRunner() {
@@ -163,7 +169,9 @@ int ConsumerRunner::run_until_signal() {
   return caught;
 }
 
-const ConsumerCounters& ConsumerRunner::counters() const { return state_->shared.counters; }
+const ConsumerCounters& ConsumerRunner::counters() const { return state_->shared.metrics->counters(); }
+
+metrics::Registry& ConsumerRunner::metrics() const { return *state_->shared.registry; }
 
 const RunnerOptions& ConsumerRunner::options() const { return state_->options; }
 

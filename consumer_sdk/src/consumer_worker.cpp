@@ -6,7 +6,9 @@
 #include <pqxx/pqxx>
 
 #include "outbox/errors.h"
+#include "outbox/log_fields.h"
 #include "outbox/one_line.h"
+#include "outbox/pg_connection.h"
 
 namespace outbox::detail {
 namespace {
@@ -37,7 +39,7 @@ ConsumerWorker::ConsumerWorker(SharedState& shared, int index)
 ConsumerWorker::~ConsumerWorker() = default;
 
 void ConsumerWorker::connect() {
-  if (!pg_) pg_ = std::make_unique<pqxx::connection>(shared_.options.pg_dsn);
+  if (!pg_) pg_ = open_pg_connection(shared_.options.pg_dsn);
   if (!amqp_.connected()) {
     amqp_.connect();
     amqp_.consume(shared_.options.queue, shared_.options.prefetch);
@@ -45,6 +47,8 @@ void ConsumerWorker::connect() {
 }
 
 void ConsumerWorker::run() {
+  // Every line this worker thread logs names its consumer (JSON logs: a field).
+  LogFields fields{{"consumer", shared_.options.consumer.value()}, {"worker", index_}};
   auto backoff = std::chrono::milliseconds(500);
   while (!shared_.stop.is_set()) {
     try {
@@ -77,13 +81,16 @@ void ConsumerWorker::handle(InboundMessage& m) {
     d.message_id = MessageId::parse(m.message_id, "message_id");
   } catch (const ValidationError& e) {
     // Without an id the inbox cannot deduplicate it: never process it blindly.
+    LogFields fields{{"type", one_line(d.type, 100)}, {"routing_key", one_line(d.routing_key, 255)},
+                     {"reason", one_line(e.what(), 200)}};
     spdlog::error("consumer {}: dead-lettering a message without a valid message id (type '{}', routing key '{}'): {}",
                   name_, one_line(d.type, 100), one_line(d.routing_key, 255), one_line(e.what(), 200));
     amqp_.dead_letter(m.delivery_tag);
-    ++shared_.counters.dead_lettered;
+    shared_.metrics->dead_lettered();
     return;
   }
   d.attempt = std::max(shared_.retries.failures(d.message_id), broker_returns(d)) + 1;
+  LogFields fields{{"message_id", d.message_id.to_string()}, {"type", one_line(d.type, 100)}, {"attempt", d.attempt}};
   note_late_delivery(d);
 
   std::string error;
@@ -93,7 +100,7 @@ void ConsumerWorker::handle(InboundMessage& m) {
     // and the committed inbox row makes that redelivery a duplicate.
     amqp_.ack(m.delivery_tag);
     shared_.retries.forget(d.message_id);
-    ++(outcome == Outcome::kProcessed ? shared_.counters.processed : shared_.counters.duplicates);
+    outcome == Outcome::kProcessed ? shared_.metrics->processed() : shared_.metrics->duplicate();
     return;
   }
   settle_failure(d, m.delivery_tag, outcome, error);
@@ -101,7 +108,7 @@ void ConsumerWorker::handle(InboundMessage& m) {
 
 ConsumerWorker::Outcome ConsumerWorker::run_transaction(const Delivery& d, std::string& error) {
   try {
-    if (!pg_) pg_ = std::make_unique<pqxx::connection>(shared_.options.pg_dsn);
+    if (!pg_) pg_ = open_pg_connection(shared_.options.pg_dsn);
     pqxx::work tx(*pg_, "outbox_consumer");
     if (shared_.inbox && shared_.inbox->record(tx, d.message_id, d.type) == InboxOutcome::kDuplicate) {
       tx.abort();
@@ -133,17 +140,19 @@ ConsumerWorker::Outcome ConsumerWorker::run_transaction(const Delivery& d, std::
 void ConsumerWorker::settle_failure(const Delivery& d, std::uint64_t tag, Outcome outcome, const std::string& error) {
   const auto& o = shared_.options;
   const std::string id = d.message_id.to_string();
-  ++shared_.counters.failed;
+  LogFields reason{{"reason", one_line(error)}};
+  shared_.metrics->failed();
   if (outcome == Outcome::kConnectionLost) {
     // Not the message's fault: requeue without counting a try, then back off while
     // the connection is rebuilt.
     spdlog::warn("consumer {}: message {} requeued: {}", name_, id, one_line(error));
     amqp_.requeue(tag);
-    ++shared_.counters.retried;
+    shared_.metrics->retried();
     shared_.stop.wait_for(o.retry_delay);
     return;
   }
   int failures = outcome == Outcome::kPermanent ? o.max_attempts : shared_.retries.record_failure(d.message_id);
+  LogFields attempt{{"attempt", outcome == Outcome::kPermanent ? d.attempt : failures}};
   if (failures >= o.max_attempts) {
     spdlog::error("consumer {}: message {} ({}) dead-lettered to '{}' after {} {}: {}", name_, id,
                   one_line(d.type, 100), one_line(o.dead_letter_exchange, 255),
@@ -151,7 +160,7 @@ void ConsumerWorker::settle_failure(const Delivery& d, std::uint64_t tag, Outcom
                   outcome == Outcome::kPermanent ? "try (permanent error)" : "tries", one_line(error));
     amqp_.dead_letter(tag);
     shared_.retries.forget(d.message_id);
-    ++shared_.counters.dead_lettered;
+    shared_.metrics->dead_lettered();
     return;
   }
   auto delay = o.retry_delay * (1LL << std::min(failures - 1, 20));
@@ -160,7 +169,7 @@ void ConsumerWorker::settle_failure(const Delivery& d, std::uint64_t tag, Outcom
                one_line(d.type, 100), failures, o.max_attempts, delay.count(), one_line(error));
   shared_.stop.wait_for(delay);  // a stop cuts the wait short; the message is requeued at once
   amqp_.requeue(tag);
-  ++shared_.counters.retried;
+  shared_.metrics->retried();
 }
 
 void ConsumerWorker::note_late_delivery(const Delivery& d) {
@@ -171,7 +180,7 @@ void ConsumerWorker::note_late_delivery(const Delivery& d) {
   if (!sent) return;
   auto now = std::chrono::system_clock::now();
   if (!shared_.retention->is_late(*sent, now)) return;
-  ++shared_.counters.late_deliveries;
+  shared_.metrics->late_delivery();
   auto age_s = std::chrono::duration_cast<std::chrono::seconds>(now - *sent);
   spdlog::warn("consumer {}: late delivery of message {} ({}): sent {} ago, longer than the inbox retention {}; "
                "a duplicate of it may go unnoticed",

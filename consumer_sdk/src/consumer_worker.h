@@ -7,6 +7,7 @@
 #include <string>
 
 #include "amqp_consumer.h"
+#include "consumer_metrics.h"
 #include "outbox/consumer_runner.h"
 #include "outbox/inbox.h"
 #include "retry_tracker.h"
@@ -21,7 +22,8 @@ struct SharedState {
   const Handler& handler;
   std::optional<Inbox> inbox;                  // set with Deduplication::kInbox
   std::optional<InboxRetention> retention;     // set with options.retention
-  ConsumerCounters counters;
+  std::shared_ptr<metrics::Registry> registry;  // options.metrics, or the runner's own
+  std::optional<ConsumerMetrics> metrics;       // set by the runner's constructor
   RetryTracker retries;
   StopSignal stop;
 };

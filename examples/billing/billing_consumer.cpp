@@ -25,6 +25,7 @@
 #include "fake_payment_gateway.h"
 #include "invoice_handler.h"
 #include "outbox/consumer_runner.h"
+#include "outbox/pg_connection.h"
 #include "outbox/errors.h"
 #include "outbox/inbox_retention.h"
 
@@ -95,6 +96,51 @@ void stop_when_idle(outbox::ConsumerRunner& runner, std::chrono::milliseconds id
   }
 }
 
+// Runs until SIGTERM/SIGINT, or (idle_exit_ms > 0) until no message came for that long.
+void run(outbox::ConsumerRunner& runner, int idle_exit_ms) {
+  std::thread idle_watch;
+  if (idle_exit_ms > 0)
+    idle_watch = std::thread([&] { stop_when_idle(runner, std::chrono::milliseconds(idle_exit_ms)); });
+  try {
+    runner.run_until_signal();
+  } catch (...) {
+    runner.stop();
+    if (idle_watch.joinable()) idle_watch.join();
+    throw;
+  }
+  if (idle_watch.joinable()) idle_watch.join();
+}
+
+// The runner's settings: the servers from the environment, the rest from `args`.
+// Throws ValidationError naming the field at fault.
+outbox::RunnerOptions runner_options(const Args& args) {
+  outbox::RunnerOptions options;
+  options.pg_dsn = required_env("OUTBOX_PG_DSN");
+  // OUTBOX_AMQP_URIS (a cluster's nodes, separated by spaces) or OUTBOX_AMQP_URI.
+  if (const char* uris = std::getenv("OUTBOX_AMQP_URIS"); uris && *uris) {
+    std::istringstream in(uris);
+    for (std::string u; in >> u;) options.amqp_uris.push_back(u);
+    options.amqp_endpoint_order = outbox::amqp::EndpointOrder::kShuffled;
+  } else {
+    options.amqp_uri = required_env("OUTBOX_AMQP_URI");
+  }
+  options.schema = args.schema;
+  options.consumer = outbox::ConsumerName("billing");
+  options.queue = args.queue;
+  options.bindings = {{"orders", "order.placed", "topic"}};
+  options.dead_letter_exchange = "billing.dead-letter";
+  options.concurrency = args.concurrency;
+  if (args.quorum) {
+    options.queue_type = outbox::QueueType::kQuorum;
+    // A handler that crashes the process on some message: the broker dead-letters
+    // it after this many deliveries (the runner retries max_attempts per process).
+    options.delivery_limit = 4 * options.max_attempts;
+  }
+  options.retention = outbox::RetentionPolicy{};  // 30 days, behind a 14-day redelivery horizon
+  outbox::validate_runner_options(options);
+  return options;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -103,29 +149,7 @@ int main(int argc, char** argv) {
   outbox::RunnerOptions options;
   try {
     args = parse_args(argc, argv);
-    options.pg_dsn = required_env("OUTBOX_PG_DSN");
-    // OUTBOX_AMQP_URIS (a cluster's nodes, separated by spaces) or OUTBOX_AMQP_URI.
-    if (const char* uris = std::getenv("OUTBOX_AMQP_URIS"); uris && *uris) {
-      std::istringstream in(uris);
-      for (std::string u; in >> u;) options.amqp_uris.push_back(u);
-      options.amqp_endpoint_order = outbox::amqp::EndpointOrder::kShuffled;
-    } else {
-      options.amqp_uri = required_env("OUTBOX_AMQP_URI");
-    }
-    options.schema = args.schema;
-    options.consumer = outbox::ConsumerName("billing");
-    options.queue = args.queue;
-    options.bindings = {{"orders", "order.placed", "topic"}};
-    options.dead_letter_exchange = "billing.dead-letter";
-    options.concurrency = args.concurrency;
-    if (args.quorum) {
-      options.queue_type = outbox::QueueType::kQuorum;
-      // A handler that crashes the process on some message: the broker dead-letters
-      // it after this many deliveries (the runner retries max_attempts per process).
-      options.delivery_limit = 4 * options.max_attempts;
-    }
-    options.retention = outbox::RetentionPolicy{};  // 30 days, behind a 14-day redelivery horizon
-    outbox::validate_runner_options(options);
+    options = runner_options(args);
   } catch (const std::exception& e) {
     std::cerr << "billing-consumer: " << e.what()
               << "\nusage: billing-consumer [--declare] [--quorum] [--concurrency N] [--gateway-latency-ms MS] "
@@ -143,7 +167,8 @@ int main(int argc, char** argv) {
       return 0;
     }
 
-    pqxx::connection conn(options.pg_dsn);
+    auto conn_owner = outbox::open_pg_connection(options.pg_dsn);  // errors never show the password
+    auto& conn = *conn_owner;
     billing::create_billing_schema(conn, args.schema);
     auto purged = outbox::InboxRetention(args.schema, *options.retention).purge(conn);
     std::string started_at = pqxx::nontransaction(conn).exec1("SELECT now()")[0].c_str();
@@ -151,17 +176,7 @@ int main(int argc, char** argv) {
               << " ms; inbox cleanup removed " << purged.removed << " rows older than "
               << outbox::format_duration(options.retention->retention) << "\n";
 
-    std::thread idle_watch;
-    if (args.idle_exit_ms > 0)
-      idle_watch = std::thread([&] { stop_when_idle(runner, std::chrono::milliseconds(args.idle_exit_ms)); });
-    try {
-      runner.run_until_signal();
-    } catch (...) {
-      runner.stop();
-      if (idle_watch.joinable()) idle_watch.join();
-      throw;
-    }
-    if (idle_watch.joinable()) idle_watch.join();
+    run(runner, args.idle_exit_ms);
 
     auto c = runner.counters().snapshot();
     auto invoices = pqxx::nontransaction(conn).exec_params1(

@@ -101,6 +101,19 @@ TEST_CASE("outbox-bench --smoke measures every phase, writes the JSON summary an
   CHECK(runs[0]["ordering"] == "unordered");
   CHECK(runs[3]["ordering"] == "per_key");
   CHECK(runs[3]["relays"] == 2);
+  // The wire phase: a ceiling per message shape, and drains with the default, lean
+  // and delete-at-ack settings, each complete (measure_drain throws otherwise).
+  REQUIRE(report["wire"]["ceilings"].size() == 8);
+  for (const auto& c : report["wire"]["ceilings"]) CHECK(c["msgs_per_s"].get<double>() > 0);
+  REQUIRE(report["wire"]["drains"].size() == 3);
+  for (const auto& d : report["wire"]["drains"]) {
+    INFO(d.dump());
+    CHECK(d["ratio_to_ceiling"].get<double>() > 0);
+  }
+  // Fan-out: one queue, then three bound to the exchange; every drain complete.
+  REQUIRE(report["fanout"].size() == 2);
+  CHECK(report["fanout"][1]["queues"] == 3);
+  for (const auto& f : report["fanout"]) CHECK(f["ratio_2_relays"].get<double>() > 0);
 
   // Its own schema, exchange and queue are gone.
   const auto schema = report["schema"].get<std::string>();

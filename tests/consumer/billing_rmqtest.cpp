@@ -44,7 +44,7 @@ struct BillingFixture {
   // published back to back go to two workers at once (prefetch 1 each).
   void start(outbox::ConsumerRunner& runner) const {
     runner.start();
-    REQUIRE(testenv::wait_until([&] { return testenv::consumer_count(topology.queue) == kConcurrency; }, 10s));
+    REQUIRE(testenv::eventually(10s, [&] { return testenv::consumer_count(topology.queue) == kConcurrency; }));
   }
   void publish(const std::string& type, const std::string& body, const std::string& message_id) {
     testenv::TestPublisher::Options o;
@@ -57,8 +57,7 @@ struct BillingFixture {
   }
   // Waits until `n` deliveries were settled (processed or skipped), then stops.
   static void settle(outbox::ConsumerRunner& runner, std::uint64_t n) {
-    REQUIRE(testenv::wait_until(
-        [&] { return runner.counters().processed + runner.counters().duplicates >= n; }, 20s));
+    REQUIRE(testenv::eventually(20s, [&] { return runner.counters().processed + runner.counters().duplicates >= n; }));
     runner.stop();
     runner.wait();
   }
@@ -241,10 +240,8 @@ TEST_CASE("an order with a negative, zero or absurd amount is dead-lettered with
   for (const auto& body : bad) f.publish("OrderPlaced", body, MessageId::generate_v7().to_string());
   f.publish_order(2006, MessageId::generate_v7().to_string());  // a good one still goes through
 
-  REQUIRE(testenv::wait_until(
-      [&] { return runner.counters().dead_lettered >= bad.size() && runner.counters().processed >= 1; }, 20s));
-  CHECK(testenv::wait_until(
-      [&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == bad.size(); }, 10s));
+  REQUIRE(testenv::eventually(20s, [&] { return runner.counters().dead_lettered >= bad.size() && runner.counters().processed >= 1; }));
+  CHECK(testenv::eventually(10s, [&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == bad.size(); }));
   runner.stop();
   runner.wait();
   CHECK(runner.counters().dead_lettered == bad.size());

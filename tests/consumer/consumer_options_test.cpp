@@ -9,6 +9,7 @@
 #include "outbox/inbox_retention.h"
 #include "outbox/natural_key_insert.h"
 #include "outbox/state_transition.h"
+#include "test_env.h"
 
 namespace {
 
@@ -153,4 +154,16 @@ TEST_CASE("idempotent-write helpers refuse names that are not plain identifiers"
   CHECK(insert.sql() ==
         "INSERT INTO \"shop\".\"invoices\" (\"order_id\", \"amount\") VALUES ($1, $2) "
         "ON CONFLICT (\"order_id\") DO NOTHING");
+}
+
+TEST_CASE("a pg_dsn libpq cannot parse is refused naming pg_dsn and none of its password") {
+  const std::string pw = "Zq7@x:TOPSECRETPART/9";
+  for (const auto& dsn : {"postgresql://billing:" + pw + "@127.0.0.1:5432/app", "host=127.0.0.1 password='" + pw}) {
+    CAPTURE(dsn);
+    auto o = valid_options();
+    o.pg_dsn = dsn;
+    auto e = validation_error([&] { outbox::validate_runner_options(o); });
+    CHECK(e.field() == "pg_dsn");
+    CHECK_MESSAGE(testenv::leaked_fragment(e.what(), pw).empty(), e.what());
+  }
 }

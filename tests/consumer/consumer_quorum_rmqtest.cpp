@@ -66,7 +66,7 @@ TEST_CASE("on a quorum queue the handler's attempt counts the returns of crashed
   std::atomic<int> attempt{0};
   outbox::ConsumerRunner runner(o, [&](pqxx::transaction_base&, const outbox::Delivery& d) { attempt = d.attempt; });
   runner.start();
-  REQUIRE(testenv::wait_until([&] { return runner.counters().processed == 1; }, 10s));
+  REQUIRE(testenv::eventually(10s, [&] { return runner.counters().processed == 1; }));
   runner.stop();
   runner.wait();
   CHECK(attempt == 3);  // two crashed deliveries before this one, though this process saw none
@@ -81,7 +81,7 @@ TEST_CASE("x-delivery-limit dead-letters a message that crashes every consumer t
   while (crashes < limit + 3 && testenv::take_and_crash(f.topology.queue) >= 0) ++crashes;
   // Taken at most limit + 1 times, then the broker moved it to the dead-letter queue.
   CHECK(crashes <= limit + 1);
-  CHECK(testenv::wait_until([&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == 1; }, 5s));
+  CHECK(testenv::eventually(5s, [&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == 1; }));
   CHECK(testenv::queue_state(f.topology.queue).ready == 0);
 }
 

@@ -16,6 +16,7 @@
 #include "outbox/consumer_runner.h"
 #include "outbox/errors.h"
 #include "outbox/outbox_writer.h"
+#include "outbox/pg_conninfo.h"
 #include "tcp_proxy.h"
 #include "test_env.h"
 
@@ -63,7 +64,7 @@ TEST_CASE("each message is handled once, committed, then acked") {
   });
   runner.start();
   for (int i = 0; i < 5; ++i) f.publish("{\"n\":" + std::to_string(i) + "}");
-  REQUIRE(testenv::wait_until([&] { return runner.counters().processed == 5; }, 10s));
+  REQUIRE(testenv::eventually(10s, [&] { return runner.counters().processed == 5; }));
   runner.stop();
   runner.wait();
   CHECK(f.effects() == 5);
@@ -81,7 +82,7 @@ TEST_CASE("a redelivered message is acked as a duplicate without a second effect
   auto id = f.publish("first");
   f.publish("again", id);
   f.publish("other");
-  REQUIRE(testenv::wait_until([&] { return runner.counters().processed + runner.counters().duplicates == 3; }, 10s));
+  REQUIRE(testenv::eventually(10s, [&] { return runner.counters().processed + runner.counters().duplicates == 3; }));
   runner.stop();
   runner.wait();
   CHECK(runner.counters().processed == 2);
@@ -103,7 +104,7 @@ TEST_CASE("a failing handler is retried, its failed tries rolled back, until it 
   });
   runner.start();
   f.publish("x");
-  REQUIRE(testenv::wait_until([&] { return runner.counters().processed == 1; }, 10s));
+  REQUIRE(testenv::eventually(10s, [&] { return runner.counters().processed == 1; }));
   runner.stop();
   runner.wait();
   CHECK(attempts == std::vector<int>{1, 2, 3});
@@ -126,7 +127,7 @@ TEST_CASE("a handler that keeps failing is dead-lettered after max_attempts") {
   });
   runner.start();
   f.publish("poison");
-  REQUIRE(testenv::wait_until([&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == 1; }, 10s));
+  REQUIRE(testenv::eventually(10s, [&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == 1; }));
   runner.stop();
   runner.wait();
   CHECK(calls == 3);
@@ -147,7 +148,7 @@ TEST_CASE("a PermanentError is dead-lettered on the first try") {
   });
   runner.start();
   f.publish("undecryptable");
-  REQUIRE(testenv::wait_until([&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == 1; }, 10s));
+  REQUIRE(testenv::eventually(10s, [&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == 1; }));
   runner.stop();
   runner.wait();
   CHECK(calls == 1);
@@ -162,7 +163,7 @@ TEST_CASE("a message without a valid message id is dead-lettered unprocessed") {
   runner.start();
   f.publish("no id", std::nullopt);
   f.publish("bad id", std::string("order-42"));
-  REQUIRE(testenv::wait_until([&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == 2; }, 10s));
+  REQUIRE(testenv::eventually(10s, [&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == 2; }));
   runner.stop();
   runner.wait();
   CHECK(calls == 0);
@@ -186,7 +187,7 @@ TEST_CASE("follow-up events enqueued by a handler commit with its inbox record a
   runner.start();
   auto good = f.publish("ok");
   auto bad = f.publish("fails after enqueue");
-  REQUIRE(testenv::wait_until([&] { return runner.counters().processed + runner.counters().dead_lettered == 2; }, 10s));
+  REQUIRE(testenv::eventually(10s, [&] { return runner.counters().processed + runner.counters().dead_lettered == 2; }));
   runner.stop();
   runner.wait();
   CHECK(testenv::sql_value("SELECT count(*) FROM " + f.s() + ".outbox") == "1");
@@ -213,7 +214,7 @@ TEST_CASE("a commit that fails is retried: the message is neither lost nor appli
   });
   runner.start();
   f.publish("x");
-  REQUIRE(testenv::wait_until([&] { return runner.counters().processed == 1; }, 10s));
+  REQUIRE(testenv::eventually(10s, [&] { return runner.counters().processed == 1; }));
   runner.stop();
   runner.wait();
   CHECK(calls == 2);
@@ -233,10 +234,10 @@ TEST_CASE("a lost PostgreSQL connection requeues the message without counting a 
   });
   runner.start();
   f.publish("first");
-  REQUIRE(testenv::wait_until([&] { return runner.counters().processed == 1; }, 10s));
+  REQUIRE(testenv::eventually(10s, [&] { return runner.counters().processed == 1; }));
   testenv::sql_exec("SELECT pg_terminate_backend(" + std::to_string(backend_pid.load()) + ")");
   f.publish("second");
-  REQUIRE(testenv::wait_until([&] { return runner.counters().processed == 2; }, 15s));
+  REQUIRE(testenv::eventually(15s, [&] { return runner.counters().processed == 2; }));
   runner.stop();
   runner.wait();
   CHECK(runner.counters().dead_lettered == 0);
@@ -259,7 +260,7 @@ TEST_CASE("SIGTERM lets the in-flight message commit and be acked; the rest stay
     outbox::ConsumerRunner& r;
     ~StopOnExit() { r.stop(); }
   } stop_on_exit{runner};
-  REQUIRE(testenv::wait_until([&] { return testenv::consumer_count(f.topology.queue) == 1; }, 10s));
+  REQUIRE(testenv::eventually(10s, [&] { return testenv::consumer_count(f.topology.queue) == 1; }));
   for (int i = 0; i < 3; ++i) f.publish("m" + std::to_string(i));
   started.get_future().wait();
   REQUIRE(kill(getpid(), SIGTERM) == 0);
@@ -288,7 +289,7 @@ TEST_CASE("a message older than the inbox retention is counted as a late deliver
   fresh.timestamp_unix_s = now_s;
   f.publisher.publish(f.topology.exchange, f.topology.routing_key, "late", late);
   f.publisher.publish(f.topology.exchange, f.topology.routing_key, "fresh", fresh);
-  REQUIRE(testenv::wait_until([&] { return runner.counters().processed == 2; }, 10s));
+  REQUIRE(testenv::eventually(10s, [&] { return runner.counters().processed == 2; }));
   CHECK(runner.counters().late_deliveries == 1);
 }
 
@@ -325,12 +326,38 @@ TEST_CASE("a message whose ack is lost with the connection comes back and is ski
   });
   runner.start();
   f.publish("first");
-  REQUIRE(testenv::wait_until([&] { return runner.counters().duplicates == 1; }, 15s));
+  REQUIRE(testenv::eventually(15s, [&] { return runner.counters().duplicates == 1; }));
   f.publish("after the reconnect");
-  REQUIRE(testenv::wait_until([&] { return f.effects() == 2; }, 10s));
+  REQUIRE(testenv::eventually(10s, [&] { return f.effects() == 2; }));
   runner.stop();
   runner.wait();
   CHECK(calls == 2);  // the redelivery never reached the handler
   CHECK(f.effects() == 2);
   CHECK(testenv::queue_state(f.topology.queue).ready == 0);
+}
+
+TEST_CASE("a PostgreSQL connection that fails names the server but never a byte of pg_dsn's password") {
+  Fixture f;
+  const std::string pw = "Zq7@:/TOPSECRETPART%?#Wx";
+  auto server = outbox::PgConnInfo::parse(testenv::pg_dsn());
+  const std::string real_host = server.get("host").value_or("127.0.0.1"), real_port = server.get("port").value_or("5432");
+  for (const auto& dsn : {
+           // libpq quotes an unresolvable host name in its error: here it holds the password
+           "host=TOPSECRETPART.invalid connect_timeout=2 user=billing password='" + pw + "'",
+           // the real server refusing the login of a role that does not exist
+           "postgresql://" + testenv::unique_name("nosuch_role") + ":" + testenv::percent_encoded(pw) + "@" +
+               real_host + ":" + real_port + "/postgres?connect_timeout=2"}) {
+    CAPTURE(dsn);
+    auto options = f.options();
+    options.pg_dsn = dsn;
+    outbox::ConsumerRunner runner(options, [](pqxx::transaction_base&, const outbox::Delivery&) {});
+    std::string error;
+    try {
+      runner.start();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    CHECK_FALSE(error.empty());  // the failure is reported
+    CHECK_MESSAGE(testenv::leaked_fragment(error, pw).empty(), error);
+  }
 }

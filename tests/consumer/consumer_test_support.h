@@ -67,7 +67,4 @@ void declare_plain_queue(const std::string& queue);
 // absent), or -1 when no message came within 5 s.
 int take_and_crash(const std::string& queue);
 
-// Polls `condition` every 10 ms until it holds or `timeout` passes; returns its last value.
-bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
-
 }  // namespace testenv

@@ -24,12 +24,10 @@ Inbox make_inbox(const testenv::ScopedSchema& schema, const std::string& consume
 
 // True once the backend `pid` waits for a lock (another transaction's row).
 bool waits_for_lock(int pid) {
-  return testenv::wait_until(
-      [&] {
+  return testenv::eventually(std::chrono::seconds(5), [&] {
         return testenv::sql_value("SELECT count(*) FROM pg_stat_activity WHERE pid = " + std::to_string(pid) +
                                   " AND wait_event_type = 'Lock'") == "1";
-      },
-      std::chrono::seconds(5));
+      });
 }
 
 }  // namespace

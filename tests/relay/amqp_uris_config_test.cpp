@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "config.h"
+#include "config/config.h"
 
 using relay::ConfigError;
 using relay::parse_config;

@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
-#include "backoff.h"
-#include "confirm_tracker.h"
+#include "publish/backoff.h"
+#include "publish/confirm_tracker.h"
 #include "outbox/one_line.h"
 
 using relay::ConfirmTracker;

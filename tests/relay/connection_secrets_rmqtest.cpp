@@ -11,10 +11,11 @@
 #include <thread>
 #include <vector>
 
-#include "pg_conninfo.h"
+#include "outbox/pg_conninfo.h"
 #include "relay_process.h"
 #include "test_env.h"
 
+using testenv::leaked_fragment;
 using testenv::run_relay_command;
 using testenv::write_temp_file;
 
@@ -35,19 +36,12 @@ std::string yaml_quoted(const std::string& s) {
   return out + "\"";
 }
 
-// The first 4-byte piece of `secret` found in `text`, or "" when there is none.
-std::string leaked_fragment(const std::string& text, const std::string& secret) {
-  for (std::size_t i = 0; i + 4 <= secret.size(); ++i)
-    if (text.find(secret.substr(i, 4)) != std::string::npos) return secret.substr(i, 4);
-  return "";
-}
-
 struct Endpoints {
   std::string name, pg_host, pg_port, pg_user, amqp_host_port, amqp_user;
 };
 
 std::vector<Endpoints> endpoints() {
-  auto pg = relay::PgConnInfo::parse(testenv::pg_dsn());
+  auto pg = outbox::PgConnInfo::parse(testenv::pg_dsn());
   const auto amqp = testenv::amqp_uri();  // amqp://guest:guest@127.0.0.1:PORT/%2f
   const auto at = amqp.find('@'), slash = amqp.find('/', at);
   return {

@@ -2,7 +2,7 @@
 // max_attempts) and which the environment's (no attempt).
 #include <doctest/doctest.h>
 
-#include "failure_policy.h"
+#include "publish/failure_policy.h"
 
 using relay::CloseBlame;
 using relay::FailurePolicy;
@@ -54,4 +54,98 @@ TEST_CASE("a nack (a quorum queue without a majority, a full queue) is no attemp
   CHECK_FALSE(v.counts_as_attempt);
   CHECK_FALSE(v.retry_at_once);
   CHECK(v.metric == FailureReason::kNack);
+}
+
+// The settle policy as one table: every outcome a published (or unpublishable) row
+// can have, with the cause behind it, at the first try, the last but one and the last.
+namespace {
+
+using relay::CloseAction;
+using relay::Settlement;
+using Action = Settlement::Action;
+
+struct Row {
+  const char* outcome_and_cause;
+  Outcome outcome;
+  const char* reason;  // as the loop records it
+  bool attempt;        // counts as an attempt of the row
+  bool at_once;        // retried without waiting (only for no attempt)
+  FailureReason metric;
+};
+
+const Row kTable[] = {
+    // A nack carries no cause (no quorum majority, a full queue): the environment's.
+    {"nack", Outcome::kNacked, "nacked by broker", false, false, FailureReason::kNack},
+    {"return (unroutable)", Outcome::kReturned, "returned by broker: 312 NO_ROUTE", true, false,
+     FailureReason::kReturned},
+    {"channel close by a message's code, row alone", Outcome::kRefused,
+     "refused by broker: channel closed by broker: 404 NOT_FOUND - no exchange 'x'", true, false,
+     FailureReason::kChannelClosed},
+    {"channel close by a server's code", Outcome::kEnvironment, "channel closed by broker: 541 INTERNAL_ERROR",
+     false, false, FailureReason::kChannelClosed},
+    {"connection lost", Outcome::kFailed, "connection to broker lost: socket closed", false, true,
+     FailureReason::kConnectionLost},
+    {"confirm timeout", Outcome::kFailed, "no broker confirm within amqp.confirm_timeout_ms (30000 ms)", false,
+     true, FailureReason::kConfirmTimeout},
+    {"broker blocked (resource alarm)", Outcome::kFailed,
+     "not confirmed: broker blocked publishing (resource alarm)", false, true, FailureReason::kBlocked},
+    {"never sent (link gone first)", Outcome::kUnconfirmed, "", false, true, FailureReason::kConnectionLost},
+    {"encode refusal", Outcome::kInvalid, "not publishable: content header over frame_max", true, false,
+     FailureReason::kInvalid},
+    {"decode failure", Outcome::kInvalid, "column headers: must be a JSON object of string values, got a JSON array",
+     true, false, FailureReason::kInvalid},
+};
+
+}  // namespace
+
+TEST_CASE("settle: every outcome x cause counts as an attempt, parks or retries without one, as the table says") {
+  constexpr int kMax = 5;
+  for (const auto& row : kTable) {
+    for (int attempts : {0, kMax - 2, kMax - 1}) {
+      CAPTURE(row.outcome_and_cause);
+      CAPTURE(attempts);
+      const auto s = FailurePolicy::settle(row.outcome, row.reason, attempts, kMax);
+      CHECK(s.verdict.counts_as_attempt == row.attempt);
+      CHECK(s.verdict.metric == row.metric);
+      if (row.attempt) {
+        const bool last = attempts + 1 >= kMax;
+        CHECK(s.action == (last ? Action::kPark : Action::kRetryAfterBackoff));
+        CHECK(s.backoff_attempt == attempts + 1);  // its own backoff grows with its attempts
+      } else if (row.at_once) {
+        CHECK(s.action == Action::kRetryAtOnce);  // never parks, whatever the attempts so far
+      } else {
+        CHECK(s.action == Action::kRetryAfterBackoff);
+        CHECK(s.backoff_attempt == 1);  // the environment's: the first step, not the row's count
+      }
+    }
+  }
+}
+
+TEST_CASE("settle: an acked row is marked published, whatever its attempts") {
+  for (int attempts : {0, 4, 99})
+    CHECK(FailurePolicy::settle(Outcome::kAcked, "", attempts, 5).action == Action::kMarkPublished);
+}
+
+TEST_CASE("settle: with max_attempts 1 a message's own failure parks at once, the environment's never") {
+  for (const auto& row : kTable) {
+    CAPTURE(row.outcome_and_cause);
+    const auto s = FailurePolicy::settle(row.outcome, row.reason, 0, 1);
+    CHECK((s.action == Action::kPark) == row.attempt);
+  }
+}
+
+TEST_CASE("a channel close: the server's codes hold everything, a message's code charges, holds or isolates") {
+  for (int code : {0, 320, 402, 501, 502, 503, 504, 505, 506, 530, 540, 541})
+    for (std::size_t outstanding : {0, 1, 2, 64}) {
+      CAPTURE(code);
+      CAPTURE(outstanding);
+      CHECK(FailurePolicy::on_channel_close(code, outstanding) == CloseAction::kHoldAll);
+    }
+  for (int code : {311, 312, 313, 403, 404, 405, 406}) {
+    CAPTURE(code);
+    CHECK(FailurePolicy::on_channel_close(code, 0) == CloseAction::kHoldIdle);
+    CHECK(FailurePolicy::on_channel_close(code, 1) == CloseAction::kChargeSole);
+    CHECK(FailurePolicy::on_channel_close(code, 2) == CloseAction::kIsolate);
+    CHECK(FailurePolicy::on_channel_close(code, 64) == CloseAction::kIsolate);
+  }
 }

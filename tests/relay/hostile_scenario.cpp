@@ -49,13 +49,6 @@ std::vector<std::string> enqueue_good(pqxx::work& tx, const std::string& schema,
 
 std::string tail(const std::string& text, std::size_t n) { return text.size() > n ? text.substr(text.size() - n) : text; }
 
-std::size_t count_lines_with(const std::string& text, const std::string& part) {
-  std::istringstream in(text);
-  std::size_t n = 0;
-  for (std::string line; std::getline(in, line);) n += line.find(part) != std::string::npos;
-  return n;
-}
-
 // Longest gap between consecutive times, from `start` on; `times` sorted.
 double longest_gap_ms(Clock::time_point start, const std::vector<Clock::time_point>& times) {
   double longest = 0;
@@ -80,22 +73,30 @@ double median_rate(const std::vector<Clock::time_point>& times, Clock::time_poin
   return rates[slices / 2];
 }
 
-// Arrival rates in two equal windows either side of `pivot`, each as long as the
-// shorter of the two stretches the backlog kept the relays busy. The first and last
-// 5 % of arrivals are left out: the relays ramp up at the start (and the second one
-// joins) and run dry at the end, which would bias whichever window touches an edge.
-// Each window's rate is the median of five slices, so a burst of CPU contention from
-// elsewhere on a shared machine moves one slice, not the verdict.
-void measure_rates(const std::vector<Clock::time_point>& times, Clock::time_point pivot, ScenarioResult& r) {
+// Arrival rates in two equal windows: one ending when the relays reached the hostile
+// row (`reached`), one starting when it was parked (`resumed`), each as long as the
+// shorter of the two stretches the backlog kept the relays busy on either side. In
+// between, the relays are isolating and retrying the row (bounded by the stall check
+// and reported as `rate_during`); the promise is that the rate is back afterwards.
+// The first and last 5 % of arrivals are left out: the relays ramp up at the start
+// (and the second one joins) and run dry at the end, which would bias whichever
+// window touches an edge. Each window's rate is the median of five slices, so a burst
+// of CPU contention from elsewhere on a shared machine moves one slice, not the verdict.
+void measure_rates(const std::vector<Clock::time_point>& times, Clock::time_point reached, Clock::time_point resumed,
+                   ScenarioResult& r) {
   if (times.size() < 40) return;
+  resumed = std::max(resumed, reached);
   const auto busy_from = times[times.size() / 20], busy_to = times[times.size() - 1 - times.size() / 20];
-  if (pivot <= busy_from || pivot >= busy_to) return;
-  const auto window = std::min(pivot - busy_from, busy_to - pivot);
+  if (reached <= busy_from || resumed >= busy_to) return;
+  const auto window = std::min(reached - busy_from, busy_to - resumed);
   r.rate_window_ms = std::chrono::duration<double, std::milli>(window).count();
   // Below this a slice holds too few batches (of 100) for a rate within 20 %.
   r.rate_measurable = r.rate_window_ms >= 200;
-  r.rate_before = median_rate(times, pivot - window, window);
-  r.rate_after = median_rate(times, pivot, window);
+  r.rate_before = median_rate(times, reached - window, window);
+  r.rate_after = median_rate(times, resumed, window);
+  r.isolation_ms = ms_between(reached, resumed);
+  const auto during = std::count_if(times.begin(), times.end(), [&](auto t) { return t >= reached && t < resumed; });
+  if (resumed > reached) r.rate_during = during / std::chrono::duration<double>(resumed - reached).count();
 }
 
 }  // namespace
@@ -109,7 +110,7 @@ std::string HostileScenario::relay_yaml(const std::string& schema) const {
     << "amqp:\n  uri: ${OUTBOX_AMQP_URI}\n  heartbeat_s: 5\n  confirm_timeout_ms: 5000\n"
     << "  publish_window: " << options_.publish_window << "\n"
     << "relay:\n  batch_size: 100\n  poll_interval_ms: 50\n  summary_interval_s: 2\n"
-    << "  max_attempts: " << options_.max_attempts << "\n  backoff_initial_ms: 100\n  backoff_max_ms: 400\n"
+    << "  max_attempts: " << options_.max_attempts << "\n  backoff_initial_ms: 25\n  backoff_max_ms: 100\n"
     << "  ordering: " << options_.ordering << "\n";
   if (options_.ordering == "per_key")
     y << "  lanes: 16\n  rebalance_interval_ms: 300\n  key_failure_policy: " << options_.key_failure_policy << "\n";
@@ -165,10 +166,15 @@ ScenarioResult HostileScenario::run() {
 
   // Until every expected good row arrived and the hostile row is parked.
   pqxx::nontransaction watch(conn);
+  // When the hostile row was first seen parked (polled every 5 ms); the control run
+  // has none, and its rate "after" starts where the hostile row would have been.
+  auto parked_seen = committed;
   while (Clock::now() - committed < options_.limit) {
-    if (options_.hostile_row)
+    if (options_.hostile_row && !r.parked) {
       r.parked = watch.exec("SELECT parked_at IS NOT NULL FROM " + table + " WHERE id = " +
                             std::to_string(hostile_id))[0][0].as<bool>();
+      if (r.parked) parked_seen = Clock::now();
+    }
     if ((r.parked || !options_.hostile_row) && log.expected_arrived() >= expected.size()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -188,7 +194,7 @@ ScenarioResult HostileScenario::run() {
     relay->signal(SIGTERM);
     relay->wait();
     const auto text = relay->log();
-    r.channel_closes_logged += count_lines_with(text, "channel closed");
+    r.channel_closes_logged += testenv::lines_with(text, "channel closed");
     r.relay_logs += "--- relay log (tail) ---\n" + tail(text, 3000) + "\n";
   }
   if (!log.error().empty()) r.relay_logs += "consumer failed: " + log.error() + "\n";
@@ -233,7 +239,7 @@ ScenarioResult HostileScenario::run() {
   for (int i = 0; i < std::min(n, 200); ++i) add_near(after[i]);
   if (!near.empty()) {
     std::nth_element(near.begin(), near.begin() + near.size() / 2, near.end());
-    measure_rates(firsts, near[near.size() / 2], r);
+    measure_rates(firsts, near[near.size() / 2], parked_seen, r);
   }
   r.scenario_s = ms_between(scenario_start, Clock::now()) / 1000.0;
   return r;

@@ -39,11 +39,13 @@ struct ScenarioResult {
   // park_key: rows of the hostile row's key behind it.
   std::size_t held_back = 0, held_published = 0, held_received = 0;
   double longest_stall_ms = 0;  // longest gap between consecutive good-row arrivals
-  // Good-row arrival rates (msg/s) in two equal windows before and after the moment
-  // the relays reached the hostile row's place in the backlog; measurable when both
-  // windows are long enough to hold a few batches.
+  // Good-row arrival rates (msg/s) in two equal windows: before the relays reached
+  // the hostile row's place in the backlog, and after it was parked; measurable when
+  // both windows are long enough to hold a few batches. In between (isolation_ms),
+  // the relays isolate and retry the row: rate_during is the good-row rate then.
   bool rate_measurable = false;
   double rate_before = 0, rate_after = 0, rate_window_ms = 0;
+  double isolation_ms = 0, rate_during = 0;
   double drain_s = 0;  // commit of the backlog to the last good arrival
   double scenario_s = 0;  // the whole scenario, setup to teardown
   int relays_running = 0;

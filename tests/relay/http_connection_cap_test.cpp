@@ -1,5 +1,5 @@
 // HttpConnectionCap: the endpoint's choice of the connection to shed at the cap.
-#include "http_connection_cap.h"
+#include "ops/http_connection_cap.h"
 
 #include <doctest/doctest.h>
 

@@ -1,7 +1,7 @@
 // HttpServer under attack, served in this process on loopback: idle floods and
 // slowloris clients never delay a probe, and every hostile connection is closed
 // within the server's timeouts.
-#include "http_server.h"
+#include "ops/http_server.h"
 
 #include <doctest/doctest.h>
 
@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "http_attack.h"
+#include "loopback_http_server.h"
 
 using namespace std::chrono_literals;
 
@@ -25,27 +26,12 @@ constexpr double kSlackMs = 300;
 constexpr double kProbeLimitMs = 100;
 
 // An HttpServer on 127.0.0.1 with fixed routes, run on its own thread.
-class ServedOnLoopback {
+class ServedOnLoopback : public testenv::LoopbackHttpServer {
  public:
   ServedOnLoopback()
-      : server_(io_, "127.0.0.1:0",
-                relay::HttpRoutes{[] { return std::string("# TYPE up gauge\nup 1\n"); },
-                                  [] { return std::optional<std::string>(); },
-                                  [] { return std::optional<std::string>(); }}) {
-    server_.start();
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~ServedOnLoopback() {
-    server_.stop();
-    io_.stop();
-    thread_.join();
-  }
-  std::string address() const { return server_.local_address(); }
-
- private:
-  boost::asio::io_context io_;
-  relay::HttpServer server_;
-  std::thread thread_;
+      : LoopbackHttpServer(relay::HttpRoutes{[] { return std::string("# TYPE up gauge\nup 1\n"); },
+                                             [] { return std::optional<std::string>(); },
+                                             [] { return std::optional<std::string>(); }}) {}
 };
 
 void check_probes(const testenv::ProbeStats& probes) {

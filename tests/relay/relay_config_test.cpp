@@ -6,8 +6,8 @@
 #include <regex>
 #include <set>
 
-#include "config.h"
-#include "rfc3339.h"
+#include "config/config.h"
+#include "config/rfc3339.h"
 
 using relay::ConfigError;
 using relay::parse_config;

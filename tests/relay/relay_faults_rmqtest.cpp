@@ -88,24 +88,6 @@ long long count(const ScopedSchema& s, const std::string& where) {
   return std::stoll(sql_value("SELECT count(*) FROM \"" + s.name() + "\".outbox WHERE " + where));
 }
 
-// Waits up to `limit` for `done`; returns whether it came.
-template <class Fn>
-bool eventually(std::chrono::milliseconds limit, Fn done) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return done();
-}
-
-int lines_with(const std::string& log, const std::string& needle) {
-  int n = 0;
-  std::istringstream in(log);
-  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
-  return n;
-}
-
 std::set<std::string> received_ids(TestBroker& broker, std::size_t at_least) {
   std::set<std::string> ids;
   for (const auto& m : broker.receive(at_least * 2, 1500ms)) ids.insert(m.message_id);
@@ -127,12 +109,12 @@ TEST_CASE("an unreachable broker: run keeps retrying with one warning and publis
   CHECK(relay.running());
   CHECK(count(schema, "published_at IS NULL") == 20);
   // Each distinct error once per outage, not once per attempt (about 5 by now).
-  const int warned = lines_with(relay.log(), "cannot connect");
+  const int warned = testenv::lines_with(relay.log(), "cannot connect");
   CHECK_MESSAGE((warned >= 1 && warned <= 2), relay.log());
 
   amqp.set_refusing(false);
-  CHECK_MESSAGE(eventually(20s, [&] { return count(schema, "published_at IS NOT NULL") == 20; }), relay.log());
-  CHECK(lines_with(relay.log(), "connected again") == 1);
+  CHECK_MESSAGE(testenv::eventually(20s, [&] { return count(schema, "published_at IS NOT NULL") == 20; }), relay.log());
+  CHECK(testenv::lines_with(relay.log(), "connected again") == 1);
   CHECK(received_ids(broker, 20) == sent);
   relay.signal(SIGTERM);
   CHECK(relay.wait() == 0);
@@ -149,11 +131,11 @@ TEST_CASE("an unreachable database: run waits for it with one warning and then p
   RelayProcess relay(y.text());
   std::this_thread::sleep_for(3s);
   CHECK(relay.running());
-  const int warned = lines_with(relay.log(), "cannot connect");
+  const int warned = testenv::lines_with(relay.log(), "cannot connect");
   CHECK_MESSAGE((warned >= 1 && warned <= 2), relay.log());
 
   pg.set_refusing(false);
-  CHECK_MESSAGE(eventually(20s, [&] { return count(schema, "published_at IS NOT NULL") == 20; }), relay.log());
+  CHECK_MESSAGE(testenv::eventually(20s, [&] { return count(schema, "published_at IS NOT NULL") == 20; }), relay.log());
   CHECK(received_ids(broker, 20) == sent);
   relay.signal(SIGTERM);
   CHECK(relay.wait() == 0);
@@ -171,11 +153,11 @@ TEST_CASE("connections cut mid-drain: the relay reconnects without exiting and e
   RelayProcess relay(y.text());
   int cuts = 0;
   for (int i = 0; i < 6; ++i) {  // cut both links while rows are in flight
-    REQUIRE(eventually(30s, [&] { return count(schema, "published_at IS NOT NULL") > 2000 * (i + 1); }));
+    REQUIRE(testenv::eventually(30s, [&] { return count(schema, "published_at IS NOT NULL") > 2000 * (i + 1); }));
     cuts += pg.cut_all() + amqp.cut_all();
   }
   CHECK(cuts >= 6);
-  CHECK_MESSAGE(eventually(60s, [&] { return count(schema, "published_at IS NULL") == 0; }), relay.log());
+  CHECK_MESSAGE(testenv::eventually(60s, [&] { return count(schema, "published_at IS NULL") == 0; }), relay.log());
   CHECK(relay.running());
   auto got = received_ids(broker, sent.size());
   std::size_t missing = 0;
@@ -195,13 +177,13 @@ TEST_CASE("a hung relay's row locks are freed by the server's idle-in-transactio
   y.amqp_extra = "  heartbeat_s: 4\n  confirm_timeout_ms: 4000\n";
   y.postgres_extra = "  idle_in_transaction_timeout_ms: 5000\n";
   RelayProcess relay(y.text());
-  REQUIRE(eventually(10s, [&] { return relay.log().find("connected to") != std::string::npos; }));
+  REQUIRE(testenv::eventually(10s, [&] { return relay.log().find("connected to") != std::string::npos; }));
   amqp.set_stalled(true);  // the broker will never confirm what comes next
   enqueue(schema, broker, 50);
   const std::string holding =
       "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'outbox-relay' "
       "AND state = 'idle in transaction' AND query LIKE '%" + schema.name() + "%'";
-  REQUIRE_MESSAGE(eventually(10s, [&] { return sql_value(holding) != "0"; }), relay.log());
+  REQUIRE_MESSAGE(testenv::eventually(10s, [&] { return sql_value(holding) != "0"; }), relay.log());
   relay.signal(SIGSTOP);  // hung: holds its claim transaction, answers nothing
 
   auto lockable = [&] {
@@ -212,13 +194,13 @@ TEST_CASE("a hung relay's row locks are freed by the server's idle-in-transactio
   };
   CHECK(lockable() < 50);  // the hung relay holds them
   const auto t0 = std::chrono::steady_clock::now();
-  CHECK(eventually(15s, [&] { return lockable() == 50; }));  // the server ended its session
+  CHECK(testenv::eventually(15s, [&] { return lockable() == 50; }));  // the server ended its session
   CHECK(std::chrono::steady_clock::now() - t0 < 8s);
   CHECK(sql_value(holding) == "0");
 
   relay.signal(SIGCONT);
   amqp.set_stalled(false);
-  CHECK_MESSAGE(eventually(30s, [&] { return count(schema, "published_at IS NULL") == 0; }), relay.log());
+  CHECK_MESSAGE(testenv::eventually(30s, [&] { return count(schema, "published_at IS NULL") == 0; }), relay.log());
   CHECK(relay.running());
   relay.signal(SIGTERM);
   CHECK(relay.wait() == 0);
@@ -272,11 +254,11 @@ TEST_CASE("a row AMQP cannot carry is parked and does not hold up the rows behin
   Yaml y(schema.name());
   y.relay_extra = "  max_attempts: 2\n";
   RelayProcess relay(y.text());
-  CHECK_MESSAGE(eventually(15s, [&] { return count(schema, "parked_at IS NOT NULL") == 1; }), relay.log());
+  CHECK_MESSAGE(testenv::eventually(15s, [&] { return count(schema, "parked_at IS NOT NULL") == 1; }), relay.log());
   CHECK(count(schema, "published_at IS NOT NULL") == 9);
   CHECK(sql_value("SELECT last_error FROM \"" + schema.name() + "\".outbox WHERE parked_at IS NOT NULL") ==
         "not publishable: routing key is 300 bytes, AMQP allows at most 255");
-  CHECK(lines_with(relay.log(), "connected to") == 1);  // no reconnect for it
+  CHECK(testenv::lines_with(relay.log(), "connected to") == 1);  // no reconnect for it
   CHECK(received_ids(broker, 9).size() == 9);
   relay.signal(SIGTERM);
   CHECK(relay.wait() == 0);

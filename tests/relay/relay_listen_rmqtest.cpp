@@ -45,9 +45,7 @@ bool relay_armed(const ScopedSchema& schema) {
 }
 
 void wait_armed(const ScopedSchema& schema, RelayProcess& relay) {
-  for (int i = 0; i < 500 && !relay_armed(schema); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (!relay_armed(schema)) MESSAGE(relay.log());
-  REQUIRE(relay_armed(schema));
+  REQUIRE_MESSAGE(testenv::eventually(std::chrono::seconds(10), [&] { return relay_armed(schema); }), relay.log());
 }
 
 // A relay configuration whose sessions carry `application_name` (to count their
@@ -140,8 +138,6 @@ TEST_CASE("a relay retries its own failed row when it is due, not at its next fa
                                 "  max_attempts: 3\n  backoff_initial_ms: 300\n  backoff_max_ms: 300\n"));
   const std::string parked = "SELECT count(*) FROM \"" + schema.name() +
                              "\".outbox WHERE parked_at IS NOT NULL AND attempts = 3";
-  for (int i = 0; i < 500 && sql_value(parked) != "1"; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (sql_value(parked) != "1") MESSAGE(relay.log());
-  CHECK(sql_value(parked) == "1");  // three attempts within seconds, not minutes
+  CHECK_MESSAGE(testenv::eventually(std::chrono::seconds(10), [&] { return sql_value(parked) == "1"; }),
+                relay.log());  // three attempts within seconds, not minutes
 }

@@ -57,3 +57,47 @@ TEST_CASE("with log.format json every line is one JSON object and no password or
   CHECK(log.find(pg_secret) == std::string::npos);
   CHECK(log.find("guest:guest") == std::string::npos);
 }
+
+TEST_CASE("a parked row's JSON log lines carry row_id, message_id, attempt and reason as fields") {
+  testenv::ScopedSchema schema;
+  const std::string missing = testenv::unique_name("missing_exchange");
+  std::string message_id;
+  {
+    OutboxWriter writer({schema.name(), {}});
+    pqxx::connection conn(testenv::pg_dsn());
+    pqxx::work tx(conn);
+    Message m;
+    m.exchange = Exchange(missing);  // 404: the broker closes the channel over this row
+    m.routing_key = RoutingKey("rk");
+    m.type = MessageType("OrderPlaced");
+    m.payload = R"({"n":1})";
+    message_id = writer.enqueue(tx, m).to_string();
+    tx.commit();
+  }
+  const auto row_id = std::stoll(testenv::sql_value("SELECT id FROM \"" + schema.name() + "\".outbox"));
+  auto yaml = testenv::relay_config_yaml(schema.name(), "  max_attempts: 1\n");
+  yaml.replace(yaml.find("level: debug"), 12, "level: info\n  format: json");
+  testenv::RelayProcess relay(yaml, /*exit_when_idle=*/true);
+  CHECK(relay.wait() == 0);
+
+  std::vector<nlohmann::json> about_row;
+  std::istringstream lines(relay.log());
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("row_id")) about_row.push_back(j);
+  }
+  REQUIRE_MESSAGE(about_row.size() == 2, relay.log());  // charged with its attempt, then parked
+  for (const auto& j : about_row) {
+    CHECK(j["row_id"] == row_id);
+    CHECK(j["message_id"] == message_id);
+    CHECK(j["reason"].get<std::string>().find("404") != std::string::npos);
+    CHECK(j["reason"].get<std::string>().find(missing) != std::string::npos);
+    CHECK(j["msg"].get<std::string>().find("row " + std::to_string(row_id)) != std::string::npos);
+  }
+  for (const auto& j : about_row) {
+    CHECK(j["level"] == "warning");
+    CHECK(j["attempt"] == 1);
+  }
+  CHECK(about_row.front()["msg"].get<std::string>().find("is charged an attempt") != std::string::npos);
+  CHECK(about_row.back()["msg"].get<std::string>().find("parked after 1 attempts") != std::string::npos);
+}

@@ -141,8 +141,9 @@ TEST_CASE("a row that keeps failing is parked after max_attempts and never claim
   tx.commit();
   RelayProcess relay(testenv::relay_config_yaml(
       schema.name(), "  max_attempts: 3\n  backoff_initial_ms: 10\n  backoff_max_ms: 20\n"));
-  for (int i = 0; i < 100 && sql_value("SELECT count(*) FROM " + outbox_of(schema) + " WHERE parked_at IS NOT NULL") != "1"; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  testenv::eventually(std::chrono::seconds(10), [&] {
+    return sql_value("SELECT count(*) FROM " + outbox_of(schema) + " WHERE parked_at IS NOT NULL") == "1";
+  });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   relay.signal(SIGTERM);
   CHECK(relay.wait() == 0);

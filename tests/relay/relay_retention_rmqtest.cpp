@@ -36,12 +36,8 @@ std::string retention_yaml(const ScopedSchema& schema) {
 }
 
 bool wait_for_count(const std::string& t, const std::string& count, std::chrono::seconds limit) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (sql_value("SELECT count(*) FROM " + t) == count) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
+  return testenv::eventually(limit, [&] { return sql_value("SELECT count(*) FROM " + t) == count; },
+                             std::chrono::milliseconds(100));
 }
 
 }  // namespace

@@ -80,8 +80,7 @@ TEST_CASE("SIGTERM during a drain exits 0 and marks only rows whose publish the 
   auto sent = enqueue_backlog(schema, broker, 30000);
   RelayProcess relay(testenv::relay_config_yaml(schema.name()));
   // Wait until the drain is under way, then stop it in the middle.
-  for (int i = 0; i < 200 && published_ids(schema).size() < 2000; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  testenv::eventually(std::chrono::seconds(4), [&] { return published_ids(schema).size() >= 2000; });
   relay.signal(SIGTERM);
   CHECK(relay.wait() == 0);
   CHECK(relay.log().find("finishing the batch in flight") != std::string::npos);

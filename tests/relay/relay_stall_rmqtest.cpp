@@ -20,23 +20,6 @@ using testenv::TestBroker;
 
 namespace {
 
-int lines_with(const std::string& log, const std::string& needle) {
-  int n = 0;
-  std::istringstream in(log);
-  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
-  return n;
-}
-
-template <class Fn>
-bool eventually(std::chrono::milliseconds limit, Fn done) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return done();
-}
-
 double stalled_gauge(const std::string& address) {
   return testenv::parse_prometheus(testenv::http_request(address, "/metrics").body)["outbox_relay_publish_stalled"];
 }
@@ -69,7 +52,7 @@ TEST_CASE("rows that keep failing with the links up report a stall once, with th
   CHECK(stalled_gauge(address) == 0);
 
   testenv::HttpReply ready;
-  REQUIRE_MESSAGE(eventually(15s, [&] {
+  REQUIRE_MESSAGE(testenv::eventually(15s, [&] {
                     ready = testenv::http_request(address, "/readyz");
                     return ready.status == 503 && ready.body.find("publishing stalled") != std::string::npos;
                   }),
@@ -78,14 +61,14 @@ TEST_CASE("rows that keep failing with the links up report a stall once, with th
   CHECK(ready.body.find("not connected") == std::string::npos);
   CHECK(stalled_gauge(address) == 1);
   std::this_thread::sleep_for(2s);  // still stalled: said once, not once per check
-  CHECK(lines_with(relay.log(), "publishing stalled") == 1);
+  CHECK(testenv::lines_with(relay.log(), "publishing stalled") == 1);
 
   // An operator's hand fix: the rows name an exchange that exists.
   testenv::sql_exec("UPDATE \"" + schema.name() + "\".outbox SET exchange = '" + broker.exchange() + "'");
-  CHECK_MESSAGE(eventually(15s, [&] { return stalled_gauge(address) == 0; }), relay.log());
+  CHECK_MESSAGE(testenv::eventually(15s, [&] { return stalled_gauge(address) == 0; }), relay.log());
   CHECK(testenv::http_request(address, "/readyz").status == 200);
-  CHECK(lines_with(relay.log(), "publishing resumed after a stall") == 1);
-  CHECK_MESSAGE(eventually(15s, [&] {
+  CHECK(testenv::lines_with(relay.log(), "publishing resumed after a stall") == 1);
+  CHECK_MESSAGE(testenv::eventually(15s, [&] {
                   return testenv::sql_value("SELECT count(*) FROM \"" + schema.name() +
                                             "\".outbox WHERE published_at IS NOT NULL") == "5";
                 }),

@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "config.h"
-#include "outbox_store.h"
-#include "pg_conninfo.h"
+#include "config/config.h"
+#include "publish/outbox_store.h"
+#include "outbox/pg_conninfo.h"
 
 using relay::ConfigError;
 using relay::parse_config;
@@ -91,10 +91,10 @@ TEST_CASE("PGSSLMODE decides when the DSN has no sslmode, and the DSN's sslmode 
 TEST_CASE("under require_tls the connection string handed to libpq says verify-full, whatever the environment") {
   ScopedPgSslMode env("verify-full");
   auto c = parse_config(pg_tls("host=db user=relay"), "t.yaml");
-  auto final_dsn = relay::PgConnInfo::parse(relay::dsn_with_session_options(c.postgres));
+  auto final_dsn = outbox::PgConnInfo::parse(relay::dsn_with_session_options(c.postgres));
   CHECK(final_dsn.get("sslmode") == "verify-full");
   c.postgres.require_tls = false;
-  CHECK_FALSE(relay::PgConnInfo::parse(relay::dsn_with_session_options(c.postgres)).get("sslmode"));
+  CHECK_FALSE(outbox::PgConnInfo::parse(relay::dsn_with_session_options(c.postgres)).get("sslmode"));
 }
 
 TEST_CASE("amqp.require_tls refuses a plain URI and a broker certificate whose host name is not checked") {

@@ -129,9 +129,7 @@ void enqueue(const ScopedSchema& schema, const TestBroker& broker, int n) {
 
 // Waits until the relay's log contains `text`.
 bool log_shows(RelayProcess& relay, const std::string& text) {
-  for (int i = 0; i < 150 && !contains(relay.log(), text); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  return contains(relay.log(), text);
+  return testenv::eventually(std::chrono::seconds(15), [&] { return contains(relay.log(), text); });
 }
 
 }  // namespace
@@ -281,7 +279,7 @@ int consume(const outbox::RunnerOptions& options, const testenv::ConsumerTopolog
     m.message_id = MessageId::generate_v7().to_string();
     publisher.publish(topology.exchange, topology.routing_key, "{}", m);
   }
-  testenv::wait_until([&] { return handled == n; }, std::chrono::seconds(10));
+  testenv::eventually(std::chrono::seconds(10), [&] { return handled == n; });
   // Checked while the workers are connected: their sessions are TLS on the amqps port.
   auto conns = servers().rabbitmqctl("list_connections -q ssl port client_properties");
   CHECK_MESSAGE(contains(conns, "true\t" + std::to_string(servers().amqps_port())), conns);

@@ -12,7 +12,9 @@
 #include <cstdlib>
 #include <pqxx/pqxx>
 #include <random>
+#include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "outbox/migrator.h"
 
@@ -95,11 +97,17 @@ void sql_exec(const std::string& sql) {
   tx.exec(sql);
 }
 
-TestBroker::TestBroker(const std::string& prefix, const std::string& routing_key)
+TestBroker::TestBroker(const std::string& prefix, const std::string& routing_key,
+                       const std::string& alternate_exchange)
     : exchange_(unique_name(prefix + "_x")), queue_(unique_name(prefix + "_q")), routing_key_(routing_key) {
   conn_ = open_connection();
+  amqp_table_entry_t ae;
+  ae.key = amqp_cstring_bytes("alternate-exchange");
+  ae.value.kind = AMQP_FIELD_KIND_UTF8;
+  ae.value.value.bytes = amqp_cstring_bytes(alternate_exchange.c_str());
+  const amqp_table_t args = alternate_exchange.empty() ? amqp_empty_table : amqp_table_t{1, &ae};
   amqp_exchange_declare(conn_, 1, amqp_cstring_bytes(exchange_.c_str()), amqp_cstring_bytes("direct"),
-                        0, 1, 0, 0, amqp_empty_table);
+                        0, 1, 0, 0, args);
   check(amqp_get_rpc_reply(conn_), "exchange.declare");
   amqp_queue_declare(conn_, 1, amqp_cstring_bytes(queue_.c_str()), 0, 1, 0, 0, amqp_empty_table);
   check(amqp_get_rpc_reply(conn_), "queue.declare");
@@ -205,6 +213,28 @@ std::string single_quoted(const std::string& s) {
     out += c;
   }
   return out + "'";
+}
+
+bool eventually(std::chrono::milliseconds limit, const std::function<bool()>& done, std::chrono::milliseconds poll) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (done()) return true;
+    std::this_thread::sleep_for(poll);
+  }
+  return done();
+}
+
+std::string leaked_fragment(const std::string& text, const std::string& secret) {
+  for (std::size_t i = 0; i + 4 <= secret.size(); ++i)
+    if (text.find(secret.substr(i, 4)) != std::string::npos) return secret.substr(i, 4);
+  return "";
+}
+
+int lines_with(const std::string& text, const std::string& needle) {
+  int n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
+  return n;
 }
 
 }  // namespace testenv

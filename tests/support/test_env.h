@@ -5,6 +5,7 @@
 #include <amqp.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -49,10 +50,12 @@ struct Received {
 };
 
 // A test's own exchange (direct) and queue bound with `routing_key`, deleted on
-// destruction. Consumes with its own connection.
+// destruction. Consumes with its own connection. With `alternate_exchange`, the
+// exchange routes what it cannot route to that exchange (argument alternate-exchange).
 class TestBroker {
  public:
-  explicit TestBroker(const std::string& prefix = "t", const std::string& routing_key = "rk");
+  explicit TestBroker(const std::string& prefix = "t", const std::string& routing_key = "rk",
+                      const std::string& alternate_exchange = "");
   ~TestBroker();
   TestBroker(const TestBroker&) = delete;
   TestBroker& operator=(const TestBroker&) = delete;
@@ -79,6 +82,16 @@ bool port_free(int port);
 std::string percent_encoded(const std::string& s);
 // `s` as a single-quoted libpq keyword value (backslash and quote escaped).
 std::string single_quoted(const std::string& s);
+
+// Polls `done` every `poll` until it holds or `limit` passes; returns its last
+// value. The one way tests wait for something another process or thread does.
+bool eventually(std::chrono::milliseconds limit, const std::function<bool()>& done,
+                std::chrono::milliseconds poll = std::chrono::milliseconds(20));
+// The first 4-byte piece of `secret` found in `text`, or "" when there is none
+// (what SecretScrubber removes: no output may hold any of them).
+std::string leaked_fragment(const std::string& text, const std::string& secret);
+// How many lines of `text` contain `needle` (log assertions).
+int lines_with(const std::string& text, const std::string& needle);
 
 // A SQL helper: runs one statement and returns the first column of the first row.
 std::string sql_value(const std::string& sql);

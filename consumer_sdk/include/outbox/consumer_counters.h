@@ -9,8 +9,8 @@ namespace outbox {
 // Monotonic counters of one runner (one consumer name). Written by the runner's
 // worker threads, read by anyone: every member is atomic, so reading while the
 // runner works is safe (a snapshot is not one consistent instant).
-// The names in brackets are the intended Prometheus metric names, each labelled
-// with the consumer name.
+// The names in brackets are the Prometheus series the runner exports them as
+// (ConsumerRunner::metrics()), each labelled {consumer="<consumer name>"}.
 struct ConsumerCounters {
   // Handler transaction committed and the message acked [outbox_consumer_processed_total].
   std::atomic<std::uint64_t> processed{0};

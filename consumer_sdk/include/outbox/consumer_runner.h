@@ -14,6 +14,7 @@
 #include "outbox/consumer_name.h"
 #include "outbox/delivery.h"
 #include "outbox/inbox_retention.h"
+#include "outbox/metrics.h"
 
 namespace pqxx {
 class transaction_base;
@@ -92,6 +93,11 @@ struct RunnerOptions {
   int heartbeat_s = 30;                 // AMQP heartbeat (0 = off)
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds poll_interval{200};    // how soon an idle worker notices stop()
+  // Where the runner's counters are exported (Prometheus format, labelled
+  // {consumer="<consumer>"}): share one registry between several runners and the
+  // application's own metrics, so one /metrics page holds them all. Empty: the
+  // runner keeps a registry of its own (ConsumerRunner::metrics()).
+  std::shared_ptr<metrics::Registry> metrics;
 };
 
 // Throws ValidationError naming the first field at fault. Pure; thread-safe.
@@ -142,6 +148,9 @@ class ConsumerRunner {
   int run_until_signal();
 
   const ConsumerCounters& counters() const;
+  // The registry holding the counters as Prometheus series; serve
+  // `metrics().render()` at the application's GET /metrics (docs/CONSUMER.md).
+  metrics::Registry& metrics() const;
   const RunnerOptions& options() const;
 
  private:

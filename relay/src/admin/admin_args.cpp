@@ -1,4 +1,4 @@
-#include "admin_args.h"
+#include "admin/admin_args.h"
 
 #include <cmath>
 #include <iostream>

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "commands.h"
-#include "config.h"
+#include "admin/commands.h"
+#include "config/config.h"
 
 namespace relay {
 

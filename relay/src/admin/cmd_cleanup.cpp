@@ -11,12 +11,12 @@
 #include <pqxx/pqxx>
 #include <thread>
 
-#include "admin_args.h"
+#include "admin/admin_args.h"
 #include "outbox/duration.h"
 #include "outbox/one_line.h"
-#include "outbox_cleaner.h"
-#include "outbox_store.h"
-#include "pg_connect.h"
+#include "ops/outbox_cleaner.h"
+#include "publish/outbox_store.h"
+#include "publish/pg_connect.h"
 
 namespace relay {
 namespace {
@@ -53,6 +53,48 @@ void show_progress(std::int64_t done, std::int64_t total, double elapsed_s) {
   std::fprintf(stderr, "\rdeleted %lld of %lld (%.0f%%), %.0f rows/s, ETA %s   ",
                static_cast<long long>(done), static_cast<long long>(total), pct, rate, eta.c_str());
   std::fflush(stderr);
+}
+
+// Deletes in batches until done or interrupted (SIGINT/SIGTERM), pausing between
+// batches and showing progress on a terminal; returns the rows deleted.
+template <class Elapsed>
+std::int64_t delete_older(OutboxCleaner& cleaner, const std::string& cutoff, int batch, std::int64_t total,
+                          std::chrono::milliseconds pause, bool tty, Elapsed elapsed) {
+  std::int64_t deleted = 0;
+  deleted = cleaner.run(
+      cutoff, batch,
+      [&](const OutboxCleaner::Window& w) {
+        deleted += w.deleted;
+        if (tty) show_progress(deleted, total, elapsed());
+        if (pause.count() > 0) std::this_thread::sleep_for(pause);
+      },
+      [&] { return !g_interrupted.load(); });
+  if (tty) std::fputs("\n", stderr);
+  return deleted;
+}
+
+// What a cleanup did, for its one line of output.
+struct CleanupResult {
+  bool dry_run;
+  std::chrono::seconds age;
+  std::string cutoff;
+  std::int64_t matched, deleted;
+  double seconds;
+};
+
+void print_result(const CleanupResult& r, bool json) {
+  if (json) {
+    std::cout << nlohmann::json{{"dry_run", r.dry_run}, {"older_than", outbox::format_duration(r.age)},
+                                {"cutoff", r.cutoff}, {"matched", r.matched}, {"deleted", r.deleted},
+                                {"interrupted", g_interrupted.load()}, {"seconds", r.seconds}}
+                     .dump()
+              << "\n";
+  } else if (r.dry_run) {
+    std::cout << r.matched << " row(s) published before " << r.cutoff << " would be deleted (dry run)\n";
+  } else {
+    std::cout << "deleted " << r.deleted << " row(s) published before " << r.cutoff << " in "
+              << human_seconds(r.seconds) << (g_interrupted ? " (interrupted)" : "") << "\n";
+  }
 }
 
 }  // namespace
@@ -97,31 +139,10 @@ int cmd_cleanup(const Args& raw) {
     }
     const auto cutoff = cleaner.cutoff_for(age);
     const auto total = cleaner.count_older(cutoff);
-    std::int64_t deleted = 0;
-    if (!args.has("--dry-run") && total > 0) {
-      deleted = cleaner.run(
-          cutoff, batch,
-          [&](const OutboxCleaner::Window& w) {
-            deleted += w.deleted;
-            if (tty) show_progress(deleted, total, elapsed());
-            if (pause.count() > 0) std::this_thread::sleep_for(pause);
-          },
-          [&] { return !g_interrupted.load(); });
-      if (tty) std::fputs("\n", stderr);
-    }
+    const std::int64_t deleted =
+        args.has("--dry-run") || total == 0 ? 0 : delete_older(cleaner, cutoff, batch, total, pause, tty, elapsed);
     cleaner.unlock();
-    if (args.json()) {
-      std::cout << nlohmann::json{{"dry_run", args.has("--dry-run")}, {"older_than", outbox::format_duration(age)},
-                                  {"cutoff", cutoff}, {"matched", total}, {"deleted", deleted},
-                                  {"interrupted", g_interrupted.load()}, {"seconds", elapsed()}}
-                       .dump()
-                << "\n";
-    } else if (args.has("--dry-run")) {
-      std::cout << total << " row(s) published before " << cutoff << " would be deleted (dry run)\n";
-    } else {
-      std::cout << "deleted " << deleted << " row(s) published before " << cutoff << " in "
-                << human_seconds(elapsed()) << (g_interrupted ? " (interrupted)" : "") << "\n";
-    }
+    print_result({args.has("--dry-run"), age, cutoff, total, deleted, elapsed()}, args.json());
     return g_interrupted ? kExitFailure : kExitOk;
   } catch (const std::exception& e) {
     if (tty) std::fputs("\n", stderr);

@@ -7,12 +7,12 @@
 #include <iostream>
 #include <pqxx/pqxx>
 
-#include "admin_args.h"
+#include "admin/admin_args.h"
 #include "outbox/one_line.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
-#include "outbox_store.h"
-#include "pg_connect.h"
+#include "publish/outbox_store.h"
+#include "publish/pg_connect.h"
 
 namespace relay {
 namespace {

@@ -5,15 +5,15 @@
 #include <iostream>
 #include <pqxx/pqxx>
 
-#include "admin_args.h"
+#include "admin/admin_args.h"
 #include "outbox/duration.h"
 #include "outbox/one_line.h"
 #include "outbox/errors.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
-#include "outbox_store.h"
-#include "pg_connect.h"
-#include "rfc3339.h"
+#include "publish/outbox_store.h"
+#include "publish/pg_connect.h"
+#include "config/rfc3339.h"
 
 namespace relay {
 namespace {
@@ -114,6 +114,23 @@ std::vector<std::string> check_ids(pqxx::work& tx, const std::string& table, con
   return problems;
 }
 
+// Makes the selected rows pending again and commits; returns their message ids.
+// Throws (nothing changed) when the selection no longer matches `count` rows.
+std::vector<std::string> replay_rows(pqxx::work& tx, const std::string& table, const std::string& where,
+                                     const Selection& selection, std::int64_t count) {
+  // Pending again, due now, with a fresh attempt count; the message id stays.
+  auto r = exec_selection(tx,
+                          "UPDATE " + table + " SET published_at = NULL, next_attempt_at = now(), "
+                          "attempts = 0, last_error = NULL WHERE " + where + " RETURNING message_id::text",
+                          selection);
+  if (static_cast<std::int64_t>(r.size()) != count)
+    throw std::runtime_error("the selection changed while replaying; nothing changed, try again");
+  std::vector<std::string> ids;
+  for (const auto& row : r) ids.emplace_back(row[0].c_str());
+  tx.commit();
+  return ids;
+}
+
 }  // namespace
 
 int cmd_replay(const Args& raw) {
@@ -128,6 +145,9 @@ int cmd_replay(const Args& raw) {
   const auto max = args.integer("--max", 100000, 1, 100000000);
   auto config = load_config_or_report(args.config_path());
   if (!config) return kExitUsage;
+  if (config->relay.on_publish == OnPublish::kDelete)
+    std::cerr << "replay: note: relay.on_publish is delete, so rows published in that mode were deleted at ack\n"
+                 "and cannot be replayed from the table; only rows marked published before remain\n";
   const auto table = outbox::quoted_identifier(config->postgres.schema, "postgres.schema") + ".outbox";
   const auto where = where_clause();
   try {
@@ -150,17 +170,7 @@ int cmd_replay(const Args& raw) {
       return kExitUsage;
     }
     std::vector<std::string> ids;
-    if (!args.has("--dry-run")) {
-      // Pending again, due now, with a fresh attempt count; the message id stays.
-      auto r = exec_selection(tx,
-                              "UPDATE " + table + " SET published_at = NULL, next_attempt_at = now(), "
-                              "attempts = 0, last_error = NULL WHERE " + where + " RETURNING message_id::text",
-                              selection);
-      if (static_cast<std::int64_t>(r.size()) != count)
-        throw std::runtime_error("the selection changed while replaying; nothing changed, try again");
-      for (const auto& row : r) ids.emplace_back(row[0].c_str());
-      tx.commit();
-    }
+    if (!args.has("--dry-run")) ids = replay_rows(tx, table, where, selection, count);
     if (args.json()) {
       nlohmann::json j = {{"dry_run", args.has("--dry-run")}, {"matched", count},
                           {"replayed", args.has("--dry-run") ? 0 : count}};

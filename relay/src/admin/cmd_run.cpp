@@ -11,20 +11,20 @@
 #include <set>
 #include <thread>
 
-#include "admin_args.h"
-#include "commands.h"
-#include "config.h"
-#include "connection_check.h"
-#include "housekeeper.h"
-#include "http_server.h"
-#include "logging.h"
+#include "admin/admin_args.h"
+#include "admin/commands.h"
+#include "config/config.h"
+#include "admin/connection_check.h"
+#include "ops/housekeeper.h"
+#include "ops/http_server.h"
+#include "ops/logging.h"
 #include "outbox/one_line.h"
 #include "outbox/migrator.h"
-#include "outbox_store.h"
-#include "pg_connect.h"
-#include "preflight.h"
-#include "relay_loop.h"
-#include "relay_metrics.h"
+#include "publish/outbox_store.h"
+#include "publish/pg_connect.h"
+#include "config/preflight.h"
+#include "publish/relay_loop.h"
+#include "publish/relay_metrics.h"
 
 namespace relay {
 namespace {

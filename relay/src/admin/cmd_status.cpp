@@ -6,11 +6,11 @@
 #include <iostream>
 #include <pqxx/pqxx>
 
-#include "admin_args.h"
+#include "admin/admin_args.h"
 #include "outbox/one_line.h"
 #include "outbox/sql_identifier.h"
-#include "outbox_store.h"
-#include "pg_connect.h"
+#include "publish/outbox_store.h"
+#include "publish/pg_connect.h"
 
 namespace relay {
 namespace {
@@ -107,9 +107,14 @@ int cmd_status(const Args& raw) {
     j["schema"] = config->postgres.schema;
     j["by_type"] = nlohmann::json::array();
     for (const auto& t : types) j["by_type"].push_back(to_json(t, true));
+    j["on_publish"] = config->relay.on_publish == OnPublish::kDelete ? "delete" : "mark";
     std::cout << j.dump() << "\n";
   } else {
     print_table(config->postgres.schema, total, types);
+    if (config->relay.on_publish == OnPublish::kDelete)
+      std::printf("\nrelay.on_publish is delete: rows are deleted at ack, so the table holds no\n"
+                  "published history (\"published, last minute\" counts only rows marked before);\n"
+                  "the relay's /metrics (outbox_relay_published_total) counts what it publishes.\n");
   }
   return kExitOk;
 }

@@ -3,7 +3,7 @@
 
 #include <iostream>
 
-#include "commands.h"
+#include "admin/commands.h"
 #include "outbox/one_line.h"
 
 namespace relay {

@@ -1,4 +1,4 @@
-#include "config.h"
+#include "config/config.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -12,13 +12,13 @@
 #include <sstream>
 
 #include "outbox/duration.h"
-#include "endpoint_syntax.h"
-#include "http_server.h"
+#include "config/endpoint_syntax.h"
 #include "outbox/amqp_wire.h"
 #include "outbox/errors.h"
 #include "outbox/sql_identifier.h"
-#include "pg_conninfo.h"
-#include "tls_policy.h"
+#include "outbox/pg_conninfo.h"
+#include "outbox/pg_dsn_check.h"
+#include "config/tls_policy.h"
 
 namespace relay {
 namespace {
@@ -285,7 +285,7 @@ void warn_inline_password(SectionReader& r, const std::string& key, std::vector<
 // nullopt when the DSN does not parse (its syntax error is reported last).
 std::optional<std::string> sslmode_of(const std::string& dsn) {
   try {
-    return TlsPolicy::pg_sslmode(PgConnInfo::parse(dsn), std::getenv("PGSSLMODE"));
+    return TlsPolicy::pg_sslmode(outbox::PgConnInfo::parse(dsn), std::getenv("PGSSLMODE"));
   } catch (const std::invalid_argument&) {
     return std::nullopt;
   }
@@ -352,6 +352,10 @@ void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c,
   r.string("cert_file", c.cert_file, false);
   r.string("key_file", c.key_file, false);
   r.boolean("verify_hostname", c.verify_hostname);
+  r.boolean("send_row_id", c.send_row_id);
+  r.boolean("send_type", c.send_type);
+  r.boolean("send_timestamp", c.send_timestamp);
+  r.string("alternate_exchange", c.alternate_exchange, false);
   r.finish();
   if (c.uris.empty()) warn_inline_password(r, "uri", warnings, origin);
   for (std::size_t i = 0; i < c.uris.size(); ++i) {
@@ -377,6 +381,9 @@ void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c,
   for (const auto& [key, path] : files)
     if (!path->empty() && !std::ifstream(*path))
       r.fail(n[key], r.key_path(key), "cannot read '" + *path + "'");
+  if (c.alternate_exchange.size() > 255)
+    r.fail(n["alternate_exchange"], "amqp.alternate_exchange",
+           "is " + std::to_string(c.alternate_exchange.size()) + " bytes, an AMQP exchange name holds at most 255");
   if (c.heartbeat_s > 0 && c.confirm_timeout_ms < c.heartbeat_s * 1000)
     r.fail(n["confirm_timeout_ms"], "amqp.confirm_timeout_ms",
            "must be at least amqp.heartbeat_s (" + std::to_string(c.heartbeat_s) +
@@ -403,6 +410,8 @@ void read_relay(const YAML::Node& n, const std::string& origin, RelaySettings& c
            std::map<std::string, KeyFailurePolicy>{{"park_key", KeyFailurePolicy::kParkKey},
                                                    {"park_message", KeyFailurePolicy::kParkMessage}});
   r.integer("stall_after_s", c.stall_after_s, 1, 86400);
+  r.one_of("on_publish", c.on_publish,
+           std::map<std::string, OnPublish>{{"mark", OnPublish::kMark}, {"delete", OnPublish::kDelete}});
   r.finish();
   if (c.backoff_max_ms < c.backoff_initial_ms)
     r.fail(n["backoff_max_ms"], "relay.backoff_max_ms",
@@ -478,7 +487,7 @@ RelayConfig parse_config(const std::string& yaml_text, const std::string& origin
   // Last, so that other keys' errors come first. Syntax only: whether the servers
   // answer is known when connecting (`run` waits for them, `check-config --connect`
   // does not).
-  if (auto why = dsn_syntax_error(c.postgres.dsn)) top.fail(root["postgres"]["dsn"], "postgres.dsn", *why);
+  if (auto why = outbox::pg_dsn_syntax_error(c.postgres.dsn)) top.fail(root["postgres"]["dsn"], "postgres.dsn", *why);
   if (c.amqp.uris.empty()) {
     if (auto why = amqp_uri_syntax_error(c.amqp.uri)) top.fail(root["amqp"]["uri"], "amqp.uri", *why);
   }

@@ -74,6 +74,26 @@ struct AmqpConfig {
   // amqps:// only: the certificate must name the URI's host. False is refused when
   // require_tls is on, and warned about otherwise.
   bool verify_hostname = true;
+  // What the relay sends beyond the contract (message id, content type, persistent
+  // delivery, the row's headers and correlation id). Each optional part costs the
+  // broker part of its ceiling (docs/PERFORMANCE.md, "The wire"); consumers that do
+  // not read it can do without it.
+  bool send_row_id = true;     // header x-outbox-id: the row's id (for `replay`, dead-letter triage)
+  bool send_type = true;       // property `type`: the row's message_type
+  bool send_timestamp = true;  // property `timestamp`: the row's created_at (seconds)
+  // Empty: messages are published `mandatory` and an unroutable one comes back
+  // (basic.return) and is charged to its row. A name: messages are published
+  // without `mandatory`; every exchange the relay publishes to must have this
+  // exchange as its alternate-exchange (argument or policy), which the broker
+  // cannot be asked about; the relay checks that the exchange exists at start and
+  // at every connect. An exchange without one drops unroutable messages silently.
+  std::string alternate_exchange;
+};
+
+// relay.on_publish, parsed at load.
+enum class OnPublish {
+  kMark,    // "mark": set published_at (history, `replay`, retention deletes later)
+  kDelete,  // "delete": delete the row in the transaction that would have marked it
 };
 
 // relay.ordering, parsed at load.
@@ -132,6 +152,10 @@ struct RelaySettings {
   // relay logs it once, /readyz fails with the reason, and the gauge
   // outbox_relay_publish_stalled is 1 until a row is published again.
   int stall_after_s = 60;
+  // What a row becomes once the broker acked it: marked published (kept for
+  // history and `replay` until retention deletes it) or deleted at once (no
+  // history, nothing to replay, no retention work; needs DELETE on the table).
+  OnPublish on_publish = OnPublish::kMark;
 };
 
 struct LogConfig {

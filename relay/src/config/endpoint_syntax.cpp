@@ -1,85 +1,45 @@
-#include "endpoint_syntax.h"
+#include "config/endpoint_syntax.h"
 
 #include <amqp.h>
 
-#include <set>
-#include <sstream>
+#include <boost/asio/ip/address.hpp>
 
-#include "pg_conninfo.h"
-#include "secret_scrubber.h"
+#include "outbox/one_line.h"
+#include "outbox/pg_dsn_check.h"
 
 namespace relay {
-namespace {
-
-// What a URI holding a password with raw @, :, / or % turns into when split.
-constexpr const char* kEncodeHint =
-    "the value is not shown; in a URI, percent-encode @, :, /, ?, # and % in the user and "
-    "password (%40, %3A, %2F, %3F, %23, %25)";
-
-bool valid_port_list(const std::string& ports) {
-  std::stringstream in(ports);
-  for (std::string port; std::getline(in, port, ',');) {
-    if (port.empty()) continue;  // libpq: an empty entry means the default port
-    if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return false;
-    int n = std::stoi(port);
-    if (n < 1 || n > 65535) return false;
-  }
-  return true;
-}
-
-// A host name, an IPv4 or IPv6 address (with a zone), or a socket directory. A
-// password split in the wrong place shows up here as a host holding '@' or '/'.
-bool plausible_host(const std::string& host) {
-  if (host.empty() || host[0] == '/') return true;
-  return host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:%") ==
-         std::string::npos;
-}
-
-bool plausible_host_list(const std::string& hosts) {
-  std::stringstream in(hosts);
-  for (std::string host; std::getline(in, host, ',');)
-    if (!plausible_host(host)) return false;
-  return true;
-}
-
-}  // namespace
-
-std::optional<std::string> dsn_syntax_error(const std::string& dsn) {
-  PgConnInfo info;
-  try {
-    info = PgConnInfo::parse(dsn);
-  } catch (const std::invalid_argument& e) {
-    return std::string("not a valid libpq connection string or URI: ") + e.what();
-  }
-  const SecretScrubber scrub({info.get("password").value_or("")});
-  for (const char* key : {"host", "hostaddr"}) {
-    if (auto hosts = info.get(key); hosts && !plausible_host_list(*hosts))
-      return std::string(key) + " is not a host name, IP address or socket directory (" + kEncodeHint + ")";
-  }
-  if (auto port = info.get("port"); port && !valid_port_list(*port)) {
-    if (info.was_uri()) return std::string("a port is not a number from 1 to 65535 (") + kEncodeHint + ")";
-    return "port '" + scrub.scrub(port->substr(0, 32)) + "' is not a number from 1 to 65535";
-  }
-  // libpq checks sslmode only when connecting, where `run` would retry it forever.
-  static const std::set<std::string> kSslModes = {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"};
-  if (auto mode = info.get("sslmode"); mode && !kSslModes.count(*mode))
-    return "sslmode '" + scrub.scrub(mode->substr(0, 32)) +
-           "' is not one of disable, allow, prefer, require, verify-ca, verify-full";
-  // postgresql://user:pa/ss@host/db splits at the '/': the rest lands in the database name.
-  if (auto db = info.get("dbname"); info.was_uri() && db && db->find('@') != std::string::npos)
-    return std::string("the database name holds '@' (") + kEncodeHint + ")";
-  return std::nullopt;
-}
 
 std::optional<std::string> amqp_uri_syntax_error(const std::string& uri) {
   std::string copy = uri;  // amqp_parse_url writes into its argument
   amqp_connection_info info;
   amqp_default_connection_info(&info);
-  if (amqp_parse_url(copy.data(), &info) != AMQP_STATUS_OK || !plausible_host(info.host))
+  if (amqp_parse_url(copy.data(), &info) != AMQP_STATUS_OK || !outbox::plausible_host(info.host))
     return "not a valid amqp://user:password@host:port/vhost URI (a port of 1-65535, the vhost "
            "URL-encoded: %2f for /, and @, :, /, ?, # and % in the user and password "
            "percent-encoded); the value is not shown, it may hold a password";
   return std::nullopt;
+}
+
+ListenAddress parse_listen_address(const std::string& listen) {
+  // "9187" and ":9187" name a port on kDefaultHttpHost.
+  const auto colon = listen.rfind(':');
+  std::string host = colon == std::string::npos || colon == 0 ? kDefaultHttpHost : listen.substr(0, colon);
+  const std::string port_text = colon == std::string::npos ? listen : listen.substr(colon + 1);
+  if (port_text.empty())
+    throw std::invalid_argument("expected host:port or a port, e.g. 127.0.0.1:9187 or 9187, got '" +
+                                outbox::one_line(listen, 80) + "'");
+  if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port_text) > 65535)
+    throw std::invalid_argument("port must be a number from 0 to 65535, got '" +
+                                outbox::one_line(port_text, 20) + "'");
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host == "localhost") host = "127.0.0.1";
+  boost::system::error_code ec;
+  boost::asio::ip::make_address(host, ec);  // the parser HttpServer binds with
+  if (ec)
+    throw std::invalid_argument("host must be an IP address (or localhost), got '" +
+                                outbox::one_line(host, 80) + "'");
+  return {host, static_cast<unsigned short>(std::stoi(port_text))};
 }
 
 }  // namespace relay

@@ -1,4 +1,4 @@
-#include "preflight.h"
+#include "config/preflight.h"
 
 #include <pqxx/pqxx>
 
@@ -16,7 +16,7 @@ constexpr const char* kRelayUpdatedColumns[] = {"attempts", "next_attempt_at", "
 }  // namespace
 
 std::vector<std::string> missing_privileges(pqxx::connection_base& conn, const std::string& schema,
-                                            bool retention) {
+                                            bool retention, bool delete_on_publish) {
   const auto table = outbox::quoted_identifier(schema, "postgres.schema") + ".outbox";
   pqxx::read_transaction tx(conn);
   if (tx.exec_params1("SELECT to_regnamespace($1) IS NULL",
@@ -32,6 +32,7 @@ std::vector<std::string> missing_privileges(pqxx::connection_base& conn, const s
   };
   std::vector<Need> needs = {{"SELECT", "reads pending rows"}};
   if (retention) needs.push_back({"DELETE", "retention deletes old published rows"});
+  if (delete_on_publish && !retention) needs.push_back({"DELETE", "relay.on_publish: delete removes rows at ack"});
   std::vector<std::string> missing;
   for (const auto& n : needs)
     if (!tx.exec_params1("SELECT has_table_privilege(current_user, $1, $2)", table, n.privilege)[0].as<bool>())
@@ -50,7 +51,8 @@ std::vector<std::string> missing_privileges(pqxx::connection_base& conn, const s
 }
 
 void preflight(pqxx::connection_base& conn, const RelayConfig& config) {
-  auto missing = missing_privileges(conn, config.postgres.schema, config.retention.enabled);
+  auto missing = missing_privileges(conn, config.postgres.schema, config.retention.enabled,
+                                    config.relay.on_publish == OnPublish::kDelete);
   if (!missing.empty()) {
     std::string role;
     {

@@ -7,7 +7,7 @@
 
 #include <pqxx/connection>
 
-#include "config.h"
+#include "config/config.h"
 
 namespace relay {
 
@@ -20,10 +20,10 @@ class PreflightError : public std::runtime_error {
 // What the relay's role lacks, one entry per privilege, e.g.
 // `UPDATE on "outbox".outbox of column(s) parked_at (claims rows FOR UPDATE ...)`.
 // UPDATE is checked per column: the relay needs it on its state columns only.
-// DELETE is needed only when `retention` is on. Throws PreflightError when the
-// outbox table does not exist.
+// DELETE is needed only when `retention` is on or rows are deleted at ack
+// (relay.on_publish: delete). Throws PreflightError when the outbox table does not exist.
 std::vector<std::string> missing_privileges(pqxx::connection_base& conn, const std::string& schema,
-                                            bool retention);
+                                            bool retention, bool delete_on_publish = false);
 
 // Throws PreflightError naming the role and each missing privilege, or when
 // postgres.require_tls is set and the session is not encrypted.

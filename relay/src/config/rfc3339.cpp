@@ -1,4 +1,4 @@
-#include "rfc3339.h"
+#include "config/rfc3339.h"
 
 #include <regex>
 

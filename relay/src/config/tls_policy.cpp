@@ -1,8 +1,8 @@
-#include "tls_policy.h"
+#include "config/tls_policy.h"
 
 namespace relay {
 
-std::string TlsPolicy::pg_sslmode(const PgConnInfo& dsn, const char* pgsslmode_env) {
+std::string TlsPolicy::pg_sslmode(const outbox::PgConnInfo& dsn, const char* pgsslmode_env) {
   if (auto mode = dsn.get("sslmode")) return *mode;
   if (pgsslmode_env && *pgsslmode_env) return pgsslmode_env;
   return "prefer";

@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "config.h"
-#include "pg_conninfo.h"
+#include "config/config.h"
+#include "outbox/pg_conninfo.h"
 
 namespace relay {
 
@@ -19,7 +19,7 @@ class TlsPolicy {
  public:
   // The sslmode libpq will use: the connection string's (the last one written, as
   // libpq reads it), else `pgsslmode_env` (PGSSLMODE; may be null), else "prefer".
-  static std::string pg_sslmode(const PgConnInfo& dsn, const char* pgsslmode_env);
+  static std::string pg_sslmode(const outbox::PgConnInfo& dsn, const char* pgsslmode_env);
   static bool pg_verified(const std::string& sslmode) { return sslmode == "verify-full"; }
   static bool amqp_verified(const AmqpConfig& amqp);
 

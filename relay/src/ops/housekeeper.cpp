@@ -1,4 +1,4 @@
-#include "housekeeper.h"
+#include "ops/housekeeper.h"
 
 #include <spdlog/spdlog.h>
 
@@ -6,8 +6,8 @@
 
 #include "outbox/duration.h"
 #include "outbox/one_line.h"
-#include "outbox_cleaner.h"
-#include "outbox_store.h"
+#include "ops/outbox_cleaner.h"
+#include "publish/outbox_store.h"
 
 namespace relay {
 

@@ -6,8 +6,8 @@
 #include <mutex>
 #include <thread>
 
-#include "config.h"
-#include "relay_metrics.h"
+#include "config/config.h"
+#include "publish/relay_metrics.h"
 
 namespace relay {
 

@@ -1,4 +1,4 @@
-#include "http_connection_cap.h"
+#include "ops/http_connection_cap.h"
 
 #include <algorithm>
 #include <stdexcept>

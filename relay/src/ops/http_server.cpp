@@ -1,4 +1,4 @@
-#include "http_server.h"
+#include "ops/http_server.h"
 
 #include <spdlog/spdlog.h>
 
@@ -9,7 +9,8 @@
 #include <boost/beast/http.hpp>
 #include <unordered_map>
 
-#include "http_connection_cap.h"
+#include "config/endpoint_syntax.h"
+#include "ops/http_connection_cap.h"
 #include "outbox/one_line.h"
 
 namespace relay {
@@ -274,7 +275,8 @@ class HttpServer::Listener : public std::enable_shared_from_this<HttpServer::Lis
 HttpServer::HttpServer(net::io_context& io, const std::string& listen, HttpRoutes routes, HttpLimits limits) {
   tcp::endpoint endpoint;
   try {
-    endpoint = parse_listen_address(listen);
+    const auto address = parse_listen_address(listen);
+    endpoint = tcp::endpoint(net::ip::make_address(address.host), address.port);
   } catch (const std::invalid_argument& e) {
     throw HttpServerError(e.what());
   }
@@ -294,26 +296,5 @@ void HttpServer::stop() {
 
 std::string HttpServer::local_address() const { return listener_->local_address(); }
 
-tcp::endpoint parse_listen_address(const std::string& listen) {
-  // "9187" and ":9187" name a port on kDefaultHttpHost.
-  const auto colon = listen.rfind(':');
-  std::string host = colon == std::string::npos || colon == 0 ? kDefaultHttpHost : listen.substr(0, colon);
-  const std::string port_text = colon == std::string::npos ? listen : listen.substr(colon + 1);
-  if (port_text.empty())
-    throw std::invalid_argument("expected host:port or a port, e.g. 127.0.0.1:9187 or 9187, got '" +
-                                outbox::one_line(listen, 80) + "'");
-  if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoi(port_text) > 65535)
-    throw std::invalid_argument("port must be a number from 0 to 65535, got '" +
-                                outbox::one_line(port_text, 20) + "'");
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  if (host == "localhost") host = "127.0.0.1";
-  beast::error_code ec;
-  auto address = net::ip::make_address(host, ec);
-  if (ec)
-    throw std::invalid_argument("host must be an IP address (or localhost), got '" +
-                                outbox::one_line(host, 80) + "'");
-  return tcp::endpoint(address, static_cast<unsigned short>(std::stoi(port_text)));
-}
 
 }  // namespace relay

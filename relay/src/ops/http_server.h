@@ -58,7 +58,7 @@ class HttpServerError : public std::runtime_error {
 // not copyable.
 class HttpServer {
  public:
-  // Binds and listens on `listen` (see parse_listen_address; port 0 picks a free
+  // Binds and listens on `listen` (see config/endpoint_syntax.h, parse_listen_address; port 0 picks a free
   // port). Throws HttpServerError naming the address on failure.
   HttpServer(boost::asio::io_context& io, const std::string& listen, HttpRoutes routes, HttpLimits limits = {});
   ~HttpServer();
@@ -77,14 +77,5 @@ class HttpServer {
   class Listener;
   std::shared_ptr<Listener> listener_;
 };
-
-// The host a listen value without one binds: loopback, so the endpoint is reachable
-// from the pod network only when the configuration says so (0.0.0.0:9187).
-inline constexpr const char* kDefaultHttpHost = "127.0.0.1";
-
-// Parses "host:port" (IPv4 literal, "[IPv6]", or "localhost"), or a port alone
-// ("9187" or ":9187", bound on kDefaultHttpHost), into an endpoint. Throws
-// std::invalid_argument with a one-line reason (used by config checks).
-boost::asio::ip::tcp::endpoint parse_listen_address(const std::string& listen);
 
 }  // namespace relay

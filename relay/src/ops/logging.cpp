@@ -1,79 +1,18 @@
-#include "logging.h"
+#include "ops/logging.h"
 
-#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "outbox/json_log.h"
+
 namespace relay {
-namespace {
-
-// Length of the well-formed UTF-8 sequence starting at s[i], or 0 if there is none.
-std::size_t utf8_length(std::string_view s, std::size_t i) {
-  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  std::size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (std::size_t k = 1; k < n; ++k)
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-  // Overlong forms, surrogates and code points past U+10FFFF.
-  if ((c == 0xE0 && b(i + 1) < 0xA0) || (c == 0xED && b(i + 1) > 0x9F) ||
-      (c == 0xF0 && b(i + 1) < 0x90) || (c == 0xF4 && b(i + 1) > 0x8F))
-    return 0;
-  return n;
-}
-
-// %* in the json pattern: the message as the body of a JSON string.
-class JsonEscapedMessage : public spdlog::custom_flag_formatter {
- public:
-  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
-    auto text = json_escaped(std::string_view(msg.payload.data(), msg.payload.size()));
-    dest.append(text.data(), text.data() + text.size());
-  }
-  std::unique_ptr<custom_flag_formatter> clone() const override {
-    return std::make_unique<JsonEscapedMessage>();
-  }
-};
-
-}  // namespace
-
-std::string json_escaped(std::string_view text) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size();) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x20 || c == 0x7F) {
-      const char esc[] = {'\\', 'u', '0', '0', digits[c >> 4], digits[c & 0xF]};
-      out.append(esc, 6);
-    } else if (c >= 0x80) {
-      // Keep valid UTF-8; a stray byte (from a broker or server message) would
-      // make the whole line invalid JSON, so it becomes U+FFFD.
-      if (auto n = utf8_length(text, i)) {
-        out.append(text.substr(i, n));
-        i += n;
-        continue;
-      }
-      out += "\\ufffd";
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-    ++i;
-  }
-  return out;
-}
 
 void setup_logging(const LogConfig& config) {
   auto logger = spdlog::stderr_logger_mt("outbox-relay");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(config.level));
   if (config.format == "json") {
-    auto formatter = std::make_unique<spdlog::pattern_formatter>();
-    formatter->add_flag<JsonEscapedMessage>('*').set_pattern(
-        R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","pid":%P,"msg":"%*"})");
-    spdlog::set_formatter(std::move(formatter));
+    spdlog::set_formatter(outbox::json_log_formatter());
   } else {
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l [%P] %v");
   }

@@ -1,4 +1,4 @@
-#include "outbox_cleaner.h"
+#include "ops/outbox_cleaner.h"
 
 #include <pqxx/pqxx>
 

@@ -1,4 +1,4 @@
-#include "amqp_publisher.h"
+#include "publish/amqp_publisher.h"
 
 #include <amqp_framing.h>
 #include <spdlog/spdlog.h>
@@ -44,7 +44,12 @@ outbox::amqp::Settings amqp_settings(const AmqpConfig& c) {
   return s;
 }
 
-AmqpPublisher::AmqpPublisher(AmqpConfig config) : conn_(amqp_settings(config)) {}
+AmqpPublisher::AmqpPublisher(AmqpConfig config)
+    : conn_(amqp_settings(config)),
+      send_row_id_(config.send_row_id),
+      send_type_(config.send_type),
+      send_timestamp_(config.send_timestamp),
+      alternate_exchange_(config.alternate_exchange) {}
 
 // Best effort, bounded: a graceful close lets the broker flush its confirms.
 AmqpPublisher::~AmqpPublisher() { conn_.close(channel_); }
@@ -69,6 +74,23 @@ void AmqpPublisher::open_channel() {
   amqp_confirm_select(conn_.get(), channel_);
   check_rpc(amqp_get_rpc_reply(conn_.get()), "confirm.select");
   next_tag_ = 1;
+  if (!alternate_exchange_.empty()) check_alternate_exchange();
+}
+
+// Without `mandatory`, the alternate exchange is where unroutable messages go; if it
+// is missing they would be dropped with an ack. A passive declare fails (404) on a
+// missing exchange: the connection is then refused as a whole, and the relay waits
+// (an environment failure) instead of publishing into the void.
+void AmqpPublisher::check_alternate_exchange() {
+  amqp_exchange_declare(conn_.get(), channel_, bytes_of(alternate_exchange_), amqp_cstring_bytes("direct"),
+                        /*passive=*/1, /*durable=*/0, /*auto_delete=*/0, /*internal=*/0, amqp_empty_table);
+  try {
+    check_rpc(amqp_get_rpc_reply(conn_.get()), "exchange.declare (passive)");
+  } catch (const AmqpError& e) {
+    disconnect();
+    throw AmqpError("amqp.alternate_exchange: the exchange '" + outbox::one_line(alternate_exchange_, 80) +
+                    "' cannot be used on " + endpoint() + ": " + outbox::one_line(e.what()));
+  }
 }
 
 void AmqpPublisher::set_corked(bool corked) {
@@ -133,11 +155,13 @@ std::uint64_t AmqpPublisher::publish(const OutboundMessage& m) {
   check_frame_size(m, static_cast<std::size_t>(amqp_get_frame_max(conn_.get())));
   std::vector<amqp_table_entry_t> entries;
   entries.reserve(m.headers->size() + 1);
-  amqp_table_entry_t id_entry;
-  id_entry.key = amqp_cstring_bytes("x-outbox-id");
-  id_entry.value.kind = AMQP_FIELD_KIND_I64;
-  id_entry.value.value.i64 = m.outbox_id;
-  entries.push_back(id_entry);
+  if (send_row_id_) {
+    amqp_table_entry_t id_entry;
+    id_entry.key = amqp_cstring_bytes("x-outbox-id");
+    id_entry.value.kind = AMQP_FIELD_KIND_I64;
+    id_entry.value.value.i64 = m.outbox_id;
+    entries.push_back(id_entry);
+  }
   for (const auto& [name, value] : *m.headers) {
     amqp_table_entry_t e;
     e.key = bytes_of(name);
@@ -147,22 +171,32 @@ std::uint64_t AmqpPublisher::publish(const OutboundMessage& m) {
   }
 
   amqp_basic_properties_t props;
-  props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG |
-                 AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_TIMESTAMP_FLAG |
-                 AMQP_BASIC_HEADERS_FLAG;
+  // The contract: content type, persistent delivery, message id; the rest as
+  // configured (amqp.send_*). An empty header table is left out too.
+  props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG;
   props.content_type = bytes_of(*m.content_type);
   props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
   props.message_id = bytes_of(*m.message_id);
-  props.type = bytes_of(*m.type);
-  props.timestamp = static_cast<uint64_t>(m.created_unix_s);
-  props.headers = amqp_table_t{static_cast<int>(entries.size()), entries.data()};
+  if (send_type_) {
+    props._flags |= AMQP_BASIC_TYPE_FLAG;
+    props.type = bytes_of(*m.type);
+  }
+  if (send_timestamp_) {
+    props._flags |= AMQP_BASIC_TIMESTAMP_FLAG;
+    props.timestamp = static_cast<uint64_t>(m.created_unix_s);
+  }
+  if (!entries.empty()) {
+    props._flags |= AMQP_BASIC_HEADERS_FLAG;
+    props.headers = amqp_table_t{static_cast<int>(entries.size()), entries.data()};
+  }
   if (m.correlation_id) {
     props._flags |= AMQP_BASIC_CORRELATION_ID_FLAG;
     props.correlation_id = bytes_of(*m.correlation_id);
   }
 
   int rc = amqp_basic_publish(conn_.get(), channel_, bytes_of(*m.exchange), bytes_of(*m.routing_key),
-                              /*mandatory=*/1, /*immediate=*/0, &props, bytes_of(*m.payload));
+                              /*mandatory=*/alternate_exchange_.empty() ? 1 : 0, /*immediate=*/0, &props,
+                              bytes_of(*m.payload));
   if (rc != AMQP_STATUS_OK) {
     disconnect();
     if (encoding_error(rc))

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "broker_event.h"
-#include "config.h"
+#include "publish/broker_event.h"
+#include "config/config.h"
 #include "outbox/amqp/amqp_error.h"
 #include "outbox/amqp/connection.h"
 
@@ -108,7 +108,12 @@ class AmqpPublisher {
   BrokerEvent read_return(const amqp_frame_t& frame);
   void check_rpc(amqp_rpc_reply_t reply, const char* what);
 
+  void check_alternate_exchange();
+
   outbox::amqp::AmqpConnection conn_;
+  // amqp.send_row_id, send_type, send_timestamp, alternate_exchange.
+  bool send_row_id_, send_type_, send_timestamp_;
+  std::string alternate_exchange_;
   amqp_channel_t channel_ = 0;
   std::uint64_t next_tag_ = 1;
   bool blocked_ = false;

@@ -1,4 +1,4 @@
-#include "backoff.h"
+#include "publish/backoff.h"
 
 #include <algorithm>
 #include <cmath>

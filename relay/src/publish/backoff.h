@@ -4,7 +4,7 @@
 #include <chrono>
 #include <random>
 
-#include "config.h"
+#include "config/config.h"
 
 namespace relay {
 

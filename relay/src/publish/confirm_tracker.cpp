@@ -1,4 +1,4 @@
-#include "confirm_tracker.h"
+#include "publish/confirm_tracker.h"
 
 #include <algorithm>
 

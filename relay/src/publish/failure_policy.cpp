@@ -1,4 +1,4 @@
-#include "failure_policy.h"
+#include "publish/failure_policy.h"
 
 namespace relay {
 
@@ -20,6 +20,23 @@ CloseBlame FailurePolicy::blame_channel_close(int code) {
     default:
       return CloseBlame::kMessage;
   }
+}
+
+CloseAction FailurePolicy::on_channel_close(int reply_code, std::size_t outstanding) {
+  if (blame_channel_close(reply_code) == CloseBlame::kEnvironment) return CloseAction::kHoldAll;
+  if (outstanding == 0) return CloseAction::kHoldIdle;
+  return outstanding == 1 ? CloseAction::kChargeSole : CloseAction::kIsolate;
+}
+
+Settlement FailurePolicy::settle(ConfirmTracker::Outcome outcome, const std::string& reason, int attempts,
+                                 int max_attempts) {
+  using Action = Settlement::Action;
+  if (outcome == ConfirmTracker::Outcome::kAcked) return {Action::kMarkPublished, {}, 0};
+  const Verdict v = judge(outcome, reason);
+  if (v.retry_at_once) return {Action::kRetryAtOnce, v, 0};
+  if (!v.counts_as_attempt) return {Action::kRetryAfterBackoff, v, 1};  // the environment's: the first step
+  if (attempts + 1 >= max_attempts) return {Action::kPark, v, attempts + 1};
+  return {Action::kRetryAfterBackoff, v, attempts + 1};
 }
 
 Verdict FailurePolicy::judge(ConfirmTracker::Outcome outcome, const std::string& reason) {

@@ -2,10 +2,11 @@
 // FailurePolicy: whose fault a failed publish is: the message's own, or the
 // environment's. The one place that decides what counts as an attempt.
 
+#include <cstddef>
 #include <string>
 
-#include "confirm_tracker.h"
-#include "relay_metrics.h"
+#include "publish/confirm_tracker.h"
+#include "publish/relay_metrics.h"
 
 namespace relay {
 
@@ -31,13 +32,40 @@ struct Verdict {
   bool retry_at_once = false;
 };
 
+// What becomes of one row once its batch settled.
+struct Settlement {
+  enum class Action {
+    kMarkPublished,      // acked for its own tag: marked published
+    kRetryAtOnce,        // no attempt, due again at once (lost with the link, never sent)
+    kRetryAfterBackoff,  // due again after backoff_attempt's delay (RelayLoop's Backoff)
+    kPark,               // its own failure reached max_attempts: parked for an operator
+  };
+  Action action = Action::kRetryAtOnce;
+  Verdict verdict;          // meaningless for kMarkPublished
+  int backoff_attempt = 0;  // kRetryAfterBackoff: the attempt number whose delay applies
+};
+
+// What the relay does when the broker closes the channel, by the close's code and
+// how many published rows were still unconfirmed on it.
+enum class CloseAction {
+  kHoldAll,         // nobody's fault: the outstanding rows fail kEnvironment; publishing pauses
+  kHoldIdle,        // a message's kind of code with nothing outstanding: publishing pauses
+  kChargeSole,      // exactly one row outstanding: it is at fault (kRefused, an attempt)
+  kIsolate,         // several outstanding: publish them again in halving groups to find it
+};
+
 // Pure functions, no state: thread-safe.
 class FailurePolicy {
  public:
   static CloseBlame blame_channel_close(int reply_code);
+  static CloseAction on_channel_close(int reply_code, std::size_t outstanding);
   // A row's outcome after its batch settled, with the reason recorded for it.
   // REQUIRES: outcome != kAcked.
   static Verdict judge(ConfirmTracker::Outcome outcome, const std::string& reason);
+  // The whole decision for one row: `attempts` is what the row had before this
+  // publish, `max_attempts` is relay.max_attempts (>= 1). Any outcome, kAcked too.
+  static Settlement settle(ConfirmTracker::Outcome outcome, const std::string& reason, int attempts,
+                           int max_attempts);
   // The prefix of last_error for a row found guilty of closing the channel; the
   // relay publishes such a row alone the next time (RelayLoop::must_go_alone).
   static constexpr const char* kRefusedPrefix = "refused by broker: ";

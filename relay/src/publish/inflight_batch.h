@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "confirm_tracker.h"
-#include "outbox_store.h"
+#include "publish/confirm_tracker.h"
+#include "publish/outbox_store.h"
 
 #include <pqxx/transaction>
 

@@ -1,4 +1,4 @@
-#include "lane_manager.h"
+#include "publish/lane_manager.h"
 
 #include <unistd.h>
 

@@ -1,10 +1,10 @@
-#include "notify_listener.h"
+#include "publish/notify_listener.h"
 
 #include <algorithm>
 #include <pqxx/pqxx>
 
-#include "outbox_store.h"
-#include "pg_connect.h"
+#include "publish/outbox_store.h"
+#include "publish/pg_connect.h"
 
 namespace relay {
 namespace {

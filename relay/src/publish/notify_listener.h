@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "config.h"
+#include "config/config.h"
 
 #include <pqxx/connection>
 

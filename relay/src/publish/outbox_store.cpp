@@ -1,4 +1,4 @@
-#include "outbox_store.h"
+#include "publish/outbox_store.h"
 
 #include <nlohmann/json.hpp>
 #include <array>
@@ -8,12 +8,12 @@
 #include <unordered_map>
 #include <pqxx/pqxx>
 
-#include "failure_policy.h"
-#include "lane_manager.h"
+#include "publish/failure_policy.h"
+#include "publish/lane_manager.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
-#include "pg_connect.h"
-#include "pg_conninfo.h"
+#include "publish/pg_connect.h"
+#include "outbox/pg_conninfo.h"
 
 namespace relay {
 
@@ -28,7 +28,7 @@ std::string dsn_with_session_options(const PostgresConfig& c) {
   };
   // Rebuilt from libpq's own parse: what the configuration checked is what libpq
   // gets, and no value can be mistaken for a keyword.
-  auto info = PgConnInfo::parse(c.dsn);
+  auto info = outbox::PgConnInfo::parse(c.dsn);
   for (const auto& [key, value] : options) info.set_default(key, value);  // the user's choice wins
   // Pinned, so that neither PGSSLMODE nor a service file can weaken it.
   if (c.require_tls) info.set("sslmode", "verify-full");
@@ -143,8 +143,9 @@ void OutboxStore::connect() {
   // clock_timestamp(), not now(): the time the relay recorded the broker's acks,
   // not the start of the claim transaction.
   conn->prepare("outbox_mark_published",
-                "UPDATE " + schema_ + ".outbox SET published_at = clock_timestamp() "
-                "WHERE id = ANY($1::bigint[])");
+                delete_on_publish_ ? "DELETE FROM " + schema_ + ".outbox WHERE id = ANY($1::bigint[])"
+                                   : "UPDATE " + schema_ + ".outbox SET published_at = clock_timestamp() "
+                                     "WHERE id = ANY($1::bigint[])");
   conn->prepare("outbox_payloads",
                 "SELECT id, payload FROM " + schema_ + ".outbox WHERE id = ANY($1::bigint[])");
   conn->prepare("outbox_due",

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "config.h"
+#include "config/config.h"
 
 #include <pqxx/connection>
 #include <pqxx/result>
@@ -111,7 +111,11 @@ class OutboxStore {
   // One autocommit statement: is any pending row due? What an idle relay asks
   // instead of a claim transaction (BEGIN, claim, COMMIT).
   bool has_due_rows();
-  // One set-based statement for all ids; published_at is the time of the mark.
+  // relay.on_publish delete: mark_published() deletes the rows instead.
+  // REQUIRES: before connect().
+  void delete_on_publish(bool on) { delete_on_publish_ = on; }
+  // One set-based statement for all ids; published_at is the time of the mark (or,
+  // with delete_on_publish, the rows are deleted in `tx`).
   void mark_published(pqxx::transaction_base& tx, const std::vector<std::int64_t>& ids);
   // attempts+1, next_attempt_at, last_error; parks rows reaching `max_attempts`.
   void mark_failed(pqxx::transaction_base& tx, const std::vector<FailedRow>& rows, int max_attempts);
@@ -129,6 +133,7 @@ class OutboxStore {
   std::string schema_;  // quoted
   int key_lanes_ = 0;    // per_key ordering when > 0
   bool park_key_ = true;
+  bool delete_on_publish_ = false;
   struct ClaimColumns;
   static std::string claim_select_list();
   std::vector<ClaimedRow> decode_claim(const pqxx::result& result);

@@ -1,4 +1,4 @@
-#include "relay_loop.h"
+#include "publish/relay_loop.h"
 
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -8,7 +8,7 @@
 #include <thread>
 #include <utility>
 
-#include "failure_policy.h"
+#include "publish/failure_policy.h"
 #include "outbox/one_line.h"
 
 namespace relay {
@@ -47,8 +47,10 @@ RelayLoop::RelayLoop(RelayConfig config, const std::atomic<bool>& stop, RelayMet
       reconnect_backoff_(reconnect_settings()),
       last_summary_(Clock::now()),
       metrics_(metrics) {
-  for (int i = 0; i < config_.relay.pipeline_depth; ++i)
+  for (int i = 0; i < config_.relay.pipeline_depth; ++i) {
     stores_.push_back(std::make_unique<OutboxStore>(config_.postgres));
+    stores_.back()->delete_on_publish(config_.relay.on_publish == OnPublish::kDelete);
+  }
   if (config_.relay.ordering == Ordering::kPerKey) {
     lanes_ = std::make_unique<LaneManager>(config_.postgres.schema, config_.relay.lanes);
     for (auto& s : stores_)
@@ -110,18 +112,9 @@ int RelayLoop::run(bool exit_when_idle) {
   return 0;
 }
 
-// Connects what is not connected. REQUIRES: no batch in flight.
-bool RelayLoop::ensure_connected() {
-  bool all = amqp_.connected();
-  for (const auto& s : stores_) all = all && s->connected();
-  if (all) return true;
-  // A connection lost within a second of being made (a peer that accepts and then
-  // drops, a fault that recurs at once) must not turn into a hot reconnect loop.
-  if (last_connected_at_ != Clock::time_point{} && Clock::now() - last_connected_at_ < std::chrono::seconds(1)) {
-    idle_wait(reconnect_backoff_.delay(++quick_losses_));
-  } else {
-    quick_losses_ = 0;
-  }
+// Connects the stores, then the broker, then joins the lanes; stops at the first
+// failure and returns it ("" when everything is connected).
+std::string RelayLoop::connect_missing() {
   std::string error;
   try {
     for (std::size_t i = 0; i < stores_.size(); ++i) {
@@ -154,6 +147,22 @@ bool RelayLoop::ensure_connected() {
       primary().disconnect();
     }
   }
+  return error;
+}
+
+// Connects what is not connected. REQUIRES: no batch in flight.
+bool RelayLoop::ensure_connected() {
+  bool all = amqp_.connected();
+  for (const auto& s : stores_) all = all && s->connected();
+  if (all) return true;
+  // A connection lost within a second of being made (a peer that accepts and then
+  // drops, a fault that recurs at once) must not turn into a hot reconnect loop.
+  if (last_connected_at_ != Clock::time_point{} && Clock::now() - last_connected_at_ < std::chrono::seconds(1)) {
+    idle_wait(reconnect_backoff_.delay(++quick_losses_));
+  } else {
+    quick_losses_ = 0;
+  }
+  const std::string error = connect_missing();
   if (error.empty()) {
     if (reconnect_attempt_ > 0 || !last_connect_error_.empty())
       spdlog::info("connected again to PostgreSQL {} and AMQP {} after {} failed attempt(s)",

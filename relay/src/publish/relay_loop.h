@@ -10,16 +10,17 @@
 #include <string>
 #include <vector>
 
-#include "amqp_publisher.h"
-#include "backoff.h"
-#include "broker_event.h"
-#include "config.h"
-#include "confirm_tracker.h"
-#include "inflight_batch.h"
-#include "lane_manager.h"
-#include "notify_listener.h"
-#include "outbox_store.h"
-#include "relay_metrics.h"
+#include "publish/amqp_publisher.h"
+#include "publish/backoff.h"
+#include "publish/broker_event.h"
+#include "config/config.h"
+#include "publish/confirm_tracker.h"
+#include "publish/failure_policy.h"
+#include "publish/inflight_batch.h"
+#include "publish/lane_manager.h"
+#include "publish/notify_listener.h"
+#include "publish/outbox_store.h"
+#include "publish/relay_metrics.h"
 
 #include <pqxx/transaction>
 
@@ -69,6 +70,7 @@ class RelayLoop {
  private:
   using Clock = std::chrono::steady_clock;
   bool ensure_connected();
+  std::string connect_missing();
   OutboxStore& primary() { return *stores_.front(); }
   OutboxStore* free_store();  // connected, with no batch in flight
   bool can_claim();
@@ -81,6 +83,8 @@ class RelayLoop {
   bool held() const { return Clock::now() < hold_until_; }
   void hold_publishing(const std::string& why);
   void on_channel_closed(const BrokerEvent& event);
+  // kChargeSole: the one outstanding row provoked the close; it is settled kRefused.
+  void charge_sole_outstanding(const std::string& reason);
   void note_progress() { progress_at_ = Clock::now(); }
   void check_stall();
   bool load_payloads(InflightBatch& batch);
@@ -93,7 +97,7 @@ class RelayLoop {
   bool finish_one_settled();
   void finish_batch(InflightBatch& batch);
   void settle(InflightBatch& batch, std::vector<std::int64_t>& acked, std::vector<FailedRow>& failed);
-  FailedRow failed_row(const ClaimedRow& row, ConfirmTracker::Outcome outcome, const std::string& why);
+  FailedRow failed_row(const ClaimedRow& row, const Settlement& settlement, const std::string& why);
   bool commit_batch(InflightBatch& batch, std::size_t acked, std::size_t failed);
   void note_retries(const std::vector<FailedRow>& failed);
   void sleep_until_work();

@@ -5,9 +5,10 @@
 
 #include <chrono>
 
-#include "failure_policy.h"
+#include "publish/failure_policy.h"
+#include "outbox/log_fields.h"
 #include "outbox/one_line.h"
-#include "relay_loop.h"
+#include "publish/relay_loop.h"
 
 namespace relay {
 
@@ -30,28 +31,20 @@ void RelayLoop::on_channel_closed(const BrokerEvent& ev) {
   const bool probing = solo_;
   solo_ = false;
   last_failure_ = ev.reason;
-  if (FailurePolicy::blame_channel_close(ev.reply_code) == CloseBlame::kEnvironment) {
-    for (auto& b : inflight_) b->tracker.fail_outstanding(ev.reason, ConfirmTracker::Outcome::kEnvironment);
-    hold_publishing("AMQP " + ev.reason + "; no message is at fault");
-    return;
-  }
   const std::size_t n = outstanding();
-  if (n == 0) {
-    hold_publishing("AMQP " + ev.reason + " with nothing outstanding");
-    return;
-  }
-  if (n == 1) {
-    for (auto& b : inflight_) {
-      const std::size_t i = b->tracker.sole_outstanding();
-      if (i == static_cast<std::size_t>(-1)) continue;
-      // Once per distinct reason in a row: a missing exchange charges every row sent to it.
-      const auto level = ev.reason == last_refusal_ ? spdlog::level::debug : spdlog::level::warn;
-      last_refusal_ = ev.reason;
-      spdlog::log(level, "AMQP {}; row {} (message {}) provoked it and is charged an attempt; channel reopened",
-                  ev.reason, b->rows[i].id, outbox::one_line(b->rows[i].message_id, 64));
-      b->tracker.on_refused(i, FailurePolicy::kRefusedPrefix + ev.reason);
-    }
-    return;
+  switch (FailurePolicy::on_channel_close(ev.reply_code, n)) {
+    case CloseAction::kHoldAll:
+      for (auto& b : inflight_) b->tracker.fail_outstanding(ev.reason, ConfirmTracker::Outcome::kEnvironment);
+      hold_publishing("AMQP " + ev.reason + "; no message is at fault");
+      return;
+    case CloseAction::kHoldIdle:
+      hold_publishing("AMQP " + ev.reason + " with nothing outstanding");
+      return;
+    case CloseAction::kChargeSole:
+      charge_sole_outstanding(ev.reason);
+      return;
+    case CloseAction::kIsolate:
+      break;
   }
   // The culprit is among the outstanding: halve the group. They go back in front
   // of the suspects not yet probed, in their order.
@@ -64,6 +57,22 @@ void RelayLoop::on_channel_closed(const BrokerEvent& ev) {
   for (auto& b : inflight_) {
     const auto rows = b->tracker.take_outstanding();
     b->suspects.insert(b->suspects.begin(), rows.begin(), rows.end());
+  }
+}
+
+void RelayLoop::charge_sole_outstanding(const std::string& reason) {
+  for (auto& b : inflight_) {
+    const std::size_t i = b->tracker.sole_outstanding();
+    if (i == static_cast<std::size_t>(-1)) continue;
+    // Once per distinct reason in a row: a missing exchange charges every row sent to it.
+    const auto level = reason == last_refusal_ ? spdlog::level::debug : spdlog::level::warn;
+    last_refusal_ = reason;
+    const auto& row = b->rows[i];
+    outbox::LogFields fields{{"row_id", row.id}, {"message_id", outbox::one_line(row.message_id, 64)},
+                             {"attempt", row.attempts + 1}, {"reason", FailurePolicy::kRefusedPrefix + reason}};
+    spdlog::log(level, "AMQP {}; row {} (message {}) provoked it and is charged an attempt; channel reopened",
+                reason, row.id, outbox::one_line(row.message_id, 64));
+    b->tracker.on_refused(i, FailurePolicy::kRefusedPrefix + reason);
   }
 }
 
@@ -91,33 +100,36 @@ void RelayLoop::check_stall() {
   metrics_->set_stalled(true, why);
 }
 
-// Splits the batch by outcome; FailurePolicy decides which failures are the
-// message's own (an attempt, parked at max_attempts) and which the environment's.
+// Splits the batch by outcome; FailurePolicy::settle decides each row's fate: marked
+// published, retried (at once or after a backoff, an attempt or not) or parked.
 void RelayLoop::settle(InflightBatch& b, std::vector<std::int64_t>& acked, std::vector<FailedRow>& failed) {
   const double now_unix =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (std::size_t i = 0; i < b.rows.size(); ++i) {
     const auto& row = b.rows[i];
-    const auto outcome = b.tracker.outcome(i);
-    if (outcome == ConfirmTracker::Outcome::kAcked) {
+    const auto& reason = b.tracker.reason(i);
+    const auto s = FailurePolicy::settle(b.tracker.outcome(i), reason, row.attempts, config_.relay.max_attempts);
+    if (s.action == Settlement::Action::kMarkPublished) {
       acked.push_back(row.id);
       metrics_->enqueue_to_confirm(now_unix - row.created_unix);
       continue;
     }
-    failed.push_back(failed_row(row, outcome, b.tracker.reason(i)));
+    failed.push_back(failed_row(row, s, reason));
   }
 }
 
-FailedRow RelayLoop::failed_row(const ClaimedRow& row, ConfirmTracker::Outcome outcome, const std::string& why) {
-  const Verdict v = FailurePolicy::judge(outcome, why);
+FailedRow RelayLoop::failed_row(const ClaimedRow& row, const Settlement& s, const std::string& why) {
+  const Verdict& v = s.verdict;
   metrics_->failure(v.metric);
   FailedRow f{row.id, outbox::one_line(why.empty() ? "not published: connection lost before publish" : why), 0,
               v.counts_as_attempt};
-  if (!v.retry_at_once) f.retry_in_ms = backoff_.delay(v.counts_as_attempt ? row.attempts + 1 : 1).count();
+  if (s.action != Settlement::Action::kRetryAtOnce) f.retry_in_ms = backoff_.delay(s.backoff_attempt).count();
   if (v.counts_as_attempt) last_failure_ = "row " + std::to_string(row.id) + ": " + f.error;
-  if (v.counts_as_attempt && row.attempts + 1 >= config_.relay.max_attempts) {
+  if (s.action == Settlement::Action::kPark) {
     ++counters_.parked;
     metrics_->parked();
+    outbox::LogFields fields{{"row_id", row.id}, {"message_id", outbox::one_line(row.message_id, 64)},
+                             {"attempt", row.attempts + 1}, {"reason", f.error}};
     spdlog::warn("row {} (message {}) parked after {} attempts: {}", row.id, outbox::one_line(row.message_id, 64),
                  row.attempts + 1, f.error);
     return f;

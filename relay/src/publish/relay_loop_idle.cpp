@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "outbox/one_line.h"
-#include "relay_loop.h"
+#include "publish/relay_loop.h"
 
 namespace relay {
 

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-namespace relay {
+namespace outbox {
 
 // Replaces each occurrence of a secret, and of any fragment of one that is at least
 // `min_fragment` bytes long, with "[redacted]". A driver's error text may echo parts
@@ -24,4 +24,4 @@ class SecretScrubber {
   std::size_t min_fragment_;
 };
 
-}  // namespace relay
+}  // namespace outbox

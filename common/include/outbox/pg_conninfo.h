@@ -1,6 +1,6 @@
 #pragma once
 // PgConnInfo: a PostgreSQL connection string (keyword form or URI) exactly as libpq
-// parses it, and the keyword string the relay hands to libpq.
+// parses it, and the keyword string handed to libpq (the relay and the consumer SDK).
 
 #include <optional>
 #include <stdexcept>
@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace relay {
+namespace outbox {
 
 // Parsed with libpq's own parser (PQconninfoParse), so the relay sees what the
 // driver will use: percent-decoded URI parts, the last of a repeated keyword, quoted
@@ -39,4 +39,4 @@ class PgConnInfo {
   bool uri_ = false;
 };
 
-}  // namespace relay
+}  // namespace outbox

@@ -1,4 +1,4 @@
-#include "relay_metrics.h"
+#include "publish/relay_metrics.h"
 
 #include <fmt/format.h>
 

@@ -1,12 +1,12 @@
-#include "connection_check.h"
+#include "admin/connection_check.h"
 
 #include <pqxx/pqxx>
 
-#include "amqp_publisher.h"
+#include "publish/amqp_publisher.h"
 #include "outbox/one_line.h"
-#include "outbox_store.h"
-#include "pg_connect.h"
-#include "preflight.h"
+#include "publish/outbox_store.h"
+#include "publish/pg_connect.h"
+#include "config/preflight.h"
 
 namespace relay {
 namespace {
@@ -16,7 +16,10 @@ bool check_amqp(const AmqpConfig& amqp, const std::string& label, std::ostream& 
   try {
     AmqpPublisher publisher(amqp);
     publisher.connect();
-    out << label << ": ok (" << publisher.endpoint() << ", confirm channel open)\n";
+    out << label << ": ok (" << publisher.endpoint() << ", confirm channel open";
+    if (!amqp.alternate_exchange.empty())
+      out << ", alternate exchange '" << outbox::one_line(amqp.alternate_exchange, 80) << "' exists";
+    out << ")\n";
     return true;
   } catch (const std::exception& e) {
     out << label << ": FAILED: " << outbox::one_line(e.what()) << "\n";

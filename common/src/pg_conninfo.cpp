@@ -1,10 +1,10 @@
-#include "pg_conninfo.h"
+#include "outbox/pg_conninfo.h"
 
 #include <libpq-fe.h>
 
 #include <memory>
 
-namespace relay {
+namespace outbox {
 namespace {
 
 // libpq names the offending part in double quotes. Option and query-parameter
@@ -87,4 +87,4 @@ std::string PgConnInfo::to_string() const {
   return out;
 }
 
-}  // namespace relay
+}  // namespace outbox

@@ -5,14 +5,13 @@
 
 #include <pqxx/connection>
 
-#include "config.h"
+#include "config/config.h"
 
 namespace relay {
 
-// Connects with dsn_with_session_options(config). libpq's connection errors may
-// quote host names and other parts of the connection string; when the connection
-// fails the exception's text is scrubbed of the password and of any 4+ byte
-// fragment of it (SecretScrubber) and rethrown as the same pqxx type
+// Connects with dsn_with_session_options(config) through outbox::open_pg_connection:
+// when the connection fails, the exception's text is scrubbed of the password and
+// of any 4+ byte fragment of it and rethrown as the same pqxx type
 // (broken_connection, or sql_error with its SQLSTATE). Thread-safe.
 std::unique_ptr<pqxx::connection> connect_postgres(const PostgresConfig& config);
 

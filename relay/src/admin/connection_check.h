@@ -3,7 +3,7 @@
 
 #include <ostream>
 
-#include "config.h"
+#include "config/config.h"
 
 namespace relay {
 

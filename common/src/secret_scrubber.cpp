@@ -1,8 +1,8 @@
-#include "secret_scrubber.h"
+#include "outbox/secret_scrubber.h"
 
 #include <algorithm>
 
-namespace relay {
+namespace outbox {
 
 SecretScrubber::SecretScrubber(std::vector<std::string> secrets, std::size_t min_fragment)
     : min_fragment_(std::max<std::size_t>(1, min_fragment)) {
@@ -37,4 +37,4 @@ std::string SecretScrubber::scrub(std::string_view text) const {
   return out;
 }
 
-}  // namespace relay
+}  // namespace outbox
