@@ -32,11 +32,15 @@ AmqpBenchClient::AmqpBenchClient(const std::string& uri) : conn_(bench_settings(
 AmqpBenchClient::~AmqpBenchClient() { conn_.close(1); }
 
 void AmqpBenchClient::declare(const std::string& exchange, const std::string& queue,
-                              const std::string& routing_key) {
+                              const std::string& routing_key, bool quorum) {
   amqp_exchange_declare(conn_.get(), 1, bytes_of(exchange), amqp_cstring_bytes("direct"), 0, 1, 0, 0,
                         amqp_empty_table);
   conn_.check_rpc("exchange.declare " + exchange);
-  amqp_queue_declare(conn_.get(), 1, bytes_of(queue), 0, 1, 0, 0, amqp_empty_table);
+  amqp_table_entry_t type;
+  type.key = amqp_cstring_bytes("x-queue-type");
+  type.value.kind = AMQP_FIELD_KIND_UTF8;
+  type.value.value.bytes = amqp_cstring_bytes("quorum");
+  amqp_queue_declare(conn_.get(), 1, bytes_of(queue), 0, 1, 0, 0, quorum ? amqp_table_t{1, &type} : amqp_empty_table);
   conn_.check_rpc("queue.declare " + queue);
   amqp_queue_bind(conn_.get(), 1, bytes_of(queue), bytes_of(exchange), bytes_of(routing_key), amqp_empty_table);
   conn_.check_rpc("queue.bind");

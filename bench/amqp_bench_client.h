@@ -50,7 +50,8 @@ class AmqpBenchClient {
   AmqpBenchClient& operator=(const AmqpBenchClient&) = delete;
 
   // A durable direct exchange and a durable classic queue bound with `routing_key`.
-  void declare(const std::string& exchange, const std::string& queue, const std::string& routing_key);
+  void declare(const std::string& exchange, const std::string& queue, const std::string& routing_key,
+               bool quorum = false);
   void remove(const std::string& exchange, const std::string& queue);
   void remove_queue(const std::string& queue);
   void purge(const std::string& queue);

@@ -47,7 +47,7 @@ std::string BenchEnv::random_payload(int bytes) {
   return s;
 }
 
-BenchEnv::BenchEnv()
+BenchEnv::BenchEnv(bool quorum)
     : pg_dsn_(required_env("OUTBOX_PG_DSN")), amqp_uri_(required_env("OUTBOX_AMQP_URI")) {
   const auto salt = std::to_string(std::random_device{}() % 1000000);
   name_ = "bench_" + std::to_string(getpid()) + "_" + salt;
@@ -61,7 +61,7 @@ BenchEnv::BenchEnv()
   outbox::Migrator(name_).migrate(*pg_);
   try {
     amqp_ = std::make_unique<AmqpBenchClient>(amqp_uri_);
-    amqp_->declare(exchange_, queue_, routing_key_);
+    amqp_->declare(exchange_, queue_, routing_key_, quorum);
   } catch (...) {
     pqxx::nontransaction(*pg_).exec("DROP SCHEMA IF EXISTS \"" + name_ + "\" CASCADE");
     throw;

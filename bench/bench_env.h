@@ -18,7 +18,8 @@ class BenchEnv {
  public:
   // Reads OUTBOX_PG_DSN and OUTBOX_AMQP_URI; creates and migrates schema
   // bench_<pid>_<random>, declares its exchange and queue.
-  BenchEnv();
+  // `quorum`: the queue is declared with x-queue-type quorum.
+  explicit BenchEnv(bool quorum = false);
   ~BenchEnv();
   BenchEnv(const BenchEnv&) = delete;
   BenchEnv& operator=(const BenchEnv&) = delete;

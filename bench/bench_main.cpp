@@ -79,12 +79,13 @@ class Bench {
   Bench(const BenchOptions& o, RelaySpec spec) : o_(o), spec_(std::move(spec)) {}
 
   json run() {
-    BenchEnv env;
+    BenchEnv env(o_.queue_type == "quorum");
     ::setenv("OUTBOX_BENCH_RELAY_DSN", env.relay_dsn().c_str(), 1);
     report_["command"] = o_.command;
     report_["date"] = utc_now();
     report_["machine"] = machine();
     report_["message_bytes"] = o_.message_bytes;
+    report_["queue_type"] = o_.queue_type;
     report_["backlog"] = o_.backlog;
     report_["batch_size"] = o_.batch_size;
     report_["relay_settings"] = o_.relay_settings;

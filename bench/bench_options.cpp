@@ -78,6 +78,7 @@ std::string bench_usage() {
          "  --smoke                   tiny sizes, under a minute (CI)\n"
          "  --json FILE               write the summary as JSON\n"
          "  --message-bytes N         payload size (default 300)\n"
+         "  --queue-type classic|quorum  the bench queue's type (default classic)\n"
          "  --backlog N               rows per drain, messages per broker ceiling (default 100000)\n"
          "  --batch-size N            relay batch_size (default 500)\n"
          "  --repeats N               rounds of ceiling/drain measurements (default 3)\n"
@@ -121,7 +122,10 @@ BenchOptions parse_bench_options(int argc, char** argv) {
     const std::string& v = args[++i];
     if (a == "--json") o.json_path = v;
     else if (a == "--relay-bin") o.relay_bin = v;
-    else if (a == "--message-bytes") o.message_bytes = static_cast<int>(parse_long(a, v, 1, 1024 * 1024));
+    else if (a == "--queue-type") {
+      if (v != "classic" && v != "quorum") throw BenchUsageError(a + ": must be classic or quorum, got '" + v + "'");
+      o.queue_type = v;
+    } else if (a == "--message-bytes") o.message_bytes = static_cast<int>(parse_long(a, v, 1, 1024 * 1024));
     else if (a == "--backlog") o.backlog = parse_long(a, v, 1, kMaxRows);
     else if (a == "--batch-size") o.batch_size = static_cast<int>(parse_long(a, v, 1, 100000));
     else if (a == "--repeats") o.repeats = static_cast<int>(parse_long(a, v, 1, 100));

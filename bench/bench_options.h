@@ -18,6 +18,9 @@ struct BenchOptions {
   std::string relay_bin;
   // --message-bytes: payload size of every message (ceiling, drain, latency).
   int message_bytes = 300;
+  // --queue-type classic|quorum: the bench queue's type (quorum on a RabbitMQ cluster,
+  // deploy/local/cluster.sh: the ceiling and the drains then measure a replicated queue).
+  std::string queue_type = "classic";
   // --backlog: rows drained per drain measurement; also the messages the broker
   // ceiling publishes and the rows the PG ceiling claims, so that all three do the
   // same work (a queue growing to the same depth).

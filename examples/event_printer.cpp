@@ -1,6 +1,7 @@
 // event-printer: an example consumer that shows events arriving in a queue.
 //
-//   event-printer --declare                 declare exchange "orders", queue "order-events"
+//   event-printer --declare [--quorum]      declare exchange "orders", queue "order-events"
+//                                           (--quorum: a quorum queue, for a RabbitMQ cluster)
 //   event-printer --expect N [--idle-ms M]  consume until N distinct events or M ms of silence
 //
 // Reads OUTBOX_AMQP_URI. Prints the first few events and a summary line:
@@ -35,10 +36,17 @@ amqp_connection_state_t connect(const char* uri_env) {
   return conn;
 }
 
-void declare(amqp_connection_state_t conn) {
+// `quorum`: x-queue-type quorum (replicated over a cluster's nodes); otherwise a
+// classic queue, fine on a single development node.
+void declare(amqp_connection_state_t conn, bool quorum) {
   amqp_exchange_declare(conn, 1, amqp_cstring_bytes("orders"), amqp_cstring_bytes("topic"), 0, 1, 0, 0, amqp_empty_table);
   check(amqp_get_rpc_reply(conn), "exchange.declare");
-  amqp_queue_declare(conn, 1, amqp_cstring_bytes("order-events"), 0, 1, 0, 0, amqp_empty_table);
+  amqp_table_entry_t type;
+  type.key = amqp_cstring_bytes("x-queue-type");
+  type.value.kind = AMQP_FIELD_KIND_UTF8;
+  type.value.value.bytes = amqp_cstring_bytes("quorum");
+  amqp_queue_declare(conn, 1, amqp_cstring_bytes("order-events"), 0, 1, 0, 0,
+                     quorum ? amqp_table_t{1, &type} : amqp_empty_table);
   check(amqp_get_rpc_reply(conn), "queue.declare");
   amqp_queue_bind(conn, 1, amqp_cstring_bytes("order-events"), amqp_cstring_bytes("orders"),
                   amqp_cstring_bytes("order.#"), amqp_empty_table);
@@ -48,11 +56,12 @@ void declare(amqp_connection_state_t conn) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool declare_only = false;
+  bool declare_only = false, quorum = false;
   long expect = 0, idle_ms = 5000;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--declare") declare_only = true;
+    else if (a == "--quorum") quorum = true;
     else if (a == "--expect" && i + 1 < argc) expect = std::atol(argv[++i]);
     else if (a == "--idle-ms" && i + 1 < argc) idle_ms = std::atol(argv[++i]);
     else {
@@ -67,7 +76,7 @@ int main(int argc, char** argv) {
   }
   try {
     auto conn = connect(uri);
-    declare(conn);
+    declare(conn, quorum);
     if (declare_only) {
       std::cout << "event-printer: exchange 'orders' -> queue 'order-events' (order.#) declared\n";
       return 0;

@@ -2,6 +2,7 @@
 
 #include <amqp_framing.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "outbox/amqp/amqp_error.h"
@@ -24,7 +25,16 @@ amqp_table_entry_t boolean_entry(const std::string& key) {
 
 }  // namespace
 
-AmqpConnection::AmqpConnection(Settings settings) : settings_(std::move(settings)) {}
+AmqpConnection::AmqpConnection(Settings settings)
+    : settings_(std::move(settings)),
+      rotation_(std::max<std::size_t>(settings_.uris.size(), 1), settings_.order, settings_.order_seed) {}
+
+std::pair<const std::string*, std::string> AmqpConnection::next_uri() {
+  if (settings_.uris.empty())
+    return {&settings_.uri, settings_.uri_key.empty() ? settings_.key_prefix + "uri" : settings_.uri_key};
+  current_ = rotation_.next();
+  return {&settings_.uris[current_], settings_.key_prefix + "uris[" + std::to_string(current_) + "]"};
+}
 
 AmqpConnection::~AmqpConnection() { drop(); }
 
@@ -37,8 +47,8 @@ int AmqpConnection::socket() const { return conn_ ? amqp_get_sockfd(conn_) : -1;
 
 void AmqpConnection::open() {
   drop();
-  const AmqpUri uri = AmqpUri::parse(
-      settings_.uri, settings_.uri_key.empty() ? settings_.key_prefix + "uri" : settings_.uri_key);
+  const auto [text, key] = next_uri();
+  const AmqpUri uri = AmqpUri::parse(*text, key);
   endpoint_ = uri.endpoint();
   conn_ = amqp_new_connection();
   amqp_socket_t* socket = nullptr;
@@ -80,6 +90,7 @@ void AmqpConnection::open() {
                                    &client_properties, AMQP_SASL_METHOD_PLAIN, uri.user().c_str(),
                                    uri.password().c_str()),
         "login");
+  rotation_.connected(current_);
 }
 
 void AmqpConnection::open_channel(amqp_channel_t channel) {

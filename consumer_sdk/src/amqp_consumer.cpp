@@ -51,11 +51,23 @@ InboundMessage decode(const amqp_envelope_t& env) {
   return m;
 }
 
+// A string table entry. REQUIRES: `value` outlives the entry.
+amqp_table_entry_t utf8_entry(const char* key, const std::string& value) {
+  amqp_table_entry_t e;
+  e.key = amqp_cstring_bytes(key);
+  e.value.kind = AMQP_FIELD_KIND_UTF8;
+  e.value.value.bytes = bytes_of(value);
+  return e;
+}
+
 }  // namespace
 
 outbox::amqp::Settings amqp_settings(const RunnerOptions& o, const std::string& connection_name) {
   outbox::amqp::Settings s;
   s.uri = o.amqp_uri;
+  s.uris = o.amqp_uris;
+  s.order = o.amqp_endpoint_order;
+  s.order_seed = std::hash<std::string>{}(connection_name);  // each worker its own shuffle
   s.key_prefix = "amqp_";
   s.heartbeat_s = o.heartbeat_s;
   s.connect_timeout_ms = static_cast<int>(o.connect_timeout.count());
@@ -82,20 +94,31 @@ void AmqpConsumer::declare(const Topology& t) {
   amqp_exchange_declare(conn_.get(), 1, bytes_of(t.dead_letter_exchange), amqp_cstring_bytes("fanout"), 0, 1, 0, 0,
                         amqp_empty_table);
   rpc("declaring dead-letter exchange '" + one_line(t.dead_letter_exchange, 500) + "'");
+  static const std::string kQuorum = "quorum";  // the entry borrows its bytes
+  amqp_table_entry_t quorum = utf8_entry("x-queue-type", kQuorum);
+  const bool is_quorum = t.queue_type == QueueType::kQuorum;
   if (!t.dead_letter_queue.empty()) {
-    amqp_queue_declare(conn_.get(), 1, bytes_of(t.dead_letter_queue), 0, 1, 0, 0, amqp_empty_table);
+    amqp_queue_declare(conn_.get(), 1, bytes_of(t.dead_letter_queue), 0, 1, 0, 0,
+                       is_quorum ? amqp_table_t{1, &quorum} : amqp_empty_table);
     rpc("declaring dead-letter queue '" + one_line(t.dead_letter_queue, 500) + "'");
     amqp_queue_bind(conn_.get(), 1, bytes_of(t.dead_letter_queue), bytes_of(t.dead_letter_exchange),
                     amqp_cstring_bytes(""), amqp_empty_table);
     rpc("binding dead-letter queue '" + one_line(t.dead_letter_queue, 500) + "'");
   }
-  amqp_table_entry_t arg;
-  arg.key = amqp_cstring_bytes("x-dead-letter-exchange");
-  arg.value.kind = AMQP_FIELD_KIND_UTF8;
-  arg.value.value.bytes = bytes_of(t.dead_letter_exchange);
-  amqp_queue_declare(conn_.get(), 1, bytes_of(t.queue), 0, 1, 0, 0, amqp_table_t{1, &arg});
-  rpc("declaring queue '" + one_line(t.queue, 500) + "' with x-dead-letter-exchange '" +
-      one_line(t.dead_letter_exchange, 500) + "' (an existing queue must have the same arguments)");
+  std::vector<amqp_table_entry_t> args = {utf8_entry("x-dead-letter-exchange", t.dead_letter_exchange)};
+  if (is_quorum) args.push_back(quorum);
+  if (is_quorum && t.delivery_limit > 0) {
+    amqp_table_entry_t limit;
+    limit.key = amqp_cstring_bytes("x-delivery-limit");
+    limit.value.kind = AMQP_FIELD_KIND_I64;
+    limit.value.value.i64 = t.delivery_limit;
+    args.push_back(limit);
+  }
+  amqp_queue_declare(conn_.get(), 1, bytes_of(t.queue), 0, 1, 0, 0,
+                     amqp_table_t{static_cast<int>(args.size()), args.data()});
+  rpc("declaring " + std::string(is_quorum ? "quorum" : "classic") + " queue '" + one_line(t.queue, 500) +
+      "' with x-dead-letter-exchange '" + one_line(t.dead_letter_exchange, 500) +
+      "' (an existing queue must have the same type and arguments)");
   for (const auto& b : t.bindings) {
     amqp_exchange_declare(conn_.get(), 1, bytes_of(b.exchange), bytes_of(b.exchange_type), 0, 1, 0, 0, amqp_empty_table);
     rpc("declaring exchange '" + one_line(b.exchange, 500) + "' (" + one_line(b.exchange_type, 500) + ")");

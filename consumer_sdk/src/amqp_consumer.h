@@ -37,6 +37,8 @@ struct Topology {
   std::vector<Binding> bindings;
   std::string dead_letter_exchange;         // fanout; the queue's x-dead-letter-exchange
   std::string dead_letter_queue;            // bound to it; empty: none declared
+  QueueType queue_type = QueueType::kClassic;  // both queues
+  int delivery_limit = 0;                   // quorum: x-delivery-limit; 0 none
 };
 
 // A message as it came off the channel. The message id is raw text, checked later.

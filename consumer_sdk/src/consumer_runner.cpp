@@ -34,10 +34,21 @@ void validate_runner_options(const RunnerOptions& o) {
   if (o.pg_dsn.empty()) throw ValidationError("pg_dsn", "is required");
   // The relay's check of postgres.dsn (libpq's own parser); it names no value.
   if (auto why = pg_dsn_syntax_error(o.pg_dsn)) throw ValidationError("pg_dsn", *why);
-  if (o.amqp_uri.empty()) throw ValidationError("amqp_uri", "is required");
-  const bool tls = o.amqp_uri.rfind("amqps://", 0) == 0;
-  if (!tls && o.amqp_uri.rfind("amqp://", 0) != 0)
+  if (!o.amqp_uri.empty() && !o.amqp_uris.empty())
+    throw ValidationError("amqp_uris", "amqp_uri and amqp_uris are both set: one node or a list, not both");
+  if (o.amqp_uri.empty() && o.amqp_uris.empty()) throw ValidationError("amqp_uri", "is required (or amqp_uris)");
+  const std::string& first = o.amqp_uris.empty() ? o.amqp_uri : o.amqp_uris.front();
+  const bool tls = first.rfind("amqps://", 0) == 0;
+  if (o.amqp_uris.empty() && !tls && first.rfind("amqp://", 0) != 0)
     throw ValidationError("amqp_uri", "must start with amqp:// or amqps://");
+  for (std::size_t i = 0; i < o.amqp_uris.size(); ++i) {
+    const std::string& u = o.amqp_uris[i];
+    const std::string field = "amqp_uris[" + std::to_string(i) + "]";
+    if (u.rfind("amqp://", 0) != 0 && u.rfind("amqps://", 0) != 0)
+      throw ValidationError(field, "must start with amqp:// or amqps://");
+    if ((u.rfind("amqps://", 0) == 0) != tls)
+      throw ValidationError(field, "mixes amqp:// and amqps:// with amqp_uris[0]: every node must use the same scheme");
+  }
   if (!tls && (!o.amqp_ca_file.empty() || !o.amqp_cert_file.empty() || !o.amqp_key_file.empty()))
     throw ValidationError("amqp_uri", "amqp_ca_file, amqp_cert_file and amqp_key_file need an amqps:// URI");
   if (o.amqp_cert_file.empty() != o.amqp_key_file.empty())
@@ -60,6 +71,13 @@ void validate_runner_options(const RunnerOptions& o) {
   require_range("concurrency", o.concurrency, 1, 256);
   require_range("prefetch", o.prefetch, 1, 1000);
   require_range("max_attempts", o.max_attempts, 1, 1000);
+  if (o.delivery_limit != 0) {
+    if (o.queue_type != QueueType::kQuorum)
+      throw ValidationError("delivery_limit", "needs queue_type kQuorum (x-delivery-limit is a quorum queue argument)");
+    if (o.delivery_limit < o.max_attempts || o.delivery_limit > 1000000)
+      throw ValidationError("delivery_limit", "must be 0 or between max_attempts (" + std::to_string(o.max_attempts) +
+                                                  ") and 1000000, got " + std::to_string(o.delivery_limit));
+  }
   require_range("retry_delay_ms", o.retry_delay.count(), 0, 3600000);
   require_range("retry_delay_max_ms", o.retry_delay_max.count(), o.retry_delay.count(), 3600000);
   require_range("heartbeat_s", o.heartbeat_s, 0, 3600);
@@ -102,7 +120,7 @@ void ConsumerRunner::declare_topology() {
   settings.heartbeat_s = 0;  // a short-lived connection
   detail::AmqpConsumer setup(std::move(settings));
   setup.connect();
-  detail::Topology topology{o.queue, {}, o.dead_letter_exchange, o.dead_letter_queue};
+  detail::Topology topology{o.queue, {}, o.dead_letter_exchange, o.dead_letter_queue, o.queue_type, o.delivery_limit};
   for (const auto& b : o.bindings) topology.bindings.push_back({b.exchange, b.routing_key, b.exchange_type});
   setup.declare(topology);
 }

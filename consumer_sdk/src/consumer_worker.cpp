@@ -11,6 +11,24 @@
 #include "outbox/pg_connection.h"
 
 namespace outbox::detail {
+namespace {
+
+// How often the broker says the message was returned before (x-delivery-count, set
+// by quorum queues on a redelivery: by any consumer, also one that crashed); 0 when
+// absent or not a count.
+int broker_returns(const Delivery& d) {
+  auto it = d.headers.find("x-delivery-count");
+  if (it == d.headers.end()) return 0;
+  try {
+    long long n = std::stoll(it->second);
+    return n > 0 && n < 1000000 ? static_cast<int>(n) : 0;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
 
 ConsumerWorker::ConsumerWorker(SharedState& shared, int index)
     : shared_(shared),
@@ -71,7 +89,7 @@ void ConsumerWorker::handle(InboundMessage& m) {
     shared_.metrics->dead_lettered();
     return;
   }
-  d.attempt = shared_.retries.failures(d.message_id) + 1;
+  d.attempt = std::max(shared_.retries.failures(d.message_id), broker_returns(d)) + 1;
   LogFields fields{{"message_id", d.message_id.to_string()}, {"type", one_line(d.type, 100)}, {"attempt", d.attempt}};
   note_late_delivery(d);
 

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <iostream>
+#include <sstream>
 #include <pqxx/pqxx>
 #include <thread>
 
@@ -37,6 +38,7 @@ struct Args {
   int idle_exit_ms = 0;  // 0: run until a signal
   std::string schema = "billing";
   std::string queue = "billing.order-placed";
+  bool quorum = false;  // a quorum queue (a RabbitMQ cluster), with x-delivery-limit
 };
 
 int parse_int(const std::string& flag, const char* value, int lo, int hi) {
@@ -56,6 +58,7 @@ Args parse_args(int argc, char** argv) {
     std::string f = argv[i];
     bool has_value = i + 1 < argc;
     if (f == "--declare") a.declare_only = true;
+    else if (f == "--quorum") a.quorum = true;
     else if (f == "--concurrency" && has_value) a.concurrency = parse_int(f, argv[++i], 1, 256);
     else if (f == "--gateway-latency-ms" && has_value) a.latency_ms = parse_int(f, argv[++i], 0, 60000);
     else if (f == "--exit-when-idle-ms" && has_value) a.idle_exit_ms = parse_int(f, argv[++i], 1, 3600000);
@@ -113,13 +116,26 @@ void run(outbox::ConsumerRunner& runner, int idle_exit_ms) {
 outbox::RunnerOptions runner_options(const Args& args) {
   outbox::RunnerOptions options;
   options.pg_dsn = required_env("OUTBOX_PG_DSN");
-  options.amqp_uri = required_env("OUTBOX_AMQP_URI");
+  // OUTBOX_AMQP_URIS (a cluster's nodes, separated by spaces) or OUTBOX_AMQP_URI.
+  if (const char* uris = std::getenv("OUTBOX_AMQP_URIS"); uris && *uris) {
+    std::istringstream in(uris);
+    for (std::string u; in >> u;) options.amqp_uris.push_back(u);
+    options.amqp_endpoint_order = outbox::amqp::EndpointOrder::kShuffled;
+  } else {
+    options.amqp_uri = required_env("OUTBOX_AMQP_URI");
+  }
   options.schema = args.schema;
   options.consumer = outbox::ConsumerName("billing");
   options.queue = args.queue;
   options.bindings = {{"orders", "order.placed", "topic"}};
   options.dead_letter_exchange = "billing.dead-letter";
   options.concurrency = args.concurrency;
+  if (args.quorum) {
+    options.queue_type = outbox::QueueType::kQuorum;
+    // A handler that crashes the process on some message: the broker dead-letters
+    // it after this many deliveries (the runner retries max_attempts per process).
+    options.delivery_limit = 4 * options.max_attempts;
+  }
   options.retention = outbox::RetentionPolicy{};  // 30 days, behind a 14-day redelivery horizon
   outbox::validate_runner_options(options);
   return options;
@@ -136,7 +152,7 @@ int main(int argc, char** argv) {
     options = runner_options(args);
   } catch (const std::exception& e) {
     std::cerr << "billing-consumer: " << e.what()
-              << "\nusage: billing-consumer [--declare] [--concurrency N] [--gateway-latency-ms MS] "
+              << "\nusage: billing-consumer [--declare] [--quorum] [--concurrency N] [--gateway-latency-ms MS] "
                  "[--exit-when-idle-ms MS] [--schema NAME] [--queue NAME]\n";
     return 2;
   }

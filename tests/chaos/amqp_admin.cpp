@@ -39,7 +39,11 @@ void AmqpAdmin::declare(const Topology& t) {
   auto b = [](const std::string& s) { return amqp_cstring_bytes(s.c_str()); };
   amqp_exchange_declare(conn_, 1, b(t.exchange), amqp_cstring_bytes("direct"), 0, 1, 0, 0, amqp_empty_table);
   check("exchange.declare");
-  amqp_queue_declare(conn_, 1, b(t.queue), 0, 1, 0, 0, amqp_empty_table);
+  amqp_table_entry_t quorum;
+  quorum.key = amqp_cstring_bytes("x-queue-type");
+  quorum.value.kind = AMQP_FIELD_KIND_UTF8;
+  quorum.value.value.bytes = amqp_cstring_bytes("quorum");
+  amqp_queue_declare(conn_, 1, b(t.queue), 0, 1, 0, 0, t.quorum ? amqp_table_t{1, &quorum} : amqp_empty_table);
   check("queue.declare");
   amqp_table_entry_t args[2];
   args[0].key = amqp_cstring_bytes("x-max-length");

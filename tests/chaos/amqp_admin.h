@@ -16,6 +16,8 @@ struct Topology {
   std::string late_exchange = "chaos_late_x";   // created in the middle of the run
   std::string missing_exchange = "chaos_missing_x";  // never created
   int limited_max_length = 20;
+  // The main queue as a quorum queue (x-queue-type: quorum), for a cluster run.
+  bool quorum = false;
 };
 
 // One short-lived AMQP connection for declarations. Throws std::runtime_error

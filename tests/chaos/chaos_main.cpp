@@ -6,6 +6,7 @@
 
 #include "chaos_options.h"
 #include "chaos_run.h"
+#include "cluster_run.h"
 
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
@@ -21,6 +22,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   ::signal(SIGPIPE, SIG_IGN);  // a cut connection must not kill the driver
+  if (options.cluster) {
+    chaos::ClusterRun run(options);
+    return run.run();
+  }
   chaos::ChaosRun run(options);
   return run.run();
 }

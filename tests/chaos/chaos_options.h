@@ -16,6 +16,9 @@ struct ChaosOptions {
   int drain_timeout_s = 120;
   unsigned seed = 0;        // 0: pick one (printed, so a run can be repeated)
   bool keep_servers = false;
+  // Cluster mode (ClusterRun): 3 RabbitMQ nodes, a PostgreSQL primary and standby,
+  // node and database failovers instead of the single-server faults.
+  bool cluster = false;
   std::string repo = OUTBOX_SOURCE_DIR;
   std::string relay_bin = OUTBOX_RELAY_BIN;
 };

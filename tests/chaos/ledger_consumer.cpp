@@ -35,7 +35,8 @@ void LedgerConsumer::consume_once() {
   } closer{conn};
   auto* socket = amqp_tcp_socket_new(conn);
   timeval tv{2, 0};
-  if (!socket || amqp_socket_open_noblock(socket, options_.host.c_str(), options_.port, &tv) != AMQP_STATUS_OK)
+  const int port = options_.ports.empty() ? options_.port : options_.ports[next_port_++ % options_.ports.size()];
+  if (!socket || amqp_socket_open_noblock(socket, options_.host.c_str(), port, &tv) != AMQP_STATUS_OK)
     return;
   amqp_set_rpc_timeout(conn, &tv);
   amqp_set_handshake_timeout(conn, &tv);

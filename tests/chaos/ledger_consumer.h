@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "ledger.h"
 
@@ -18,6 +19,9 @@ struct ConsumerOptions {
   int prefetch = 500;
   // Pause after each message: a slow consumer lets a length-limited queue fill up.
   std::chrono::milliseconds per_message_delay{0};
+  // A cluster's nodes: when not empty, each (re)connect tries the next of these
+  // instead of `port`, so the consumer follows the cluster through node failures.
+  std::vector<std::uint16_t> ports;
 };
 
 // A thread with its own AMQP connection (direct to the broker, not through the
@@ -49,6 +53,7 @@ class LedgerConsumer {
   std::atomic<bool> stop_{false}, paused_{false};
   std::atomic<int> delay_ms_{0};
   std::atomic<std::uint64_t> reconnects_{0};
+  std::size_t next_port_ = 0;  // the consumer thread's own
   std::thread thread_;
 };
 

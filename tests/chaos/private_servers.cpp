@@ -28,14 +28,24 @@ bool port_free(int port) {
   return ok;
 }
 
-// A port in [36000, 45000) that is free, and whose +20000 (RabbitMQ's Erlang
-// distribution port) is free too when `with_dist`. Never the shared 35432/35673.
-std::uint16_t pick_port(std::mt19937& rng, bool with_dist, int avoid) {
-  std::uniform_int_distribution<int> pick(36000, 44999);
-  for (int i = 0; i < 200; ++i) {
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+// A port p in [36000, 45000) (OUTBOX_CHAOS_PORT_MIN/MAX narrow it, for a machine
+// shared by several runs) such that p .. p+count-1 are free, and their +20000
+// (RabbitMQ's Erlang distribution ports) too when `with_dist`, none within `count`
+// of `avoid`. Never the shared 35432/35673.
+std::uint16_t pick_port(std::mt19937& rng, bool with_dist, int avoid, int count = 1) {
+  std::uniform_int_distribution<int> pick(env_int("OUTBOX_CHAOS_PORT_MIN", 36000),
+                                          env_int("OUTBOX_CHAOS_PORT_MAX", 45000) - count);
+  for (int i = 0; i < 400; ++i) {
     int p = pick(rng);
-    if (p == avoid || !port_free(p) || (with_dist && !port_free(p + 20000))) continue;
-    return static_cast<std::uint16_t>(p);
+    bool ok = avoid == 0 || p + count <= avoid || p >= avoid + 3;
+    for (int k = 0; ok && k < count; ++k)
+      ok = port_free(p + k) && (!with_dist || port_free(p + k + 20000));
+    if (ok) return static_cast<std::uint16_t>(p);
   }
   throw std::runtime_error("no free port for the private servers");
 }
@@ -86,11 +96,12 @@ ProcessResult run_process(const std::vector<std::string>& argv_in,
   return r;
 }
 
-PrivateServers::PrivateServers(std::string repo) : repo_(std::move(repo)) {
+PrivateServers::PrivateServers(std::string repo, ServerLayout layout) : layout_(layout), repo_(std::move(repo)) {
   std::mt19937 rng(std::random_device{}());
   dir_ = "/tmp/outbox-chaos-" + std::to_string(::getpid()) + "-" + std::to_string(rng() % 100000);
-  amqp_port_ = pick_port(rng, true, 0);
-  pg_port_ = pick_port(rng, false, amqp_port_);
+  const bool cluster = layout_ == ServerLayout::kCluster;
+  amqp_port_ = pick_port(rng, true, 0, cluster ? 3 : 1);
+  pg_port_ = pick_port(rng, false, amqp_port_, cluster ? 2 : 1);
 }
 
 PrivateServers::~PrivateServers() {
@@ -103,7 +114,15 @@ PrivateServers::~PrivateServers() {
 }
 
 std::string PrivateServers::pg_dsn() const {
+  if (layout_ == ServerLayout::kCluster)
+    return "host=127.0.0.1,127.0.0.1 port=" + std::to_string(pg_port_) + "," + std::to_string(pg_port_ + 1) +
+           " user=postgres dbname=postgres target_session_attrs=read-write";
   return "host=127.0.0.1 port=" + std::to_string(pg_port_) + " user=postgres dbname=postgres";
+}
+
+std::vector<std::uint16_t> PrivateServers::amqp_ports() const {
+  if (layout_ == ServerLayout::kSingle) return {amqp_port_};
+  return {amqp_port_, static_cast<std::uint16_t>(amqp_port_ + 1), static_cast<std::uint16_t>(amqp_port_ + 2)};
 }
 
 std::string PrivateServers::amqp_uri() const {
@@ -111,12 +130,15 @@ std::string PrivateServers::amqp_uri() const {
 }
 
 std::string PrivateServers::script(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {repo_ + "/deploy/local/servers.sh"};
+  const bool cluster = layout_ == ServerLayout::kCluster;
+  std::vector<std::string> argv = {repo_ + (cluster ? "/deploy/local/cluster.sh" : "/deploy/local/servers.sh")};
   argv.insert(argv.end(), args.begin(), args.end());
-  auto r = run_process(argv, {"OUTBOX_LOCAL_DIR=" + dir_, "OUTBOX_PG_PORT=" + std::to_string(pg_port_),
-                              "OUTBOX_AMQP_PORT=" + std::to_string(amqp_port_)});
+  auto r = cluster ? run_process(argv, {"OUTBOX_CLUSTER_DIR=" + dir_, "OUTBOX_CLUSTER_PG_PORT=" + std::to_string(pg_port_),
+                                        "OUTBOX_CLUSTER_AMQP_PORT=" + std::to_string(amqp_port_)})
+                   : run_process(argv, {"OUTBOX_LOCAL_DIR=" + dir_, "OUTBOX_PG_PORT=" + std::to_string(pg_port_),
+                                        "OUTBOX_AMQP_PORT=" + std::to_string(amqp_port_)});
   if (r.exit_code != 0)
-    throw std::runtime_error("servers.sh " + (args.empty() ? "" : args[0]) + " failed (exit " +
+    throw std::runtime_error(std::string(cluster ? "cluster.sh " : "servers.sh ") + (args.empty() ? "" : args[0]) + " failed (exit " +
                              std::to_string(r.exit_code) + "): " + r.output);
   return r.output;
 }
@@ -190,6 +212,21 @@ void PrivateServers::resume_rabbitmq() {
 
 std::string PrivateServers::rabbitmqctl(const std::vector<std::string>& args) {
   std::vector<std::string> a = {"rabbitmqctl"};
+  a.insert(a.end(), args.begin(), args.end());
+  return script(a);
+}
+
+}  // namespace chaos
+
+namespace chaos {
+
+void PrivateServers::kill_node(int n) { script({"kill-node", std::to_string(n)}); }
+void PrivateServers::stop_node(int n) { script({"stop-node", std::to_string(n)}); }
+void PrivateServers::start_node(int n) { script({"start-node", std::to_string(n)}); }
+void PrivateServers::pg_failover() { script({"pg-failover"}); }
+
+std::string PrivateServers::node_rabbitmqctl(int n, const std::vector<std::string>& args) {
+  std::vector<std::string> a = {"rabbitmqctl", std::to_string(n)};
   a.insert(a.end(), args.begin(), args.end());
   return script(a);
 }

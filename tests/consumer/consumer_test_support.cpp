@@ -140,4 +140,29 @@ void declare_plain_queue(const std::string& queue) {
   close_connection(conn);
 }
 
+int take_and_crash(const std::string& queue) {
+  auto conn = open_connection();
+  amqp_basic_consume(conn, 1, bytes_of(queue), amqp_empty_bytes, 0, /*no_ack=*/0, 0, amqp_empty_table);
+  check(amqp_get_rpc_reply(conn), "basic.consume '" + queue + "'");
+  amqp_envelope_t env;
+  timeval wait{5, 0};
+  int count = -1;
+  if (amqp_consume_message(conn, &env, &wait, 0).reply_type == AMQP_RESPONSE_NORMAL) {
+    count = 0;
+    const auto& p = env.message.properties;
+    if (p._flags & AMQP_BASIC_HEADERS_FLAG)
+      for (int i = 0; i < p.headers.num_entries; ++i) {
+        const auto& e = p.headers.entries[i];
+        if (std::string(static_cast<const char*>(e.key.bytes), e.key.len) != "x-delivery-count") continue;
+        const auto& v = e.value;
+        count = v.kind == AMQP_FIELD_KIND_I64 ? static_cast<int>(v.value.i64)
+              : v.kind == AMQP_FIELD_KIND_I32 ? v.value.i32
+              : v.kind == AMQP_FIELD_KIND_U8  ? v.value.u8 : -2;
+      }
+    amqp_destroy_envelope(&env);
+  }
+  amqp_destroy_connection(conn);  // no ack, no close: as a process that died
+  return count;
+}
+
 }  // namespace testenv

@@ -62,4 +62,9 @@ std::uint32_t consumer_count(const std::string& queue);
 // Declares a durable queue with no arguments (as a hand-made queue would be).
 void declare_plain_queue(const std::string& queue);
 
+// A consumer that dies while handling: takes one message from `queue` and drops its
+// connection without an ack. Returns the message's x-delivery-count header (0 when
+// absent), or -1 when no message came within 5 s.
+int take_and_crash(const std::string& queue);
+
 }  // namespace testenv

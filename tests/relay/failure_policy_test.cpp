@@ -19,8 +19,8 @@ TEST_CASE("connection and server failures are nobody's attempt") {
     CHECK_MESSAGE(FailurePolicy::blame_channel_close(code) == CloseBlame::kEnvironment, code);
 }
 
-TEST_CASE("a nack, a return, an undecodable row and a refused row each count as an attempt") {
-  for (auto o : {Outcome::kNacked, Outcome::kReturned, Outcome::kInvalid, Outcome::kRefused}) {
+TEST_CASE("a return, an undecodable row and a refused row each count as an attempt") {
+  for (auto o : {Outcome::kReturned, Outcome::kInvalid, Outcome::kRefused}) {
     auto v = FailurePolicy::judge(o, "why");
     CHECK(v.counts_as_attempt);
     CHECK_FALSE(v.retry_at_once);  // its own backoff
@@ -49,6 +49,13 @@ TEST_CASE("a row lost to a server's channel close is no attempt but waits its ba
   CHECK(v.metric == FailureReason::kChannelClosed);
 }
 
+TEST_CASE("a nack (a quorum queue without a majority, a full queue) is no attempt but waits its backoff") {
+  auto v = FailurePolicy::judge(Outcome::kNacked, "nacked by broker");
+  CHECK_FALSE(v.counts_as_attempt);
+  CHECK_FALSE(v.retry_at_once);
+  CHECK(v.metric == FailureReason::kNack);
+}
+
 // The settle policy as one table: every outcome a published (or unpublishable) row
 // can have, with the cause behind it, at the first try, the last but one and the last.
 namespace {
@@ -67,7 +74,8 @@ struct Row {
 };
 
 const Row kTable[] = {
-    {"nack", Outcome::kNacked, "nacked by broker", true, false, FailureReason::kNack},
+    // A nack carries no cause (no quorum majority, a full queue): the environment's.
+    {"nack", Outcome::kNacked, "nacked by broker", false, false, FailureReason::kNack},
     {"return (unroutable)", Outcome::kReturned, "returned by broker: 312 NO_ROUTE", true, false,
      FailureReason::kReturned},
     {"channel close by a message's code, row alone", Outcome::kRefused,

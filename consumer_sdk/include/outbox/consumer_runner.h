@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "outbox/amqp/endpoint_rotation.h"
 #include "outbox/consumer_counters.h"
 #include "outbox/consumer_name.h"
 #include "outbox/delivery.h"
@@ -32,6 +33,12 @@ enum class Deduplication {
   kNone,   // the handler makes duplicates harmless itself (natural key, state transition)
 };
 
+// RunnerOptions::queue_type.
+enum class QueueType {
+  kClassic,  // a classic queue: lives on one node
+  kQuorum,   // x-queue-type: quorum, replicated (Raft) over the cluster's nodes
+};
+
 struct RunnerOptions {
   std::string pg_dsn;                   // libpq connection string; never logged
   std::string schema = "outbox";        // schema of the inbox table (and of any consumer outbox)
@@ -39,6 +46,13 @@ struct RunnerOptions {
   // amqp://user:password@host:port/vhost, or amqps:// for TLS; never logged.
   // Percent-encode @ : / % in the user name and password.
   std::string amqp_uri;
+  // The nodes of a broker cluster, each a URI as above (all amqp:// or all amqps://;
+  // the TLS settings apply to every one); exactly one of amqp_uri and amqp_uris is
+  // set. Each worker connects to one node and, when its connection is lost or a node
+  // refuses it, tries the next after its reconnect backoff.
+  std::vector<std::string> amqp_uris;
+  // kShuffled spreads the workers (each with its own order) over the nodes.
+  outbox::amqp::EndpointOrder amqp_endpoint_order = outbox::amqp::EndpointOrder::kInOrder;
   // amqps:// only (like the relay's amqp.ca_file, cert_file, key_file, verify_hostname).
   // The broker's certificate is always verified (TLS 1.2 or later): against this PEM
   // CA file, or the system's CA store when empty.
@@ -46,6 +60,17 @@ struct RunnerOptions {
   std::string amqp_cert_file, amqp_key_file;  // client certificate and key (PEM), both or neither
   bool amqp_verify_hostname = true;     // the certificate must name the URI's host
   std::string queue;                    // required; declared durable
+  // kQuorum declares the queue (and its dead-letter queue) with x-queue-type quorum:
+  // replicated to a majority of a cluster's nodes, so it survives a node failure.
+  // kClassic (one node's queue) suits a single development broker. An existing queue
+  // must have been declared the same way (the broker refuses a change of type).
+  QueueType queue_type = QueueType::kClassic;
+  // kQuorum only: x-delivery-limit, 0 for none. The broker dead-letters a message
+  // returned this many times, whoever returned it: the backstop for a message whose
+  // handler crashes the process (the per-process count of max_attempts starts over
+  // with each process). Must be at least max_attempts, so that an ordinary failing
+  // handler is dead-lettered by the runner first.
+  int delivery_limit = 0;
   std::vector<QueueBinding> bindings;   // declared and bound to the queue
   // Required. Declared (fanout, durable) and set as the queue's x-dead-letter-exchange:
   // rejected messages go there instead of vanishing.

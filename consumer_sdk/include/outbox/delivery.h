@@ -23,7 +23,9 @@ struct Delivery {
   // The AMQP timestamp property (whole seconds), when the producer set one.
   std::optional<std::chrono::system_clock::time_point> timestamp;
   bool redelivered = false;                    // the broker's redelivered flag
-  int attempt = 1;                             // 1 on the first try seen by this process
+  // 1 on the first try seen by this process; on a quorum queue at least one more
+  // than the broker's x-delivery-count (returns by any consumer, crashed ones too).
+  int attempt = 1;
 };
 
 }  // namespace outbox

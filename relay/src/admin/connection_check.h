@@ -11,8 +11,9 @@ namespace relay {
 // exists, the role's privileges, TLS when required) and once to the broker (login,
 // a confirm-mode channel), each within its configured connect timeout and without
 // retrying, unlike `run`, which waits for servers that are not up yet. Prints one
-// line per server to `out`, errors on one line and without secrets. Returns true
-// when both checks passed.
+// line per server to `out` (with amqp.uris, one per node and a count), errors on one
+// line and without secrets. Returns true when PostgreSQL passed and at least one
+// broker node did (a cluster with a node down still serves the relay).
 bool check_connections(const RelayConfig& config, std::ostream& out);
 
 }  // namespace relay

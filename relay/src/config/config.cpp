@@ -79,6 +79,20 @@ class SectionReader {
       fail(v, key_path(key), secret ? "must not be empty" : "must not be empty");
   }
 
+  // A non-empty sequence of non-empty strings, ${...} expanded; each item a secret.
+  void string_list(const std::string& key, std::vector<std::string>& out) {
+    auto v = take(key);
+    if (!v) return;
+    if (!v.IsSequence() || v.size() == 0)
+      fail(v, key_path(key), "expected a non-empty list of strings, got " + (v.IsSequence() ? "an empty list" : shown(v)));
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::string item_key = key_path(key) + "[" + std::to_string(i) + "]";
+      if (!v[i].IsScalar()) fail(v[i], item_key, "expected a string, got a " + kind(v[i]));
+      out.push_back(expand_env(v[i], item_key, v[i].Scalar()));
+      if (out.back().empty()) fail(v[i], item_key, "must not be empty");
+    }
+  }
+
   void boolean(const std::string& key, bool& out) {
     auto v = take(key);
     if (!v) return;
@@ -300,12 +314,34 @@ void read_postgres(const YAML::Node& n, const std::string& origin, PostgresConfi
     if (auto why = TlsPolicy::pg_refusal(*mode)) r.fail(n["require_tls"], "postgres.require_tls", *why);
 }
 
+// amqp.uri or amqp.uris (exactly one), each URI amqp:// or amqps://, all the same.
+void read_amqp_endpoints(SectionReader& r, const YAML::Node& n, AmqpConfig& c) {
+  if (n["uri"] && n["uris"])
+    r.fail(n["uris"], "amqp.uris", "amqp.uri and amqp.uris are both given: use uri for one node or uris for a list");
+  if (!n["uris"]) {
+    r.string("uri", c.uri, true, true);
+    if (c.uri.rfind("amqp://", 0) != 0 && c.uri.rfind("amqps://", 0) != 0)
+      r.fail(n["uri"], "amqp.uri", "must start with amqp:// or amqps://");
+  } else {
+    r.string_list("uris", c.uris);
+    c.uri = c.uris.front();
+    for (std::size_t i = 0; i < c.uris.size(); ++i) {
+      const std::string key = "amqp.uris[" + std::to_string(i) + "]";
+      const auto& u = c.uris[i];
+      if (u.rfind("amqp://", 0) != 0 && u.rfind("amqps://", 0) != 0) r.fail(n["uris"][i], key, "must start with amqp:// or amqps://");
+      if ((u.rfind("amqps://", 0) == 0) != (c.uri.rfind("amqps://", 0) == 0))
+        r.fail(n["uris"][i], key, "mixes amqp:// and amqps:// with amqp.uris[0]: every node must use the same scheme");
+    }
+  }
+  r.one_of("endpoint_order", c.endpoint_order,
+           std::map<std::string, outbox::amqp::EndpointOrder>{{"in_order", outbox::amqp::EndpointOrder::kInOrder},
+                                                              {"shuffled", outbox::amqp::EndpointOrder::kShuffled}});
+}
+
 void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c,
                std::vector<std::string>& warnings) {
   SectionReader r(n, "amqp", origin);
-  r.string("uri", c.uri, true, true);
-  if (c.uri.rfind("amqp://", 0) != 0 && c.uri.rfind("amqps://", 0) != 0)
-    r.fail(n["uri"], "amqp.uri", "must start with amqp:// or amqps://");
+  read_amqp_endpoints(r, n, c);
   r.integer("heartbeat_s", c.heartbeat_s, 0, 3600);
   r.integer("confirm_timeout_ms", c.confirm_timeout_ms, 100, 3600000);
   r.integer("publish_window", c.publish_window, 1, 65535);
@@ -321,14 +357,22 @@ void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c,
   r.boolean("send_timestamp", c.send_timestamp);
   r.string("alternate_exchange", c.alternate_exchange, false);
   r.finish();
-  warn_inline_password(r, "uri", warnings, origin);
+  if (c.uris.empty()) warn_inline_password(r, "uri", warnings, origin);
+  for (std::size_t i = 0; i < c.uris.size(); ++i) {
+    auto item = n["uris"][i];
+    auto password = password_in(item.Scalar());
+    if (!password.empty() && password.find("${") == std::string::npos)
+      warnings.push_back(origin + ":" + std::to_string(item.Mark().line + 1) + ": amqp.uris[" + std::to_string(i) +
+                         "]: a password is written inline; move it to ${ENV_VAR} or ${file:PATH}");
+  }
   const bool tls = c.uri.rfind("amqps://", 0) == 0;
   std::string tls_key;
   if (c.require_tls)
     if (auto why = TlsPolicy::amqp_refusal(c, tls_key))
       r.fail(n[tls_key.substr(5)], tls_key, *why);
   if (!tls && (!c.ca_file.empty() || !c.cert_file.empty() || !c.key_file.empty()))
-    r.fail(n["uri"], "amqp.uri", "ca_file, cert_file and key_file need an amqps:// URI");
+    r.fail(n[c.uris.empty() ? "uri" : "uris"], c.uris.empty() ? "amqp.uri" : "amqp.uris",
+           "ca_file, cert_file and key_file need an amqps:// URI");
   if (c.cert_file.empty() != c.key_file.empty())
     r.fail(n[c.cert_file.empty() ? "key_file" : "cert_file"], "amqp.cert_file",
            "cert_file and key_file go together");
@@ -444,7 +488,12 @@ RelayConfig parse_config(const std::string& yaml_text, const std::string& origin
   // answer is known when connecting (`run` waits for them, `check-config --connect`
   // does not).
   if (auto why = outbox::pg_dsn_syntax_error(c.postgres.dsn)) top.fail(root["postgres"]["dsn"], "postgres.dsn", *why);
-  if (auto why = amqp_uri_syntax_error(c.amqp.uri)) top.fail(root["amqp"]["uri"], "amqp.uri", *why);
+  if (c.amqp.uris.empty()) {
+    if (auto why = amqp_uri_syntax_error(c.amqp.uri)) top.fail(root["amqp"]["uri"], "amqp.uri", *why);
+  }
+  for (std::size_t i = 0; i < c.amqp.uris.size(); ++i)
+    if (auto why = amqp_uri_syntax_error(c.amqp.uris[i]))
+      top.fail(root["amqp"]["uris"][i], "amqp.uris[" + std::to_string(i) + "]", *why);
   const auto mode = sslmode_of(c.postgres.dsn).value_or("prefer");
   if (auto w = TlsPolicy::unverified_warning(TlsPolicy::pg_verified(mode), mode, c.amqp))
     c.warnings.push_back(origin + ": " + *w);

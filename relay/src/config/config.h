@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "outbox/amqp/endpoint_rotation.h"
+
 namespace relay {
 
 struct PostgresConfig {
@@ -37,8 +39,18 @@ struct PostgresConfig {
 };
 
 struct AmqpConfig {
-  // amqp://user:password@host:port/vhost. Required; the password is never logged.
+  // amqp://user:password@host:port/vhost: the one-node form. Exactly one of uri and
+  // uris is required; the password is never logged. With uris, this holds the first
+  // of them (all share one scheme, so TLS checks read it).
   std::string uri;
+  // The nodes of a cluster, each a URI as above, all amqp:// or all amqps:// (the
+  // TLS settings apply to every one). The relay connects to one; when the connection
+  // is lost or a node refuses it, it tries the next (one node per attempt, with the
+  // reconnect backoff between attempts). Empty when the config used `uri`.
+  std::vector<std::string> uris;
+  // The order in which uris are tried: "in_order" (as listed; the node just lost
+  // goes last) or "shuffled" (a random order per round, so relays spread over nodes).
+  outbox::amqp::EndpointOrder endpoint_order = outbox::amqp::EndpointOrder::kInOrder;
   // AMQP heartbeat; 0 turns heartbeats off (not recommended).
   int heartbeat_s = 30;
   // How long a published row may wait for its ack/nack. At least the heartbeat.

@@ -6,6 +6,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -24,6 +25,11 @@ using outbox::amqp::to_timeval;
 outbox::amqp::Settings amqp_settings(const AmqpConfig& c) {
   outbox::amqp::Settings s;
   s.uri = c.uri;
+  s.uris = c.uris;
+  s.order = c.endpoint_order;
+  // Each relay process its own shuffle, so a fleet spreads over the nodes.
+  s.order_seed = static_cast<std::uint64_t>(::getpid()) * 0x9E3779B97F4A7C15ull ^
+                 static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   s.key_prefix = "amqp.";
   s.heartbeat_s = c.heartbeat_s;
   s.connect_timeout_ms = c.connect_timeout_ms;

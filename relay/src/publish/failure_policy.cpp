@@ -42,7 +42,12 @@ Settlement FailurePolicy::settle(ConfirmTracker::Outcome outcome, const std::str
 Verdict FailurePolicy::judge(ConfirmTracker::Outcome outcome, const std::string& reason) {
   using Outcome = ConfirmTracker::Outcome;
   switch (outcome) {
-    case Outcome::kNacked: return {true, FailureReason::kNack, false};
+    // A nack carries no cause. RabbitMQ sends one when a queue cannot take the
+    // message now: a quorum queue without a majority of its members, a full queue
+    // with overflow reject-publish, an internal queue error. None is the message's
+    // fault and all of them heal, so it is no attempt: the row waits its backoff
+    // (never at once: the queue is still unable) and is published again.
+    case Outcome::kNacked: return {false, FailureReason::kNack, false};
     case Outcome::kReturned: return {true, FailureReason::kReturned, false};
     case Outcome::kInvalid: return {true, FailureReason::kInvalid, false};
     case Outcome::kRefused: return {true, FailureReason::kChannelClosed, false};

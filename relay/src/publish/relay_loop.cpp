@@ -233,7 +233,10 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
     spdlog::error("claim failed{}: {}", sql ? " (SQLSTATE " + sql->sqlstate() + ")" : std::string(),
                   outbox::one_line(e.what()));
     batch->tx.reset();
-    if (!sql || !store->connected()) store->disconnect();
+    // 25006 read_only_sql_transaction: this server is a standby now (a demoted
+    // primary, or a DSN without target_session_attrs=read-write). A new session
+    // lets libpq find the primary; the reconnect backs off.
+    if (!sql || !store->connected() || sql->sqlstate() == "25006") store->disconnect();
     last_claim_empty_ = true;  // sleep a poll interval rather than spin on a fault
     return 0;
   }

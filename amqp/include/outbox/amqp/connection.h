@@ -4,7 +4,9 @@
 #include <amqp.h>
 
 #include <string>
+#include <utility>
 
+#include "outbox/amqp/endpoint_rotation.h"
 #include "outbox/amqp/settings.h"
 
 namespace outbox::amqp {
@@ -25,6 +27,8 @@ class AmqpConnection {
   AmqpConnection& operator=(const AmqpConnection&) = delete;
 
   // Drops any current connection, then connects and logs in (no channel open).
+  // With settings.uris, one attempt at the next endpoint of the rotation: a caller
+  // that retries with backoff moves over the cluster's nodes, one per attempt.
   // Throws AmqpError: a bad URI names the key (settings.key_prefix + "uri"), a TLS
   // file its key, a refused connection "cannot connect to host:port/vhost (TLS): ...".
   void open();
@@ -54,7 +58,12 @@ class AmqpConnection {
   int socket() const;
 
  private:
+  // The URI of the next attempt and the key naming it in errors.
+  std::pair<const std::string*, std::string> next_uri();
+
   Settings settings_;
+  EndpointRotation rotation_;
+  std::size_t current_ = 0;  // index into settings_.uris of the last attempt
   std::string endpoint_;
   amqp_connection_state_t conn_ = nullptr;
 };

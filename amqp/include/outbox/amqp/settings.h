@@ -1,8 +1,11 @@
 #pragma once
 // Settings: what it takes to open one AMQP connection (plain or TLS).
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "outbox/amqp/endpoint_rotation.h"
 
 namespace outbox::amqp {
 
@@ -13,6 +16,13 @@ struct Settings {
   // amqp://user:password@host:port/vhost or amqps://...; never logged. Special
   // characters in the user name or password must be percent-encoded (%40 for @).
   std::string uri;
+  // The nodes of a cluster, each a URI like `uri` (same scheme, TLS settings apply
+  // to every one). When not empty it replaces `uri`: each open() tries one of them,
+  // in `order` (see EndpointRotation). Errors name key_prefix + "uris[i]".
+  std::vector<std::string> uris;
+  EndpointOrder order = EndpointOrder::kInOrder;
+  // Seeds the shuffled order (give each client its own, e.g. its pid).
+  std::uint64_t order_seed = 0;
   // How errors name the settings: key_prefix + "uri", key_prefix + "ca_file", ...
   // ("amqp." for the relay's YAML, "amqp_" for the consumer's RunnerOptions).
   std::string key_prefix = "amqp.";
