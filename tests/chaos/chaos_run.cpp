@@ -60,18 +60,7 @@ void ChaosRun::log(const std::string& line) {
   std::fprintf(stderr, "[chaos %7.1f s] %s\n", s, line.c_str());
 }
 
-std::int64_t ChaosRun::scalar(const std::string& sql) {
-  for (int attempt = 0;; ++attempt) {
-    try {
-      pqxx::connection conn(servers_->pg_dsn());
-      pqxx::nontransaction tx(conn);
-      return tx.exec1(sql)[0].as<std::int64_t>();
-    } catch (const pqxx::broken_connection&) {
-      if (attempt >= 50) throw;
-      std::this_thread::sleep_for(milliseconds(200));  // a restarting server
-    }
-  }
-}
+std::int64_t ChaosRun::scalar(const std::string& sql) { return servers_->scalar(sql); }
 
 std::string ChaosRun::relay_command(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {options_.relay_bin};

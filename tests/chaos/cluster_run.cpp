@@ -60,18 +60,7 @@ void ClusterRun::log(const std::string& line) {
   std::fprintf(stderr, "[cluster %7.1f s] %s\n", s, line.c_str());
 }
 
-std::int64_t ClusterRun::scalar(const std::string& sql) {
-  for (int attempt = 0;; ++attempt) {
-    try {
-      pqxx::connection conn(servers_->pg_dsn());
-      pqxx::nontransaction tx(conn);
-      return tx.exec1(sql)[0].as<std::int64_t>();
-    } catch (const pqxx::broken_connection&) {
-      if (attempt >= 50) throw;
-      std::this_thread::sleep_for(milliseconds(200));  // a failover in progress
-    }
-  }
-}
+std::int64_t ClusterRun::scalar(const std::string& sql) { return servers_->scalar(sql); }
 
 // The relays get every node (amqp.uris, shuffled) and both PostgreSQL servers
 // (target_session_attrs=read-write); the admin config the first node only.

@@ -7,7 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <pqxx/pqxx>
+#include <thread>
 #include <random>
 #include <stdexcept>
 
@@ -229,6 +232,19 @@ std::string PrivateServers::node_rabbitmqctl(int n, const std::vector<std::strin
   std::vector<std::string> a = {"rabbitmqctl", std::to_string(n)};
   a.insert(a.end(), args.begin(), args.end());
   return script(a);
+}
+
+std::int64_t PrivateServers::scalar(const std::string& sql) const {
+  for (int attempt = 0;; ++attempt) {
+    try {
+      pqxx::connection conn(pg_dsn());
+      pqxx::nontransaction tx(conn);
+      return tx.exec1(sql)[0].as<std::int64_t>();
+    } catch (const pqxx::broken_connection&) {
+      if (attempt >= 50) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
 }
 
 }  // namespace chaos

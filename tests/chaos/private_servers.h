@@ -41,6 +41,9 @@ class PrivateServers {
   std::uint16_t amqp_port() const { return amqp_port_; }
   // Direct, not through a proxy. kCluster: both servers, target_session_attrs=read-write.
   std::string pg_dsn() const;
+  // One SQL statement on this run's PostgreSQL (the primary, by the DSN), its single
+  // integer. Retries for 10 s on a lost connection: a restarting server, a failover.
+  std::int64_t scalar(const std::string& sql) const;
   std::string amqp_uri() const;  // direct, not through a proxy; kCluster: node 1
   // Every node's AMQP port (one for kSingle).
   std::vector<std::uint16_t> amqp_ports() const;

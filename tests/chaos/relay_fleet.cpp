@@ -1,5 +1,7 @@
 #include "relay_fleet.h"
 
+#include <cstdio>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -68,6 +70,9 @@ int RelayFleet::reap_unexpected_exits() {
     int status = 0;
     if (::waitpid(pids_[i], &status, WNOHANG) == pids_[i]) {
       ++n;
+      // How it ended, for the log: a crash names its signal.
+      std::fprintf(stderr, "relay %d (pid %d) exited unasked: %s %d\n", i, static_cast<int>(pids_[i]),
+                   WIFEXITED(status) ? "exit code" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
       pids_[i] = spawn(i);
     }
   }

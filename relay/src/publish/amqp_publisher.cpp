@@ -245,8 +245,11 @@ std::optional<BrokerEvent> AmqpPublisher::decode_method(const amqp_frame_t& fram
     case AMQP_BASIC_RETURN_METHOD:
       return read_return(frame);
     case AMQP_CHANNEL_CLOSE_METHOD: {
+      // Everything read from the frame before anything is sent: the decoded method
+      // lives in rabbitmq-c's buffers, which the next RPC or a disconnect frees.
       auto* c = static_cast<amqp_channel_close_t*>(method.decoded);
-      std::string reason = "channel closed by broker: " + std::to_string(c->reply_code) + " " +
+      const int code = c->reply_code;
+      std::string reason = "channel closed by broker: " + std::to_string(code) + " " +
                            outbox::one_line(string_of(c->reply_text));
       amqp_channel_close_ok_t ok{};
       amqp_send_method(conn_.get(), frame.channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
@@ -256,18 +259,19 @@ std::optional<BrokerEvent> AmqpPublisher::decode_method(const amqp_frame_t& fram
         return BrokerEvent{Kind::kConnectionClosed, 0, false, "", reason + "; reopen failed: " + e.what()};
       }
       BrokerEvent ev{Kind::kChannelClosed, 0, false, "", reason};
-      ev.reply_code = c->reply_code;
+      ev.reply_code = code;
       return ev;
     }
     case AMQP_CONNECTION_CLOSE_METHOD: {
       auto* c = static_cast<amqp_connection_close_t*>(method.decoded);
-      std::string reason = "connection closed by broker: " + std::to_string(c->reply_code) + " " +
+      const int code = c->reply_code;  // before disconnect() frees the frame
+      std::string reason = "connection closed by broker: " + std::to_string(code) + " " +
                            outbox::one_line(string_of(c->reply_text));
       amqp_connection_close_ok_t ok{};
       amqp_send_method(conn_.get(), 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
       disconnect();
       BrokerEvent ev{Kind::kConnectionClosed, 0, false, "", reason};
-      ev.reply_code = c->reply_code;
+      ev.reply_code = code;
       return ev;
     }
     case AMQP_CONNECTION_BLOCKED_METHOD: {
