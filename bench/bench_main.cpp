@@ -17,6 +17,7 @@
 #include "bench_env.h"
 #include "bench_options.h"
 #include "measurements.h"
+#include "number_text.h"
 #include "relay_runner.h"
 #include "wire_phase.h"
 
@@ -58,12 +59,6 @@ json machine() {
   if (uname(&u) == 0) m["kernel"] = std::string(u.sysname) + " " + u.release;
   m["load_average_at_start"] = load_average();
   return m;
-}
-
-std::string fmt(double v, int decimals = 0) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
 }
 
 json to_json(const Percentiles& p) {

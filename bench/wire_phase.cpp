@@ -1,5 +1,7 @@
 #include "wire_phase.h"
 
+#include "number_text.h"
+
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -35,12 +37,6 @@ std::vector<Variant> variants() {
        })},
       {"relay, default: all of the above", WireShape::relay()},
   };
-}
-
-std::string fmt(double v, int decimals = 0) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
 }
 
 // Relay settings on top of the run's own (--relay-setting).
