@@ -64,6 +64,8 @@ void AmqpPublisher::connect() {
   conn_.open();
   channel_ = 0;
   open_channel();
+  // Once per connection, not on every channel reopen (poison isolation reopens often).
+  if (!alternate_exchange_.empty()) check_alternate_exchange();
 }
 
 void AmqpPublisher::open_channel() {
@@ -74,7 +76,6 @@ void AmqpPublisher::open_channel() {
   amqp_confirm_select(conn_.get(), channel_);
   check_rpc(amqp_get_rpc_reply(conn_.get()), "confirm.select");
   next_tag_ = 1;
-  if (!alternate_exchange_.empty()) check_alternate_exchange();
 }
 
 // Without `mandatory`, the alternate exchange is where unroutable messages go; if it
