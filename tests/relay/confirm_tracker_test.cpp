@@ -166,3 +166,16 @@ TEST_CASE("outstanding rows lost to a server failure settle with the given outco
   CHECK(t.outcome(1) == Outcome::kEnvironment);
   CHECK(t.reason(1) == "541 INTERNAL_ERROR");
 }
+
+TEST_CASE("an ack hands back exactly the rows it settled, for their confirm timing") {
+  auto t = published(5);
+  std::vector<std::size_t> rows;
+  t.on_ack(2, false, &rows);
+  CHECK(rows == std::vector<std::size_t>{1});
+  rows.clear();
+  t.on_ack(4, true, &rows);  // tags 1, 3, 4: 2 is settled already
+  CHECK(rows == std::vector<std::size_t>{0, 2, 3});
+  rows.clear();
+  t.on_ack(4, true, &rows);  // again: nothing left to settle
+  CHECK(rows.empty());
+}

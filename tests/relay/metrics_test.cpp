@@ -156,3 +156,22 @@ TEST_CASE("the first connection of each peer is not a reconnect") {
   CHECK(contains(text, "outbox_relay_reconnects_total{peer=\"postgres\"} 0\n"));
   CHECK(contains(text, "outbox_relay_reconnects_total{peer=\"amqp\"} 1\n"));
 }
+
+TEST_CASE("every stage's latency histogram and CPU counter exists from the first scrape; a row is observed in each") {
+  Registry r;
+  RelayMetrics m(r, "test");
+  auto text = r.render();
+  for (const char* stage : {"queued", "claim", "publish", "confirm", "settle"})
+    CHECK(contains(text, std::string("outbox_relay_stage_seconds_count{stage=\"") + stage + "\"} 0\n"));
+  for (const char* stage : {"claim", "decode", "publish", "settle", "mark"})
+    CHECK(contains(text, std::string("outbox_relay_stage_cpu_seconds_total{stage=\"") + stage + "\"} 0\n"));
+  m.row_stages({0.5, 0.0012, 0.0004, 0.0031, 0.002});
+  text = r.render();
+  CHECK(contains(text, "outbox_relay_stage_seconds_bucket{stage=\"confirm\",le=\"0.003\"} 0\n"));
+  CHECK(contains(text, "outbox_relay_stage_seconds_bucket{stage=\"confirm\",le=\"0.005\"} 1\n"));
+  CHECK(contains(text, "outbox_relay_stage_seconds_bucket{stage=\"claim\",le=\"0.0015\"} 1\n"));
+  CHECK(contains(text, "outbox_relay_stage_seconds_count{stage=\"queued\"} 1\n"));
+  CHECK(contains(text, "outbox_relay_stage_seconds_sum{stage=\"queued\"} 0.5\n"));
+  m.stage_cpu()[static_cast<std::size_t>(CpuStage::kDecode)]->inc(0.25);
+  CHECK(contains(r.render(), "outbox_relay_stage_cpu_seconds_total{stage=\"decode\"} 0.25\n"));
+}

@@ -55,6 +55,30 @@ std::map<std::string, double> scrape_until(const std::string& address, Done done
   return m;
 }
 
+// Each published row (and only those) has its five stages observed, and they add up
+// to created_at -> commit: at least its created_at -> ack (enqueue_to_confirm, taken
+// just before its batch's mark), at most that plus its batch's mark and commit. The
+// relay loop's CPU went into every stage.
+void check_stage_breakdown(std::map<std::string, double>& m, int published, int claimed) {
+  double total = 0;
+  for (const char* stage : {"queued", "claim", "publish", "confirm", "settle"}) {
+    INFO(stage);
+    auto at = [&](const char* part) {
+      return m[std::string("outbox_relay_stage_seconds_") + part + "{stage=\"" + stage + "\"}"];
+    };
+    CHECK(at("count") == published);
+    CHECK(at("sum") >= 0);
+    total += at("sum");
+  }
+  const double to_ack = m["outbox_relay_enqueue_to_confirm_seconds_sum"];
+  CHECK(total >= to_ack - 0.001);
+  CHECK(total <= to_ack + claimed * m["outbox_relay_mark_duration_seconds_sum"] + 0.001);
+  for (const char* stage : {"claim", "decode", "publish", "settle", "mark"}) {
+    INFO(stage);
+    CHECK(m[std::string("outbox_relay_stage_cpu_seconds_total{stage=\"") + stage + "\"}"] > 0);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("/metrics counts published, returned and parked rows and the backlog the relay sees") {
@@ -66,7 +90,8 @@ TEST_CASE("/metrics counts published, returned and parked rows and the backlog t
   auto address = testenv::wait_for_http_address([&] { return relay.log(); }, std::chrono::seconds(20));
 
   auto m = scrape_until(address, [](auto& m) {
-    return m["outbox_relay_published_total"] == 30 && m["outbox_relay_parked_rows"] == 2;
+    return m["outbox_relay_published_total"] == 30 && m["outbox_relay_parked_rows"] == 2 &&
+           m["outbox_relay_stage_seconds_count{stage=\"settle\"}"] == 30;  // observed just after the commit
   });
   CHECK(m["outbox_relay_published_total"] == 30);
   CHECK(m["outbox_relay_publish_failures_total{reason=\"returned\"}"] == 2);
@@ -84,6 +109,7 @@ TEST_CASE("/metrics counts published, returned and parked rows and the backlog t
   CHECK(m["outbox_relay_claim_duration_seconds_count"] >= 1);
   CHECK(m["outbox_relay_mark_duration_seconds_count"] >= 1);
   CHECK(m["outbox_relay_last_claim_timestamp_seconds"] > 1.7e9);
+  check_stage_breakdown(m, 30, 32);
   CHECK(m.count("outbox_relay_build_info{version=\"" + std::string(OUTBOX_TEST_VERSION) + "\"}") == 1);
   CHECK(broker.receive(30, std::chrono::milliseconds(1500)).size() == 30);
 

@@ -15,9 +15,10 @@ void ConfirmTracker::on_published(std::size_t row, std::uint64_t tag, const std:
   by_message_[message_id] = row;
 }
 
-void ConfirmTracker::settle(std::uint64_t tag, bool multiple, Outcome outcome,
-                            const std::string& reason) {
+void ConfirmTracker::settle(std::uint64_t tag, bool multiple, Outcome outcome, const std::string& reason,
+                            std::vector<std::size_t>* settled) {
   auto apply = [&](std::size_t row) {
+    if (settled) settled->push_back(row);
     auto& state = rows_[row];
     if (state.outcome == Outcome::kReturned) return;  // its ack does not make it routed
     state.outcome = outcome;
@@ -35,8 +36,8 @@ void ConfirmTracker::settle(std::uint64_t tag, bool multiple, Outcome outcome,
   by_tag_.erase(by_tag_.begin(), end);
 }
 
-void ConfirmTracker::on_ack(std::uint64_t tag, bool multiple) {
-  settle(tag, multiple, Outcome::kAcked, "");
+void ConfirmTracker::on_ack(std::uint64_t tag, bool multiple, std::vector<std::size_t>* acked_rows) {
+  settle(tag, multiple, Outcome::kAcked, "", acked_rows);
 }
 
 void ConfirmTracker::on_nack(std::uint64_t tag, bool multiple, const std::string& reason) {

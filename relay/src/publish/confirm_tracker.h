@@ -32,7 +32,8 @@ class ConfirmTracker {
   // Row `row` was published with `tag` under `message_id`.
   // REQUIRES: tags increase within a channel.
   void on_published(std::size_t row, std::uint64_t tag, const std::string& message_id);
-  void on_ack(std::uint64_t tag, bool multiple);
+  // `acked_rows` (may be null) gets the rows this ack settled, for their timing.
+  void on_ack(std::uint64_t tag, bool multiple, std::vector<std::size_t>* acked_rows = nullptr);
   void on_nack(std::uint64_t tag, bool multiple, const std::string& reason);
   // basic.return carries no tag: the row is found by message id. Its ack follows.
   void on_return(const std::string& message_id, const std::string& reason);
@@ -59,7 +60,8 @@ class ConfirmTracker {
     Outcome outcome = Outcome::kUnconfirmed;
     std::string reason;
   };
-  void settle(std::uint64_t tag, bool multiple, Outcome outcome, const std::string& reason);
+  void settle(std::uint64_t tag, bool multiple, Outcome outcome, const std::string& reason,
+              std::vector<std::size_t>* settled = nullptr);
 
   std::vector<RowState> rows_;
   std::map<std::uint64_t, std::size_t> by_tag_;              // outstanding tags only

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "publish/batch_timeline.h"
 #include "publish/confirm_tracker.h"
 #include "publish/outbox_store.h"
 
@@ -27,6 +28,7 @@ struct InflightBatch {
   std::unique_ptr<pqxx::work> tx;
   std::vector<ClaimedRow> rows;
   ConfirmTracker tracker;         // settles this batch's delivery tags only
+  BatchTimeline timeline;         // per row: claimed, published, acked (outbox_relay_stage_seconds)
   std::size_t published = 0;      // rows [0, published) went to the broker
   bool publishing_done = false;   // no more of its rows will be published
   // Rows that were outstanding when the broker closed the channel over one of them,

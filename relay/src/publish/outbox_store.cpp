@@ -10,6 +10,7 @@
 
 #include "publish/failure_policy.h"
 #include "publish/lane_manager.h"
+#include "publish/stage_cpu.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
 #include "publish/pg_connect.h"
@@ -287,6 +288,7 @@ struct OutboxStore::ClaimColumns {
 // `invalid` set (and is failed on its own as an attempt), never by throwing, which
 // would throw the whole claim away and halt every relay on one row.
 std::vector<ClaimedRow> OutboxStore::decode_claim(const pqxx::result& result) {
+  const StageCpu::Scope cpu(CpuStage::kDecode);  // the relay loop's CPU by stage (a no-op elsewhere)
   std::vector<ClaimedRow> rows;
   if (result.empty()) return rows;
   const ClaimColumns c(result);

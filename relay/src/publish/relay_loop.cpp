@@ -61,6 +61,7 @@ RelayLoop::RelayLoop(RelayConfig config, const std::atomic<bool>& stop, RelayMet
     own_metrics_ = std::make_unique<RelayMetrics>(*own_registry_, "");
     metrics_ = own_metrics_.get();
   }
+  cpu_ = std::make_unique<StageCpu>(metrics_->stage_cpu());
 }
 
 void RelayLoop::note_state() {
@@ -73,6 +74,7 @@ int RelayLoop::run(bool exit_when_idle) {
   spdlog::info("relay starting: schema '{}', batch_size {}, pipeline_depth {}, publish_window {}, listen {}",
                config_.postgres.schema, config_.relay.batch_size, config_.relay.pipeline_depth,
                config_.amqp.publish_window, config_.relay.listen);
+  const StageCpu::Install cpu(*cpu_);  // run()'s thread is the loop thread
   for (;;) {
     note_state();
     if (inflight_.empty()) {
@@ -218,7 +220,10 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
   batch->store = store;
   const int limit = config_.relay.batch_size;
   const auto t0 = Clock::now();
+  batch->timeline.claim_started(
+      t0, std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   try {
+    const StageCpu::Scope cpu(CpuStage::kClaim);
     if (probe_first && !store->has_due_rows()) {
       last_claim_empty_ = true;
       return 0;
@@ -246,6 +251,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
   if (n == 0) return 0;
   batch->claimed_at = Clock::now();
   batch->claim_ms = std::chrono::duration<double, std::milli>(batch->claimed_at - t0).count();
+  batch->timeline.claimed(n, batch->claimed_at);
   batch->tracker.reset(n);
   inflight_.push_back(std::move(batch));
   publish_some(*inflight_.back());
@@ -280,6 +286,7 @@ bool RelayLoop::publish_pending() {
 // group). A row refused before goes in a group of its own.
 bool RelayLoop::publish_probe() {
   if (outstanding() > 0) return false;
+  const StageCpu::Scope cpu(CpuStage::kPublish);
   std::size_t sent = 0;
   amqp_.set_corked(true);
   for (auto& b : inflight_) {
@@ -300,6 +307,7 @@ bool RelayLoop::publish_probe() {
 // Publishes the batch's next rows while the window has room. Returns whether any
 // went out.
 bool RelayLoop::publish_some(InflightBatch& b) {
+  const StageCpu::Scope cpu(CpuStage::kPublish);  // acks read meanwhile go to kSettle
   const auto window = static_cast<std::size_t>(config_.amqp.publish_window);
   std::size_t sent = 0;
   amqp_.set_corked(true);  // full TCP segments: fewer sends for the relay, fewer receives for the broker
@@ -385,6 +393,7 @@ bool RelayLoop::publish_row(InflightBatch& b, std::size_t i) {
   std::string().swap(row.payload);  // sent: keep only what settling needs
   row.payload_loaded = false;       // a suspect fetches it again
   last_broker_progress_ = Clock::now();
+  b.timeline.published(i, last_broker_progress_);
   return true;
 }
 
@@ -464,12 +473,17 @@ void RelayLoop::connection_lost(const std::string& reason) {
 // Handles at most one broker event; false when none came within `timeout`. Tags
 // are unique on the channel, so each batch's tracker settles only its own.
 bool RelayLoop::wait_for_event(milliseconds timeout) {
+  const StageCpu::Scope cpu(CpuStage::kSettle);
   auto ev = amqp_.next_event(timeout);
   if (!ev) return false;
   last_broker_progress_ = Clock::now();
   switch (ev->kind) {
     case BrokerEvent::Kind::kAck:
-      for (auto& b : inflight_) b->tracker.on_ack(ev->tag, ev->multiple);
+      for (auto& b : inflight_) {
+        acked_rows_.clear();
+        b->tracker.on_ack(ev->tag, ev->multiple, &acked_rows_);
+        for (const auto row : acked_rows_) b->timeline.acked(row, last_broker_progress_);
+      }
       metrics_->on_acked(ev->tag, ev->multiple);
       environment_closes_ = 0;
       break;
@@ -508,10 +522,17 @@ void RelayLoop::finish_batch(InflightBatch& b) {
   try {
     std::vector<std::int64_t> acked;
     std::vector<FailedRow> failed;
-    settle(b, acked, failed);
-    b.store->mark_published(*b.tx, acked);
-    b.store->mark_failed(*b.tx, failed, config_.relay.max_attempts);
-    if (!commit_batch(b, acked.size(), failed.size())) return;
+    {
+      const StageCpu::Scope cpu(CpuStage::kSettle);
+      settle(b, acked, failed);
+    }
+    {
+      const StageCpu::Scope cpu(CpuStage::kMark);
+      b.store->mark_published(*b.tx, acked);
+      b.store->mark_failed(*b.tx, failed, config_.relay.max_attempts);
+      if (!commit_batch(b, acked.size(), failed.size())) return;
+    }
+    observe_stages(b);
     if (!acked.empty()) note_progress();
     note_retries(failed);
     metrics_->marked(seconds_since(t2));

@@ -21,6 +21,7 @@
 #include "publish/notify_listener.h"
 #include "publish/outbox_store.h"
 #include "publish/relay_metrics.h"
+#include "publish/stage_cpu.h"
 
 #include <pqxx/transaction>
 
@@ -99,6 +100,7 @@ class RelayLoop {
   void settle(InflightBatch& batch, std::vector<std::int64_t>& acked, std::vector<FailedRow>& failed);
   FailedRow failed_row(const ClaimedRow& row, const Settlement& settlement, const std::string& why);
   bool commit_batch(InflightBatch& batch, std::size_t acked, std::size_t failed);
+  void observe_stages(const InflightBatch& batch);  // after its commit: each published row's stages
   void note_retries(const std::vector<FailedRow>& failed);
   void sleep_until_work();
   bool listener_ready();
@@ -157,6 +159,8 @@ class RelayLoop {
   std::unique_ptr<outbox::metrics::Registry> own_registry_;  // when no RelayMetrics was given
   std::unique_ptr<RelayMetrics> own_metrics_;
   RelayMetrics* metrics_;
+  std::unique_ptr<StageCpu> cpu_;       // the loop thread's CPU by stage, into metrics_
+  std::vector<std::size_t> acked_rows_;  // scratch: the rows one ack settled
 };
 
 }  // namespace relay

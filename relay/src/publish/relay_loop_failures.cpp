@@ -118,6 +118,17 @@ void RelayLoop::settle(InflightBatch& b, std::vector<std::int64_t>& acked, std::
   }
 }
 
+// Each row marked published (acked: FailurePolicy marks exactly those) in a batch
+// that just committed; rows published again during an isolation count from their
+// last publish.
+void RelayLoop::observe_stages(const InflightBatch& b) {
+  const auto committed = Clock::now();
+  for (std::size_t i = 0; i < b.rows.size(); ++i) {
+    if (b.tracker.outcome(i) != ConfirmTracker::Outcome::kAcked) continue;
+    if (const auto stages = b.timeline.stages(i, b.rows[i].created_unix, committed)) metrics_->row_stages(*stages);
+  }
+}
+
 FailedRow RelayLoop::failed_row(const ClaimedRow& row, const Settlement& s, const std::string& why) {
   const Verdict& v = s.verdict;
   metrics_->failure(v.metric);

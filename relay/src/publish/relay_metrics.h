@@ -12,6 +12,8 @@
 #include <string>
 
 #include "outbox/metrics.h"
+#include "publish/batch_timeline.h"
+#include "publish/stage_cpu.h"
 
 namespace relay {
 
@@ -49,6 +51,10 @@ class RelayMetrics {
   void commit_unknown();
   // Seconds from the row's created_at (the producer's transaction) to its ack.
   void enqueue_to_confirm(double seconds);
+  // A row marked published in a committed batch: where its time went.
+  void row_stages(const RowStages& stages);
+  // The counters of outbox_relay_stage_cpu_seconds_total, by CpuStage (for StageCpu).
+  std::array<outbox::metrics::Counter*, kCpuStages> stage_cpu() const { return stage_cpu_; }
   void set_lanes_owned(std::size_t lanes);
   // Rows are due but none was published for relay.stall_after_s: `why` (one line,
   // no secret) is what /readyz reports. set_stalled(false, "") when it resumes.
@@ -85,6 +91,8 @@ class RelayMetrics {
   outbox::metrics::Gauge &pending_, &parked_rows_, &oldest_age_, &lanes_owned_;
   outbox::metrics::Histogram &batch_size_, &claim_seconds_, &mark_seconds_;
   outbox::metrics::Histogram &enqueue_to_confirm_, &publish_to_confirm_;
+  std::array<outbox::metrics::Histogram*, kLatencyStages> stage_seconds_;  // by LatencyStage
+  std::array<outbox::metrics::Counter*, kCpuStages> stage_cpu_;             // by CpuStage
   outbox::metrics::Gauge& stalled_;
   outbox::metrics::Counter &isolations_, &isolated_rows_;
   mutable std::mutex stall_mutex_;
