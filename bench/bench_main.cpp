@@ -19,6 +19,7 @@
 #include "measurements.h"
 #include "number_text.h"
 #include "relay_runner.h"
+#include "stage_breakdown.h"
 #include "wire_phase.h"
 
 namespace bench {
@@ -69,6 +70,25 @@ std::string show(const Percentiles& p) {
   return "p50 " + fmt(p.p50, 2) + " p99 " + fmt(p.p99, 2) + " p999 " + fmt(p.p999, 2) + " ms";
 }
 
+// The PG ceiling's backend CPU per row by statement: the median of the rounds.
+json to_json(const std::vector<PgStatementCpu>& rounds, const char* settle) {
+  std::vector<double> claim, settled, commit;
+  for (const auto& c : rounds) {
+    if (!c.measured) return nullptr;
+    claim.push_back(c.claim_us);
+    settled.push_back(c.settle_us);
+    commit.push_back(c.commit_us);
+  }
+  return json{{"claim", median(claim)}, {settle, median(settled)}, {"commit", median(commit)},
+              {"total", median(claim) + median(settled) + median(commit)}};
+}
+
+std::string show(const PgStatementCpu& c, const char* settle) {
+  if (!c.measured) return "not measured (the backend's /proc is not readable)";
+  return "claim " + fmt(c.claim_us, 2) + " + " + settle + " " + fmt(c.settle_us, 2) + " + commit " +
+         fmt(c.commit_us, 2) + " = " + fmt(c.claim_us + c.settle_us + c.commit_us, 2);
+}
+
 class Bench {
  public:
   Bench(const BenchOptions& o, RelaySpec spec) : o_(o), spec_(std::move(spec)) {}
@@ -106,13 +126,17 @@ class Bench {
   void rounds(BenchEnv& env) {
     std::vector<double> ceiling, pg, pg_delete, drain1, drain2, ratio, ratio2, broker_ceiling_cpu, client_cpu, broker_drain_cpu,
         pg_cpu, steady1;
+    std::vector<PgStatementCpu> pg_mark_cpu(static_cast<std::size_t>(o_.repeats)), pg_delete_cpu(pg_mark_cpu);
     for (int i = 1; i <= o_.repeats; ++i) {
       auto c = measure_broker_ceiling(env, o_.message_bytes, o_.backlog);
       ceiling.push_back(c.msgs_per_s);
       broker_ceiling_cpu.push_back(c.broker_cpu_us_per_msg);
       client_cpu.push_back(c.client_cpu_us_per_msg);
-      pg.push_back(measure_pg_ceiling(env, o_.backlog, o_.batch_size, o_.message_bytes));
-      pg_delete.push_back(measure_pg_ceiling(env, o_.backlog, o_.batch_size, o_.message_bytes, PgSettle::kDelete));
+      auto& mark_cpu = pg_mark_cpu[static_cast<std::size_t>(i - 1)];
+      auto& delete_cpu = pg_delete_cpu[static_cast<std::size_t>(i - 1)];
+      pg.push_back(measure_pg_ceiling(env, o_.backlog, o_.batch_size, o_.message_bytes, PgSettle::kMark, &mark_cpu));
+      pg_delete.push_back(
+          measure_pg_ceiling(env, o_.backlog, o_.batch_size, o_.message_bytes, PgSettle::kDelete, &delete_cpu));
       auto d1 = measure_drain(env, spec_, DrainPlan{o_.backlog, 1, o_.message_bytes});
       auto d2 = measure_drain(env, spec_, DrainPlan{o_.backlog, 2, o_.message_bytes});
       drain1.push_back(d1.msgs_per_s);
@@ -131,7 +155,8 @@ class Bench {
                 << "  CPU us/msg: ceiling: broker " << fmt(c.broker_cpu_us_per_msg, 1) << " + client "
                 << fmt(c.client_cpu_us_per_msg, 1) << "; drain: broker " << fmt(d1.broker_cpu_us_per_msg, 1)
                 << " + relay " << fmt(d1.cpu_us_per_msg, 1) << " + PostgreSQL " << fmt(d1.pg_cpu_us_per_msg, 1)
-                << "\n" << std::flush;
+                << "\n  PostgreSQL CPU us/row in the PG ceiling: mark mode " << show(mark_cpu, "mark")
+                << "; delete mode " << show(delete_cpu, "delete") << "\n" << std::flush;
     }
     report_["broker_ceiling_msgs_per_s"] = median(ceiling);
     report_["pg_claim_ceiling_rows_per_s"] = median(pg);
@@ -147,6 +172,8 @@ class Bench {
                                      {"drain_broker", median(broker_drain_cpu)},
                                      {"drain_relay", median(cpu_us_)},
                                      {"drain_postgres", median(pg_cpu)}};
+    report_["pg_ceiling_cpu_us_per_row"] = json{{"mark", to_json(pg_mark_cpu, "mark")},
+                                                {"delete", to_json(pg_delete_cpu, "delete")}};
     report_["rounds"] = json{{"broker_ceiling_msgs_per_s", ceiling}, {"pg_claim_ceiling_rows_per_s", pg},
                              {"pg_claim_delete_ceiling_rows_per_s", pg_delete},
                              {"relay_drain_msgs_per_s", drain1}, {"relay_drain_2proc_msgs_per_s", drain2},
@@ -181,7 +208,11 @@ class Bench {
   }
 
   void latency_and_idle(BenchEnv& env) {
-    RelayRunner relay(spec_.binary, relay_yaml(env.schema(), spec_.batch_size, spec_.settings), false);
+    // Its /metrics, scraped around each rate: where the time and CPU went, per stage.
+    const std::string metrics_at = "127.0.0.1:" + std::to_string(free_local_port());
+    auto settings = spec_.settings;
+    settings.push_back("http.listen=" + metrics_at);
+    RelayRunner relay(spec_.binary, relay_yaml(env.schema(), spec_.batch_size, settings), false);
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // connect
     // Warm-up, not counted: the relay's first seconds (connections, plans, the
     // broker's queue process) are not its steady state.
@@ -192,11 +223,15 @@ class Bench {
     for (long rate : o_.rates)
       if (std::labs(rate - 1000) < std::labs(headline - 1000)) headline = rate;
     for (long rate : o_.rates) {
+      const auto before = scrape_metrics_settled(metrics_at);
       auto r = measure_latency(env, rate, o_.latency_seconds, o_.message_bytes);
+      const auto stages = stage_breakdown(before, scrape_metrics_settled(metrics_at));
       all.push_back(json{{"rate", r.rate}, {"achieved_rate", r.achieved_rate},
-                         {"to_confirm_ms", to_json(r.to_confirm_ms)}, {"to_receipt_ms", to_json(r.to_receipt_ms)}});
+                         {"to_confirm_ms", to_json(r.to_confirm_ms)}, {"to_receipt_ms", to_json(r.to_receipt_ms)},
+                         {"breakdown", to_json(stages)}});
       std::cout << "latency at " << rate << " msg/s (achieved " << fmt(r.achieved_rate) << "): commit->confirm "
-                << show(r.to_confirm_ms) << "; commit->receipt " << show(r.to_receipt_ms) << "\n" << std::flush;
+                << show(r.to_confirm_ms) << "; commit->receipt " << show(r.to_receipt_ms) << "\n"
+                << show(stages) << std::flush;
       if (rate == headline) {
         report_["latency_p50_ms"] = r.to_confirm_ms.p50;
         report_["latency_p99_ms"] = r.to_confirm_ms.p99;

@@ -40,9 +40,19 @@ CeilingResult measure_broker_ceiling(BenchEnv& env, int bytes, long count, const
 // DELETE, the design the relay does not use (replay, status and the retention
 // window need the published rows), measured to show what it would gain.
 enum class PgSettle { kMark, kDelete };
+// The PostgreSQL backend's CPU per claimed row in the PG ceiling, by statement, in
+// microseconds: the claim (with its BEGIN), the settle statement (mark or delete),
+// the COMMIT. `measured` is false when the backend's /proc is unreadable (a server
+// on another host).
+struct PgStatementCpu {
+  double claim_us = 0, settle_us = 0, commit_us = 0;
+  bool measured = false;
+};
 // The relay's own claim (FOR UPDATE SKIP LOCKED) and `settle` statements in batches
-// of `batch`, one client, no broker, over a backlog of `rows`. Rows/s.
-double measure_pg_ceiling(BenchEnv& env, long rows, int batch, int bytes, PgSettle settle = PgSettle::kMark);
+// of `batch`, one client, no broker, over a backlog of `rows`. Rows/s; `cpu` (may be
+// null) gets the backend's CPU per row by statement.
+double measure_pg_ceiling(BenchEnv& env, long rows, int batch, int bytes, PgSettle settle = PgSettle::kMark,
+                          PgStatementCpu* cpu = nullptr);
 
 // Producer SDK enqueue on `connections` connections, `per_tx` messages per
 // transaction (1: enqueue, more: enqueue_batch), for `seconds`. Messages/s.

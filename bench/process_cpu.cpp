@@ -26,6 +26,13 @@ std::optional<double> process_cpu_seconds(pid_t pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+std::optional<std::int64_t> process_run_ns(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
+  std::int64_t ns = 0;
+  if (!(in >> ns)) return std::nullopt;
+  return ns;
+}
+
 std::optional<pid_t> broker_pid() {
   const char* dir = std::getenv("OUTBOX_LOCAL_DIR");
   std::ifstream in(std::string(dir && *dir ? dir : "/tmp/outbox-relay-local") + "/rabbitmq/rabbitmq.pid");

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -15,6 +16,10 @@ namespace bench {
 
 // utime + stime of `pid` in seconds; nullopt when it is gone or unreadable.
 std::optional<double> process_cpu_seconds(pid_t pid);
+
+// Nanoseconds `pid` has spent on a CPU (/proc/PID/schedstat, first field: exact,
+// not sampled at clock ticks like /proc/PID/stat); nullopt when it is gone or unreadable.
+std::optional<std::int64_t> process_run_ns(pid_t pid);
 
 // The local RabbitMQ node's pid, from $OUTBOX_LOCAL_DIR/rabbitmq/rabbitmq.pid
 // (deploy/local/servers.sh); nullopt when unknown.

@@ -31,7 +31,8 @@ int decode_status(int status) {
 }  // namespace
 
 std::string relay_yaml(const std::string& schema, int batch_size, const std::vector<std::string>& extra) {
-  // "postgres.key=value" and "amqp.key=value" go to those sections, "key=value" to relay:.
+  // "postgres.key=value", "amqp.key=value" and "http.key=value" go to those sections,
+  // "key=value" to relay:.
   auto section = [&](const std::string& name) {
     std::string lines;
     for (const auto& kv : extra) {
@@ -48,6 +49,7 @@ std::string relay_yaml(const std::string& schema, int batch_size, const std::vec
   y << "postgres:\n  dsn: ${OUTBOX_BENCH_RELAY_DSN}\n  schema: " << schema << "\n" << section("postgres")
     << "amqp:\n  uri: ${OUTBOX_AMQP_URI}\n" << section("amqp")
     << "relay:\n  batch_size: " << batch_size << "\n" << section("relay");
+  if (const auto http = section("http"); !http.empty()) y << "http:\n" << http;
   // OUTBOX_BENCH_RELAY_LOG_LEVEL=debug prints each batch's phases (with
   // OUTBOX_BENCH_KEEP_LOGS=1, the logs stay in /tmp to read afterwards).
   const char* level = std::getenv("OUTBOX_BENCH_RELAY_LOG_LEVEL");

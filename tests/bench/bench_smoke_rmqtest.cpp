@@ -90,6 +90,32 @@ TEST_CASE("outbox-bench --smoke measures every phase, writes the JSON summary an
   REQUIRE(report.contains("idle_queries_per_s"));
   CHECK(report["idle_queries_per_s"].get<double>() >= 0);
   CHECK(report["latency"][0]["to_receipt_ms"]["count"].get<long>() > 0);
+  // The per-stage breakdown, from the latency relay's /metrics: every row of the rate
+  // has its five stages, and the relay's CPU went into each stage.
+  CHECK(run.output.find("stages (relay histograms; p99 at bucket resolution): queued") != std::string::npos);
+  CHECK(run.output.find("relay loop CPU us/msg: claim") != std::string::npos);
+  const auto& breakdown = report["latency"][0]["breakdown"];
+  const auto rows = report["latency"][0]["to_confirm_ms"]["count"].get<double>();
+  CHECK(breakdown["published"].get<double>() >= rows);
+  for (const char* stage : {"queued", "claim", "publish", "confirm", "settle"}) {
+    INFO(stage);
+    CHECK(breakdown["stages_ms"][stage]["count"].get<double>() == breakdown["published"].get<double>());
+    CHECK(breakdown["stages_ms"][stage]["p99_ms"].get<double>() >= 0);
+  }
+  for (const char* stage : {"claim", "decode", "publish", "settle", "mark"}) {
+    INFO(stage);
+    CHECK(breakdown["relay_cpu_us_per_msg"][stage].get<double>() > 0);
+  }
+  // PostgreSQL's CPU per row by statement in the PG ceiling (its backend is local here).
+  CHECK(run.output.find("PostgreSQL CPU us/row in the PG ceiling: mark mode claim") != std::string::npos);
+  for (const char* mode : {"mark", "delete"}) {
+    INFO(mode);
+    const auto& cpu = report["pg_ceiling_cpu_us_per_row"][mode];
+    REQUIRE(cpu.is_object());
+    CHECK(cpu["claim"].get<double>() > 0);
+    CHECK(cpu[mode].get<double>() > 0);
+    CHECK(cpu["commit"].get<double>() > 0);
+  }
   CHECK(report["enqueue"]["8conn_batch100_msgs_per_s"].get<double>() > 0);
   // The scale phase: 1 and 2 relays in each ordering mode, each drain complete.
   const auto& runs = report["scale"]["runs"];
