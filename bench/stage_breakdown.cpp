@@ -46,17 +46,19 @@ double at(const MetricsScrape& m, const std::string& key) {
   return it == m.end() ? 0 : it->second;
 }
 
-std::string stage_label(const std::string& stage) { return "{stage=\"" + stage + "\""; }
+std::string stage_label(const std::string& stage) { return "stage=\"" + stage + "\""; }
 
-// One stage's histogram between the scrapes.
-StageFigures stage_figures(const MetricsScrape& before, const MetricsScrape& after, const std::string& stage) {
-  const std::string family = "outbox_relay_stage_seconds";
-  const std::string labels = stage_label(stage);
+// One histogram series (`labels` as rendered, without braces; "" for none) between
+// the scrapes.
+StageFigures histogram_figures(const MetricsScrape& before, const MetricsScrape& after, const std::string& family,
+                               const std::string& labels) {
+  const std::string braced = labels.empty() ? "" : "{" + labels + "}";
+  auto delta = [&](const std::string& key) { return at(after, key) - at(before, key); };
   StageFigures f;
-  f.count = at(after, family + "_count" + labels + "}") - at(before, family + "_count" + labels + "}");
+  f.count = delta(family + "_count" + braced);
   if (f.count <= 0) return f;
-  f.mean_ms = (at(after, family + "_sum" + labels + "}") - at(before, family + "_sum" + labels + "}")) / f.count * 1e3;
-  const std::string prefix = family + "_bucket" + labels + ",le=\"";
+  f.mean_ms = delta(family + "_sum" + braced) / f.count * 1e3;
+  const std::string prefix = family + "_bucket{" + (labels.empty() ? "" : labels + ",") + "le=\"";
   std::map<double, double> cumulative;
   for (auto it = after.lower_bound(prefix); it != after.end() && it->first.rfind(prefix, 0) == 0; ++it) {
     const std::string le = it->first.substr(prefix.size(), it->first.size() - prefix.size() - 2);
@@ -88,7 +90,7 @@ MetricsScrape scrape_metrics(const std::string& address) {
 }
 
 MetricsScrape scrape_metrics_settled(const std::string& address) {
-  const std::string settled = "outbox_relay_stage_seconds_count" + stage_label("settle") + "}";
+  const std::string settled = "outbox_relay_stage_seconds_count{" + stage_label("settle") + "}";
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
     auto m = scrape_metrics(address);
@@ -130,11 +132,13 @@ StageBreakdown stage_breakdown(const MetricsScrape& before, const MetricsScrape&
   b.published = at(after, "outbox_relay_published_total") - at(before, "outbox_relay_published_total");
   for (std::size_t i = 0; i < relay::kLatencyStages; ++i) {
     const std::string stage = relay::latency_stage_name(static_cast<relay::LatencyStage>(i));
-    b.latency.emplace_back(stage, stage_figures(before, after, stage));
+    b.latency.emplace_back(stage, histogram_figures(before, after, "outbox_relay_stage_seconds", stage_label(stage)));
   }
+  b.claim_statement = histogram_figures(before, after, "outbox_relay_claim_duration_seconds", "");
+  b.mark_and_commit = histogram_figures(before, after, "outbox_relay_mark_duration_seconds", "");
   for (std::size_t i = 0; i < relay::kCpuStages; ++i) {
     const std::string stage = relay::cpu_stage_name(static_cast<relay::CpuStage>(i));
-    const std::string key = "outbox_relay_stage_cpu_seconds_total" + stage_label(stage) + "}";
+    const std::string key = "outbox_relay_stage_cpu_seconds_total{" + stage_label(stage) + "}";
     const double seconds = at(after, key) - at(before, key);
     b.cpu_us_per_msg.emplace_back(stage, b.published > 0 ? seconds / b.published * 1e6 : 0);
   }
@@ -151,7 +155,9 @@ nlohmann::json to_json(const StageBreakdown& b) {
     total += us;
   }
   cpu["total"] = total;
-  return {{"published", b.published}, {"stages_ms", latency}, {"relay_cpu_us_per_msg", cpu}};
+  auto batch = [](const StageFigures& f) { return nlohmann::json{{"mean_ms", f.mean_ms}, {"p99_ms", f.p99_ms}, {"count", f.count}}; };
+  return {{"published", b.published}, {"stages_ms", latency}, {"relay_cpu_us_per_msg", cpu},
+          {"per_batch_ms", {{"claim", batch(b.claim_statement)}, {"mark_and_commit", batch(b.mark_and_commit)}}}};
 }
 
 std::string show(const StageBreakdown& b) {
@@ -164,7 +170,10 @@ std::string show(const StageBreakdown& b) {
     cpu += " " + stage + " " + fmt(us, 2);
     total += us;
   }
-  return latency + " ms (mean/p99)\n" + cpu + " (total " + fmt(total, 2) + ")\n";
+  auto batch = [](const StageFigures& f) { return fmt(f.mean_ms, 2) + "/" + fmt(f.p99_ms, 2); };
+  return latency + " ms (mean/p99); per batch: " + fmt(b.claim_statement.count) + " claims " +
+         batch(b.claim_statement) + ", " + fmt(b.mark_and_commit.count) + " mark+commit " + batch(b.mark_and_commit) +
+         " ms\n" + cpu + " (total " + fmt(total, 2) + ")\n";
 }
 
 }  // namespace bench

@@ -39,6 +39,9 @@ struct StageBreakdown {
   std::vector<std::pair<std::string, StageFigures>> latency;  // queued, claim, publish, confirm, settle
   std::vector<std::pair<std::string, double>> cpu_us_per_msg;  // claim, decode, publish, settle, mark
   double published = 0;
+  // Per batch (claims include empty ones): outbox_relay_claim_duration_seconds and
+  // outbox_relay_mark_duration_seconds, whose buckets double (a coarser p99).
+  StageFigures claim_statement, mark_and_commit;
 };
 StageBreakdown stage_breakdown(const MetricsScrape& before, const MetricsScrape& after);
 

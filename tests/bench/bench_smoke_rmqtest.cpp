@@ -106,6 +106,8 @@ TEST_CASE("outbox-bench --smoke measures every phase, writes the JSON summary an
     INFO(stage);
     CHECK(breakdown["relay_cpu_us_per_msg"][stage].get<double>() > 0);
   }
+  CHECK(breakdown["per_batch_ms"]["mark_and_commit"]["count"].get<double>() >= 1);
+  CHECK(breakdown["per_batch_ms"]["claim"]["count"].get<double>() >= 1);
   // PostgreSQL's CPU per row by statement in the PG ceiling (its backend is local here).
   CHECK(run.output.find("PostgreSQL CPU us/row in the PG ceiling: mark mode claim") != std::string::npos);
   for (const char* mode : {"mark", "delete"}) {
