@@ -13,17 +13,25 @@ namespace {
 
 double at(const relay::RowStages& s, LatencyStage stage) { return s[static_cast<std::size_t>(stage)]; }
 
+const BatchTimeline::Clock::time_point start{std::chrono::seconds(1000)};
+constexpr double kClaimUnix = 1700000000.0;  // the claim's start on the system clock
+
+// A batch of `rows` whose claim ran from `start` for `claim_ms`; row `row` published
+// `publish_ms` after `start`, and acked `ack_ms` after it (negative: not acked).
+BatchTimeline timeline(std::size_t rows, int claim_ms, std::size_t row, int publish_ms, int ack_ms) {
+  BatchTimeline t;
+  t.claim_started(start, kClaimUnix);
+  t.claimed(rows, start + milliseconds(claim_ms));
+  t.published(row, start + milliseconds(publish_ms));
+  if (ack_ms >= 0) t.acked(row, start + milliseconds(ack_ms));
+  return t;
+}
+
 }  // namespace
 
 TEST_CASE("a published row's five stages are its own intervals and add up to created_at -> commit") {
-  BatchTimeline t;
-  const BatchTimeline::Clock::time_point start{std::chrono::seconds(1000)};
-  t.claim_started(start, 1700000000.0);
-  t.claimed(2, start + milliseconds(2));
-  t.published(1, start + milliseconds(5));
-  t.acked(1, start + milliseconds(9));
-  const auto commit = start + milliseconds(15);
-  auto s = t.stages(1, 1700000000.0 - 0.040, commit);
+  const auto t = timeline(2, 2, 1, 5, 9);
+  auto s = t.stages(1, kClaimUnix - 0.040, start + milliseconds(15));
   REQUIRE(s);
   CHECK(at(*s, LatencyStage::kQueued) == doctest::Approx(0.040));
   CHECK(at(*s, LatencyStage::kClaim) == doctest::Approx(0.002));
@@ -34,12 +42,8 @@ TEST_CASE("a published row's five stages are its own intervals and add up to cre
 }
 
 TEST_CASE("a row never published, or not acked, has no stages; one published again counts from its last publish") {
-  BatchTimeline t;
-  const BatchTimeline::Clock::time_point start{std::chrono::seconds(1000)};
-  t.claim_started(start, 1700000000.0);
-  t.claimed(2, start + milliseconds(1));
-  CHECK_FALSE(t.stages(0, 1699999999.0, start + milliseconds(5)));
-  t.published(1, start + milliseconds(2));  // then the channel closes: no ack
+  auto t = timeline(2, 1, 1, 2, -1);  // row 1 published, then the channel closes: no ack
+  CHECK_FALSE(t.stages(0, 1699999999.0, start + milliseconds(5)));  // row 0 never published
   CHECK_FALSE(t.stages(1, 1699999999.0, start + milliseconds(3)));
   t.published(1, start + milliseconds(4));  // published again (an isolation)
   t.acked(1, start + milliseconds(6));
@@ -51,13 +55,8 @@ TEST_CASE("a row never published, or not acked, has no stages; one published aga
 }
 
 TEST_CASE("a created_at ahead of the relay's clock (skew between hosts) counts as queued 0, not negative") {
-  BatchTimeline t;
-  const BatchTimeline::Clock::time_point start{std::chrono::seconds(1000)};
-  t.claim_started(start, 1700000000.0);
-  t.claimed(1, start + milliseconds(1));
-  t.published(0, start + milliseconds(2));
-  t.acked(0, start + milliseconds(3));
-  auto s = t.stages(0, 1700000000.5, start + milliseconds(4));
+  const auto t = timeline(1, 1, 0, 2, 3);
+  auto s = t.stages(0, kClaimUnix + 0.5, start + milliseconds(4));
   REQUIRE(s);
   CHECK(at(*s, LatencyStage::kQueued) == 0);
 }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <type_traits>
+
 namespace relay {
 namespace {
 
@@ -42,28 +44,34 @@ outbox::metrics::Gauge& connected(outbox::metrics::Registry& r, const char* peer
                  {{"peer", peer}});
 }
 
+// One series per stage of `Stage` (label `stage`), made by `make(labels)`, in stage order.
+template <class Stage, std::size_t N, class Name, class Make>
+auto per_stage(Name name, Make make) {
+  std::array<std::remove_reference_t<decltype(make(outbox::metrics::Labels{}))>*, N> series{};
+  for (std::size_t i = 0; i < N; ++i) series[i] = &make(outbox::metrics::Labels{{"stage", name(static_cast<Stage>(i))}});
+  return series;
+}
+
 std::array<outbox::metrics::Histogram*, kLatencyStages> stage_histograms(outbox::metrics::Registry& r) {
-  std::array<outbox::metrics::Histogram*, kLatencyStages> h{};
-  for (std::size_t i = 0; i < kLatencyStages; ++i)
-    h[i] = &r.histogram("outbox_relay_stage_seconds",
-                        "Per row marked published, where its time from created_at to the relay's commit went: "
-                        "queued (until the claim that took it started), claim (that claim), publish (until its "
-                        "basic.publish was written), confirm (until the broker's ack), settle (until the batch "
-                        "committed). The stages add up to created_at -> commit.",
-                        kStageBuckets, {{"stage", latency_stage_name(static_cast<LatencyStage>(i))}});
-  return h;
+  return per_stage<LatencyStage, kLatencyStages>(latency_stage_name, [&r](const outbox::metrics::Labels& l) -> auto& {
+    return r.histogram("outbox_relay_stage_seconds",
+                       "Per row marked published, where its time from created_at to the relay's commit went: "
+                       "queued (until the claim that took it started), claim (that claim), publish (until its "
+                       "basic.publish was written), confirm (until the broker's ack), settle (until the batch "
+                       "committed). The stages add up to created_at -> commit.",
+                       kStageBuckets, l);
+  });
 }
 
 std::array<outbox::metrics::Counter*, kCpuStages> stage_cpu_counters(outbox::metrics::Registry& r) {
-  std::array<outbox::metrics::Counter*, kCpuStages> c{};
-  for (std::size_t i = 0; i < kCpuStages; ++i)
-    c[i] = &r.counter("outbox_relay_stage_cpu_seconds_total",
-                      "CPU time of the relay loop's thread by stage: claim (the claim's round trip and libpq "
-                      "reading its result), decode (turning the result into rows), publish (payload fetches, "
-                      "basic.publish), settle (reading broker acks and events, the failure policy), mark "
-                      "(marking or deleting the batch's rows, and the commit).",
-                      {{"stage", cpu_stage_name(static_cast<CpuStage>(i))}});
-  return c;
+  return per_stage<CpuStage, kCpuStages>(cpu_stage_name, [&r](const outbox::metrics::Labels& l) -> auto& {
+    return r.counter("outbox_relay_stage_cpu_seconds_total",
+                     "CPU time of the relay loop's thread by stage: claim (the claim's round trip and libpq "
+                     "reading its result), decode (turning the result into rows), publish (payload fetches, "
+                     "basic.publish), settle (reading broker acks and events, the failure policy), mark "
+                     "(marking or deleting the batch's rows, and the commit).",
+                     l);
+  });
 }
 
 }  // namespace
