@@ -84,7 +84,7 @@ DrainResult measure_drain(BenchEnv& env, const RelaySpec& spec, const DrainPlan&
 
 struct LatencyResult {
   long rate = 0;              // requested messages/s
-  double achieved_rate = 0;   // enqueued messages/s
+  double achieved_rate = 0;   // enqueued messages/s, over the time the commits took (at least `seconds`)
   Percentiles to_confirm_ms;  // enqueue commit -> relay recorded the broker ack
   Percentiles to_receipt_ms;  // enqueue commit -> consumer received it
 };
