@@ -424,12 +424,14 @@ std::size_t RelayLoop::outstanding() const {
 }
 
 void RelayLoop::pump_events() {
+  const StageCpu::Scope cpu(CpuStage::kSettle);  // one scope for all the events read: a clock read is a syscall
   while (amqp_.connected() && wait_for_event(milliseconds(0))) {}
 }
 
 // Waits for the broker while batches are in flight; no event for
 // amqp.confirm_timeout_ms fails what is outstanding.
 void RelayLoop::await_broker() {
+  const StageCpu::Scope cpu(CpuStage::kSettle);
   if (outstanding() == 0) {  // nothing to confirm: waiting out a hold or an alarm
     wait_for_event(milliseconds(100));
     return;
@@ -471,9 +473,9 @@ void RelayLoop::connection_lost(const std::string& reason) {
 }
 
 // Handles at most one broker event; false when none came within `timeout`. Tags
-// are unique on the channel, so each batch's tracker settles only its own.
+// are unique on the channel, so each batch's tracker settles only its own. Its
+// callers charge its CPU to CpuStage::kSettle.
 bool RelayLoop::wait_for_event(milliseconds timeout) {
-  const StageCpu::Scope cpu(CpuStage::kSettle);
   auto ev = amqp_.next_event(timeout);
   if (!ev) return false;
   last_broker_progress_ = Clock::now();
