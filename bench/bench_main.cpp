@@ -277,12 +277,14 @@ class Bench {
       peak_rss_ = std::max(peak_rss_, d.peak_rss_mib);
       s["message_bytes"].push_back(json{{"message_bytes", bytes}, {"rows", rows},
                                         {"broker_ceiling_msgs_per_s", ceiling}, {"drain_msgs_per_s", d.msgs_per_s},
-                                        {"ratio", d.msgs_per_s / ceiling}, {"cpu_us_per_msg", d.cpu_us_per_msg},
+                                        {"ratio", d.msgs_per_s / ceiling}, {"steady_msgs_per_s", d.steady_msgs_per_s},
+                                        {"steady_ratio", d.steady_msgs_per_s / ceiling}, {"cpu_us_per_msg", d.cpu_us_per_msg},
                                         {"pg_cpu_us_per_msg", d.pg_cpu_us_per_msg},
                                         {"broker_cpu_us_per_msg", d.broker_cpu_us_per_msg},
                                         {"peak_rss_mib", d.peak_rss_mib}});
       std::cout << "sweep " << bytes << " B messages (" << rows << " rows): broker ceiling " << fmt(ceiling)
                 << " msg/s, drain " << fmt(d.msgs_per_s) << " msg/s (" << fmt(d.msgs_per_s / ceiling, 2)
+                << " x; steady " << fmt(d.steady_msgs_per_s) << " msg/s, " << fmt(d.steady_msgs_per_s / ceiling, 2)
                 << " x), RSS " << fmt(d.peak_rss_mib, 1) << " MiB; CPU us/msg: relay " << fmt(d.cpu_us_per_msg, 1)
                 << ", PostgreSQL " << fmt(d.pg_cpu_us_per_msg, 1) << ", broker " << fmt(d.broker_cpu_us_per_msg, 1)
                 << "\n" << std::flush;

@@ -31,12 +31,15 @@ TEST_CASE("payloads of every byte value and of every size arrive byte for byte, 
   TestBroker broker;
   std::string every_byte;
   for (int i = 0; i < 256; ++i) every_byte.push_back(static_cast<char>(i));
-  // Around the claim's inline limit (16 KiB), and well past it; some of them in
-  // escape form (backslashes, octal), some printable, some empty.
+  // Around the claim's inline limit (OutboxStore::kInlinePayloadBytes, 2 KiB: larger
+  // ones are fetched apart, in binary), and well past it; some of them in escape form
+  // (backslashes, octal), some printable, some empty.
   const std::vector<std::string> payloads = {
       every_byte,
       "",
       R"({"path":"C:\\temp\\x","quote":"\"","nul":"\u0000"})",
+      std::string(2 * 1024, 'k'),
+      random_bytes(2 * 1024 + 1, 3),
       std::string(16 * 1024, 'j'),
       random_bytes(16 * 1024 + 1, 1),
       random_bytes(300 * 1024, 2),

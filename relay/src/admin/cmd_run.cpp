@@ -7,6 +7,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <iostream>
+#include <malloc.h>
 #include <pqxx/pqxx>
 #include <set>
 #include <thread>
@@ -122,7 +123,23 @@ int cmd_migrate(const Args& args) {
   }
 }
 
+namespace {
+
+// Why: a batch of large payloads allocates and frees megabytes (libpq's result, each
+// row's copy). With glibc's default 128 KiB trim threshold every batch hands those
+// pages back to the kernel and the next one faults them in again, zeroed: measured as
+// the relay's largest cost on 64 KiB payloads (docs/PERFORMANCE.md, "Big payloads").
+// Keeping up to 32 MiB of freed heap costs no more than the peak the batch reached;
+// blocks over 8 MiB (a hand-written giant row) are mapped and unmapped on their own.
+void keep_freed_heap_for_the_next_batch() {
+  mallopt(M_MMAP_THRESHOLD, 8 * 1024 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 32 * 1024 * 1024);
+}
+
+}  // namespace
+
 int cmd_run(const Args& args) {
+  keep_freed_heap_for_the_next_batch();
   bool exit_when_idle = false;
   auto config = load_config_or_report(parse_config_flag("run", args, {{"--exit-when-idle", &exit_when_idle}}));
   if (!config) return kExitUsage;

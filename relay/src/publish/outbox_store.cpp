@@ -10,6 +10,7 @@
 
 #include "publish/failure_policy.h"
 #include "publish/lane_manager.h"
+#include "publish/pg_binary_query.h"
 #include "publish/stage_cpu.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
@@ -104,7 +105,8 @@ std::string decode_bytea(const pqxx::field& f) {
 }  // namespace
 
 OutboxStore::OutboxStore(PostgresConfig config)
-    : config_(std::move(config)), schema_(outbox::quoted_identifier(config_.schema, "postgres.schema")) {}
+    : config_(std::move(config)), schema_(outbox::quoted_identifier(config_.schema, "postgres.schema")),
+      payloads_sql_("SELECT id, payload FROM " + schema_ + ".outbox WHERE id = ANY($1::bigint[])") {}
 
 OutboxStore::~OutboxStore() = default;
 
@@ -147,8 +149,6 @@ void OutboxStore::connect() {
                 delete_on_publish_ ? "DELETE FROM " + schema_ + ".outbox WHERE id = ANY($1::bigint[])"
                                    : "UPDATE " + schema_ + ".outbox SET published_at = clock_timestamp() "
                                      "WHERE id = ANY($1::bigint[])");
-  conn->prepare("outbox_payloads",
-                "SELECT id, payload FROM " + schema_ + ".outbox WHERE id = ANY($1::bigint[])");
   conn->prepare("outbox_due",
                 "SELECT EXISTS (SELECT 1 FROM " + schema_ + ".outbox "
                 "WHERE " + pending_sql() + " AND next_attempt_at <= now())");
@@ -364,9 +364,13 @@ std::size_t OutboxStore::load_payloads(pqxx::transaction_base& tx, std::vector<C
     index.emplace(rows[end].id, end);
   }
   if (ids.empty()) return end;
-  for (const auto& r : tx.exec_prepared("outbox_payloads", outbox::pg::bigint_array(ids))) {
-    auto& row = rows[index.at(r[0].as<std::int64_t>())];
-    row.payload = decode_bytea(r[1]);
+  // Binary results: the payload's bytes as stored, with no escaping pass on either side.
+  PgBinaryQuery q(tx.conn(), payloads_sql_, {outbox::pg::bigint_array(ids)});
+  if (q.columns() != 2) throw pqxx::usage_error("payload fetch: expected 2 columns");
+  for (int i = 0; i < q.rows(); ++i) {
+    auto& row = rows[index.at(q.int8(i, 0))];
+    const auto payload = q.bytes(i, 1);
+    row.payload.assign(payload.data(), payload.size());
     row.payload_loaded = true;
   }
   return end;

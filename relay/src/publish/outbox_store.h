@@ -107,7 +107,7 @@ class OutboxStore {
   std::size_t load_payloads(pqxx::transaction_base& tx, std::vector<ClaimedRow>& rows, std::size_t first,
                             std::size_t max_bytes);
   // Larger payloads are not sent with the claim (see ClaimedRow::payload).
-  static constexpr std::size_t kInlinePayloadBytes = 16 * 1024;
+  static constexpr std::size_t kInlinePayloadBytes = 2 * 1024;
   // One autocommit statement: is any pending row due? What an idle relay asks
   // instead of a claim transaction (BEGIN, claim, COMMIT).
   bool has_due_rows();
@@ -131,6 +131,7 @@ class OutboxStore {
  private:
   PostgresConfig config_;
   std::string schema_;  // quoted
+  std::string payloads_sql_;  // load_payloads(): binary results (PgBinaryQuery)
   int key_lanes_ = 0;    // per_key ordering when > 0
   bool park_key_ = true;
   bool delete_on_publish_ = false;

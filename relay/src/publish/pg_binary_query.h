@@ -1,0 +1,52 @@
+#pragma once
+// PgBinaryQuery: one parameterised statement whose rows come back in PostgreSQL's
+// binary format, on the libpq session of a libpqxx connection.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <pqxx/connection_base>
+
+namespace relay {
+
+// Why: libpqxx 6.4 (Debian 12) asks for text results on every statement, and a
+// bytea in text form costs PostgreSQL an escaping pass over every byte and the
+// relay an unescaping pass (both measured: docs/PERFORMANCE.md, "Big payloads").
+// Large payloads are fetched here instead, as raw bytes.
+//
+// The statement runs on the same session, so in the transaction libpqxx opened on
+// it (the claim's, which holds the rows' locks). It is synchronous and consumes its
+// whole result, so libpqxx's view of the session is unchanged afterwards. An error
+// is thrown as the libpqxx exception libpqxx itself would throw (broken_connection,
+// or sql_error with the SQLSTATE), so callers classify it as they do every other
+// statement's. After an SQL error the transaction is aborted, as with libpqxx.
+//
+// Thread safety: as the connection's: one thread at a time.
+class PgBinaryQuery {
+ public:
+  // REQUIRES: every parameter is in text form; `sql` selects only columns the
+  // caller decodes from their binary forms.
+  PgBinaryQuery(pqxx::connection_base& conn, const std::string& sql, const std::vector<std::string>& params);
+  ~PgBinaryQuery();
+  PgBinaryQuery(const PgBinaryQuery&) = delete;
+  PgBinaryQuery& operator=(const PgBinaryQuery&) = delete;
+
+  int rows() const;
+  int columns() const;
+  bool is_null(int row, int column) const;
+  // The field's bytes, valid while this object lives.
+  std::string_view bytes(int row, int column) const;
+  // A bigint (int8) column: 8 bytes, network order. Throws pqxx::conversion_error
+  // naming the column otherwise.
+  std::int64_t int8(int row, int column) const;
+
+ private:
+  struct Result;
+  std::unique_ptr<Result> result_;
+};
+
+}  // namespace relay
