@@ -226,10 +226,12 @@ class Bench {
       const auto before = scrape_metrics_settled(metrics_at);
       auto r = measure_latency(env, rate, o_.latency_seconds, o_.message_bytes);
       const auto stages = stage_breakdown(before, scrape_metrics_settled(metrics_at));
-      all.push_back(json{{"rate", r.rate}, {"achieved_rate", r.achieved_rate},
+      all.push_back(json{{"rate", r.rate}, {"achieved_rate", r.achieved_rate}, {"producers", r.producers},
+                         {"messages_per_transaction", r.per_transaction},
                          {"to_confirm_ms", to_json(r.to_confirm_ms)}, {"to_receipt_ms", to_json(r.to_receipt_ms)},
                          {"breakdown", to_json(stages)}});
-      std::cout << "latency at " << rate << " msg/s (achieved " << fmt(r.achieved_rate) << "): commit->confirm "
+      std::cout << "latency at " << rate << " msg/s (achieved " << fmt(r.achieved_rate) << "; " << r.producers
+                << " producers, " << r.per_transaction << " per transaction): commit->confirm "
                 << show(r.to_confirm_ms) << "; commit->receipt " << show(r.to_receipt_ms) << "\n"
                 << (r.achieved_rate < 0.95 * static_cast<double>(rate)
                         ? "  the producers fell behind the schedule (their commits wait for the WAL flush): these "

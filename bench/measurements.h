@@ -85,11 +85,16 @@ DrainResult measure_drain(BenchEnv& env, const RelaySpec& spec, const DrainPlan&
 struct LatencyResult {
   long rate = 0;              // requested messages/s
   double achieved_rate = 0;   // enqueued messages/s, over the time the commits took (at least `seconds`)
+  int producers = 0;          // producer connections
+  int per_transaction = 1;    // messages each producer transaction commits together
   Percentiles to_confirm_ms;  // enqueue commit -> relay recorded the broker ack
   Percentiles to_receipt_ms;  // enqueue commit -> consumer received it
 };
-// With a relay already running on the run's schema: producers commit one message per
-// transaction at `rate` for `seconds` while a consumer receives; latencies in ms.
+// With a relay already running on the run's schema: producers commit messages at
+// `rate` for `seconds` while a consumer receives; latencies in ms. Up to 1 000/s one
+// message per transaction; above, ceil(rate / 1 000) per transaction, so the
+// producers commit at most 1 000 transactions/s (a 2-core machine commits about
+// 4 000 single-message transactions/s with nothing else running: docs/PERFORMANCE.md).
 LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int bytes);
 
 // Statements per second the sessions of the run's relays start while nothing is
