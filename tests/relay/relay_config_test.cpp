@@ -59,6 +59,7 @@ TEST_CASE("a valid file is parsed with defaults for what it leaves out and ${ENV
   CHECK(c.relay.batch_size == 250);
   CHECK(c.relay.backoff_factor == doctest::Approx(1.5));
   CHECK(c.relay.max_attempts == 10);          // default
+  CHECK(c.relay.max_payload_bytes == 16 * 1024 * 1024);  // default
   CHECK(c.amqp.publish_window == 1024);       // default
   CHECK(c.log.level == "info");               // default
 }
@@ -279,7 +280,7 @@ TEST_CASE("every count and duration accepts its documented maximum and refuses o
       "postgres.keepalives_idle_s", "amqp.heartbeat_s", "amqp.confirm_timeout_ms", "amqp.publish_window",
       "amqp.frame_max", "relay.stall_after_s",
       "amqp.connect_timeout_ms", "relay.batch_size", "relay.pipeline_depth", "relay.poll_interval_ms",
-      "relay.listen_poll_interval_ms", "relay.max_attempts", "relay.backoff_initial_ms", "relay.backoff_max_ms",
+      "relay.listen_poll_interval_ms", "relay.max_attempts", "relay.max_payload_bytes", "relay.backoff_initial_ms", "relay.backoff_max_ms",
       "relay.backoff_factor", "relay.summary_interval_s", "relay.lanes", "relay.rebalance_interval_ms",
       "http.stats_interval_s", "http.ready_max_claim_age_s", "http.live_stall_s", "retention.keep",
       "retention.batch_size", "retention.pause_ms", "retention.interval_s"};

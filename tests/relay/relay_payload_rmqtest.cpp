@@ -74,3 +74,43 @@ TEST_CASE("payloads of every byte value and of every size arrive byte for byte, 
   }
   CHECK(testenv::sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox WHERE published_at IS NULL") == "0");
 }
+
+TEST_CASE("a payload over relay.max_payload_bytes is not fetched: its row is parked naming the key, the rest go out") {
+  ScopedSchema schema;
+  TestBroker broker;
+  const std::size_t limit = 64 * 1024;
+  std::map<std::string, std::string> sent;  // message id -> payload
+  std::string too_big_id;
+  {
+    pqxx::connection conn(testenv::pg_dsn());
+    pqxx::work tx(conn);
+    OutboxWriter writer({schema.name(), {}});
+    auto enqueue = [&](const std::string& payload) {
+      Message m;
+      m.exchange = Exchange(broker.exchange());
+      m.routing_key = RoutingKey(broker.routing_key());
+      m.type = MessageType("Blob");
+      m.payload = payload;
+      return writer.enqueue(tx, m).to_string();
+    };
+    sent[enqueue("small before")] = "small before";
+    sent[enqueue(random_bytes(limit, 4))] = random_bytes(limit, 4);  // at the limit: sent
+    too_big_id = enqueue(random_bytes(limit + 1, 5));
+    sent[enqueue("small after")] = "small after";
+    tx.commit();
+  }
+  RelayProcess relay(testenv::relay_config_yaml(schema.name(), "  max_attempts: 1\n  max_payload_bytes: 65536\n"),
+                     /*exit_when_idle=*/true);
+  REQUIRE(relay.wait() == 0);
+  auto got = broker.receive(sent.size() + 1, std::chrono::milliseconds(3000));
+  REQUIRE(got.size() == sent.size());
+  for (const auto& m : got) {
+    REQUIRE(sent.count(m.message_id) == 1);
+    CHECK(m.body == sent[m.message_id]);
+  }
+  const std::string table = "\"" + schema.name() + "\".outbox";
+  CHECK(testenv::sql_value("SELECT parked_at IS NOT NULL FROM " + table + " WHERE message_id = '" + too_big_id + "'") ==
+        "t");
+  CHECK(testenv::sql_value("SELECT last_error FROM " + table + " WHERE message_id = '" + too_big_id + "'") ==
+        "column payload: 65537 bytes, above relay.max_payload_bytes (65536): not fetched");
+}

@@ -398,6 +398,7 @@ void read_relay(const YAML::Node& n, const std::string& origin, RelaySettings& c
   r.boolean("listen", c.listen);
   r.integer("listen_poll_interval_ms", c.listen_poll_interval_ms, 100, 3600000);
   r.integer("max_attempts", c.max_attempts, 1, 1000000);
+  r.integer("max_payload_bytes", c.max_payload_bytes, 1024, 128 * 1024 * 1024);
   r.integer("backoff_initial_ms", c.backoff_initial_ms, 1, 86400000);
   r.integer("backoff_max_ms", c.backoff_max_ms, 1, 86400000);
   r.real("backoff_factor", c.backoff_factor, 1.0, 100.0);

@@ -128,6 +128,12 @@ struct RelaySettings {
   int listen_poll_interval_ms = 5000;
   // After this many failed attempts a row is parked: never claimed again until requeued.
   int max_attempts = 10;
+  // A row whose payload is larger is not fetched or sent: it fails as its own fault
+  // (an attempt; parked after max_attempts). Bounds the relay's memory against a row
+  // written by hand (a bytea may hold 1 GiB): fetching one costs twice its size.
+  // The producer SDK's own limit is 1 MiB; RabbitMQ refuses messages over its
+  // max_message_size (128 MiB by default) anyway.
+  int max_payload_bytes = 16 * 1024 * 1024;
   // Retry delay: initial * factor^(attempts-1), capped at max, with +/-20% jitter.
   int backoff_initial_ms = 1000;
   int backoff_max_ms = 300000;

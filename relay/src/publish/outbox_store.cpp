@@ -302,6 +302,12 @@ std::vector<ClaimedRow> OutboxStore::decode_claim(const pqxx::result& result) {
     row.refused_before = r[c.refused_before].as<bool>();
     try {
       decode_message_columns(r, c, row);
+      if (!row.invalid && row.payload_bytes > max_payload_bytes_) {
+        row.invalid = "column payload: " + std::to_string(row.payload_bytes) +
+                      " bytes, above relay.max_payload_bytes (" + std::to_string(max_payload_bytes_) + "): not fetched";
+        row.payload.clear();
+        row.payload_loaded = true;  // nothing to fetch: it will not be sent
+      }
     } catch (const std::exception& e) {
       if (!row.invalid) row.invalid = std::string("cannot decode the row: ") + e.what();
       row.headers.clear();

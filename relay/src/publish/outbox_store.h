@@ -114,6 +114,9 @@ class OutboxStore {
   // relay.on_publish delete: mark_published() deletes the rows instead.
   // REQUIRES: before connect().
   void delete_on_publish(bool on) { delete_on_publish_ = on; }
+  // relay.max_payload_bytes: larger payloads are not fetched; their rows are invalid.
+  // REQUIRES: before connect().
+  void limit_payload_bytes(std::size_t max) { max_payload_bytes_ = max; }
   // One set-based statement for all ids; published_at is the time of the mark (or,
   // with delete_on_publish, the rows are deleted in `tx`).
   void mark_published(pqxx::transaction_base& tx, const std::vector<std::int64_t>& ids);
@@ -135,6 +138,7 @@ class OutboxStore {
   int key_lanes_ = 0;    // per_key ordering when > 0
   bool park_key_ = true;
   bool delete_on_publish_ = false;
+  std::size_t max_payload_bytes_ = 16 * 1024 * 1024;
   struct ClaimColumns;
   static std::string claim_select_list();
   std::vector<ClaimedRow> decode_claim(const pqxx::result& result);

@@ -50,6 +50,7 @@ RelayLoop::RelayLoop(RelayConfig config, const std::atomic<bool>& stop, RelayMet
   for (int i = 0; i < config_.relay.pipeline_depth; ++i) {
     stores_.push_back(std::make_unique<OutboxStore>(config_.postgres));
     stores_.back()->delete_on_publish(config_.relay.on_publish == OnPublish::kDelete);
+    stores_.back()->limit_payload_bytes(static_cast<std::size_t>(config_.relay.max_payload_bytes));
   }
   if (config_.relay.ordering == Ordering::kPerKey) {
     lanes_ = std::make_unique<LaneManager>(config_.postgres.schema, config_.relay.lanes);
