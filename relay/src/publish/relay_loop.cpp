@@ -587,18 +587,4 @@ bool RelayLoop::commit_batch(InflightBatch& b, std::size_t acked, std::size_t fa
   return true;
 }
 
-// The relay's own retries wake it when due, so an idle relay needs no fast poll
-// to honour its backoff. Rows failed without an attempt are due at once.
-void RelayLoop::note_retries(const std::vector<FailedRow>& failed) {
-  if (next_retry_at_ && *next_retry_at_ <= Clock::now()) next_retry_at_.reset();  // already due
-  for (const auto& f : failed) {
-    if (f.retry_in_ms <= 0) {
-      last_claim_empty_ = false;
-      continue;
-    }
-    auto due = Clock::now() + milliseconds(f.retry_in_ms);
-    if (!next_retry_at_ || due < *next_retry_at_) next_retry_at_ = due;
-  }
-}
-
 }  // namespace relay

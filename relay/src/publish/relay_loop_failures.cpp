@@ -157,4 +157,18 @@ void RelayLoop::hold_publishing(const std::string& why) {
   spdlog::warn("{}; publishing paused for {} ms", why, delay.count());
 }
 
+// The relay's own retries wake it when due, so an idle relay needs no fast poll
+// to honour its backoff. Rows failed without an attempt are due at once.
+void RelayLoop::note_retries(const std::vector<FailedRow>& failed) {
+  if (next_retry_at_ && *next_retry_at_ <= Clock::now()) next_retry_at_.reset();  // already due
+  for (const auto& f : failed) {
+    if (f.retry_in_ms <= 0) {
+      last_claim_empty_ = false;
+      continue;
+    }
+    auto due = Clock::now() + std::chrono::milliseconds(f.retry_in_ms);
+    if (!next_retry_at_ || due < *next_retry_at_) next_retry_at_ = due;
+  }
+}
+
 }  // namespace relay
