@@ -1,4 +1,4 @@
-// Migration 0007: the outbox table refuses, with an error naming the rule, the rows
+// Migrations 0007 and 0009: the outbox table refuses, with an error naming the rule, the rows
 // the relay cannot send, when they are written around the SDK (a hand-written
 // INSERT, as a producer in another language writes it). Rows from before the
 // migration stay, and the relay can still mark them.
@@ -147,6 +147,49 @@ TEST_CASE("a column longer than an AMQP short string is refused by outbox_shorts
     CHECK_MESSAGE(violated(insert_sql(s, {{column, "repeat('\u00e9', 128)"}})) == "outbox_shortstr_lengths", column);
 }
 
+TEST_CASE("a row breaking several rules is refused naming the first rule in name order") {
+  ScopedSchema s;
+  // The order PostgreSQL checked 0007's constraints in; 0009's trigger keeps it.
+  CHECK(violated(insert_headers(s, "'{\"has space\": 1, \"CC\": \"q\"}'")) == "outbox_header_names");
+  CHECK(violated(insert_headers(s, "'{\"CC\": 1}'")) == "outbox_header_names_reserved");
+  CHECK(violated(insert_headers(s, "jsonb_build_object('h', repeat('v', 5000), 'n', 1)")) == "outbox_header_values");
+  CHECK(violated(insert_sql(s, {{"headers", "'{\"n\": 1}'"}, {"exchange", "repeat('e', 300)"}})) ==
+        "outbox_headers_object");
+  CHECK(violated(insert_sql(s, {{"headers", big_headers(40, 4096)}, {"exchange", "repeat('e', 300)"}})) ==
+        "outbox_headers_size");
+  CHECK(count(s, "true") == 0);
+}
+
+TEST_CASE("a refused row's error names the rule and holds none of the row's values") {
+  ScopedSchema s;
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  try {
+    tx.exec(insert_sql(s, {{"headers", headers_with("CC", "SECRET-HEADER-VALUE")}, {"ordering_key", "'KEY-MARKER'"}}));
+    FAIL("the INSERT was accepted");
+  } catch (const pqxx::check_violation& e) {
+    const std::string what = e.what();
+    CHECK(what.find("outbox_header_names_reserved") != std::string::npos);
+    for (const char* value : {"SECRET-HEADER-VALUE", "PAYLOAD-MARKER", "KEY-MARKER", "order.placed"})
+      CHECK_MESSAGE(what.find(value) == std::string::npos, what);
+  }
+}
+
+TEST_CASE("a pending row changed by hand is checked again; a replica session is checked too") {
+  ScopedSchema s;
+  sql_exec(insert_sql(s));
+  const auto t = table(s);
+  CHECK(violated("UPDATE " + t + " SET headers = " + headers_with("x-death", "forged")) ==
+        "outbox_header_names_reserved");
+  CHECK(violated("UPDATE " + t + " SET routing_key = repeat('r', 256)") == "outbox_shortstr_lengths");
+  CHECK(violated("UPDATE " + t + " SET headers = " + headers_with("tenant", "acme")) == "(accepted)");
+  // Logical replication's apply and pg_restore run as replica, where ordinary triggers
+  // sleep: the checks must not.
+  CHECK(violated("SET LOCAL session_replication_role = replica; " + insert_headers(s, "'{\"n\": 1}'")) ==
+        "outbox_headers_object");
+  CHECK(count(s, "headers = '{\"tenant\": \"acme\"}'") == 1);
+}
+
 TEST_CASE("what the SDK accepts at its limits, the table accepts") {
   ScopedSchema s;
   Message m;
@@ -185,9 +228,15 @@ TEST_CASE("a table holding bad rows migrates without checking them, and the rela
   sql_exec(insert_sql(s, {{"ordering_key", "repeat('o', 300)"}}));
   s.migrate();
   CHECK(sql_value("SELECT count(*) FROM \"" + s.name() + "\".outbox_migrations WHERE version = 7") == "1");
-  // Added NOT VALID: the existing rows were not scanned, and are never validated.
+  // 0007 added the rules NOT VALID and 0009 moved them into a trigger: the existing
+  // rows were never scanned. The trigger fires always, in replica sessions too.
   CHECK(sql_value("SELECT count(*) FROM pg_constraint WHERE conrelid = '" + table(s) + "'::regclass "
-                  "AND contype = 'c' AND conname LIKE 'outbox\\_%' AND NOT convalidated") == "6");
+                  "AND conname IN ('outbox_headers_object', 'outbox_header_names', 'outbox_header_names_reserved', "
+                  "'outbox_header_values', 'outbox_headers_size')") == "0");
+  CHECK(sql_value("SELECT count(*) FROM pg_constraint WHERE conrelid = '" + table(s) + "'::regclass "
+                  "AND conname = 'outbox_shortstr_lengths' AND NOT convalidated") == "1");
+  CHECK(sql_value("SELECT tgenabled FROM pg_trigger WHERE tgrelid = '" + table(s) + "'::regclass "
+                  "AND tgname = 'outbox_row_checks'") == "A");
   REQUIRE(count(s, "true") == 6);
   // A bad row's insert now fails: the same rows cannot be written again.
   CHECK(violated(insert_headers(s, headers_with("CC", "q"))) == "outbox_header_names_reserved");

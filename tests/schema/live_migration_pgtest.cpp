@@ -12,6 +12,7 @@
 #include <thread>
 #include <tuple>
 
+#include "outbox/embedded_migrations.h"
 #include "outbox/migrator.h"
 #include "test_env.h"
 
@@ -120,9 +121,11 @@ LiveRun migrate_live(int rows) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::tie(run.max_wait_ms, run.inserts) = producers.take_max();
 
-  CHECK(results[0].applied.size() + results[1].applied.size() == 4);
-  CHECK(results[0].version == 8);
-  CHECK(results[1].version == 8);
+  // From version 4 to the latest, each migration applied once between the two.
+  const int latest = outbox::embedded_migrations().back().version;
+  CHECK(results[0].applied.size() + results[1].applied.size() == static_cast<std::size_t>(latest - 4));
+  CHECK(results[0].version == latest);
+  CHECK(results[1].version == latest);
   CHECK(index_def(schema, "outbox_pending_key_idx") ==
         "CREATE INDEX outbox_pending_key_idx ON " + schema.name() +
             ".outbox USING btree (ordering_key, id) WHERE (published_at IS NULL)");
