@@ -302,12 +302,16 @@ def local_relay_config(key, text, servers, dbname, secrets_path):
     ${file:...} references into the Secret mount."""
     cfg = yaml.safe_load(text)
     pg_password = re.search(r"password=(\$\{file:[^}]+\})", cfg["postgres"]["dsn"]).group(1)
-    amqp_password = re.search(r"amqps?://[^:]+:(\$\{file:[^}]+\})@", cfg["amqp"]["uri"]).group(1)
+    # amqp.uris (every cluster node) since the manifests list the broker's nodes; the
+    # local broker is one node, so the check runs on one uri.
+    shipped_uris = cfg["amqp"].get("uris") or [cfg["amqp"]["uri"]]
+    amqp_password = re.search(r"amqps?://[^:]+:(\$\{file:[^}]+\})@", shipped_uris[0]).group(1)
     check(pg_password.startswith("${file:" + secrets_path) and amqp_password.startswith("${file:" + secrets_path),
           f"kubernetes: ConfigMap {key} reads its passwords from the Secret mount {secrets_path}")
     cfg["postgres"]["dsn"] = servers.dsn_for(dbname, RELAY_LOGIN) + f" password={pg_password}"
     user = urllib.parse.unquote(servers.amqp.username)
-    cfg["amqp"]["uri"] = f"amqp://{user}:{amqp_password}@{HOST_FROM_CONTAINER}:{servers.amqp.port or 5672}/%2f"
+    local_uri = f"amqp://{user}:{amqp_password}@{HOST_FROM_CONTAINER}:{servers.amqp.port or 5672}/%2f"
+    cfg["amqp"]["uris" if "uris" in cfg["amqp"] else "uri"] = [local_uri] if "uris" in cfg["amqp"] else local_uri
     for section, keys in (("postgres", ("require_tls",)), ("amqp", ("require_tls", "ca_file"))):
         for key in keys:
             cfg[section].pop(key, None)

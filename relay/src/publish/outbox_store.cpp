@@ -134,6 +134,13 @@ void OutboxStore::connect() {
   // Printable bytes (JSON, base64) travel as themselves instead of two hex digits.
   setup.exec("SET bytea_output = 'escape'");
   if (!config_.synchronous_commit) setup.exec("SET synchronous_commit = off");
+  // Every statement below is an index scan by design, at any table size. Their plans
+  // are prepared once and cached generic: made while the outbox was small (a first
+  // start, after a cleanup), the mark's was a sequential scan, and it stayed one as
+  // the table grew, until autovacuum happened to invalidate it. Each batch then read
+  // the whole table: 20-160 ms per mark at 10-100k rows, and a relay at 5 000 msg/s
+  // fell behind for good (docs/PERFORMANCE.md, "Round three").
+  setup.exec("SET enable_seqscan = off");
   setup.commit();
   const std::string select_list = claim_select_list();
   const std::string columns = select_list + "FROM " + schema_ + ".outbox ";
