@@ -70,3 +70,40 @@ TEST_CASE("a session that is gone is a pqxx::broken_connection") {
   testenv::sql_value("SELECT pg_terminate_backend(" + std::to_string(pid) + ")");
   CHECK_THROWS_AS(PgBinaryQuery(tx.conn(), "SELECT $1::bigint", {"1"}), pqxx::broken_connection);
 }
+
+TEST_CASE("a prepared statement returns integers, doubles, booleans and text by column name") {
+  pqxx::connection conn(testenv::pg_dsn());
+  PgBinaryQuery::prepare(conn, "binary_kinds",
+                         "SELECT $1::int AS n, date_part('epoch', $2::timestamptz) AS t, $3::bool AS b, "
+                         "$4::text AS s, NULL::int AS missing");
+  pqxx::work tx(conn);
+  PgBinaryQuery q(tx.conn(), PgBinaryQuery::Prepared{"binary_kinds"},
+                  {"-2147483648", "2026-12-01 12:00:00.25+00", "true", "caf\xC3\xA9"});
+  REQUIRE(q.rows() == 1);
+  CHECK(q.int4(0, q.column("n")) == -2147483648LL);
+  CHECK(q.float8(0, q.column("t")) == doctest::Approx(1796126400.25).epsilon(1e-12));
+  CHECK(q.boolean(0, q.column("b")));
+  CHECK(q.bytes(0, q.column("s")) == "caf\xC3\xA9");
+  CHECK_THROWS_AS(q.int4(0, q.column("missing")), pqxx::conversion_error);  // NULL is not a number
+  CHECK_THROWS_AS(q.float8(0, q.column("n")), pqxx::conversion_error);      // 4 bytes are not a double
+  CHECK_THROWS_AS(q.boolean(0, q.column("s")), pqxx::conversion_error);
+  CHECK_THROWS_AS(q.column("nope"), pqxx::usage_error);
+  // The statement lives on the session, past the transaction.
+  tx.commit();
+  pqxx::work again(conn);
+  CHECK(PgBinaryQuery(again.conn(), PgBinaryQuery::Prepared{"binary_kinds"}, {"7", "1970-01-01 00:00:01+00", "false", ""})
+            .int4(0, 0) == 7);
+}
+
+TEST_CASE("preparing a statement that does not compile is a pqxx::sql_error naming the problem") {
+  ScopedSchema schema;
+  pqxx::connection conn(testenv::pg_dsn());
+  try {
+    PgBinaryQuery::prepare(conn, "broken", "SELECT id FROM \"" + schema.name() + "\".no_such_table");
+    FAIL("no error");
+  } catch (const pqxx::sql_error& e) {
+    CHECK(e.sqlstate() == "42P01");
+    CHECK(std::string(e.what()).find("no_such_table") != std::string::npos);
+  }
+  CHECK_THROWS_AS(PgBinaryQuery(conn, PgBinaryQuery::Prepared{"broken"}, {}), pqxx::sql_error);
+}

@@ -37,73 +37,6 @@ std::string dsn_with_session_options(const PostgresConfig& c) {
   return info.to_string();
 }
 
-namespace {
-
-// Hex digit values; 0xFF for anything else.
-constexpr std::array<std::uint8_t, 256> kHex = [] {
-  std::array<std::uint8_t, 256> t{};
-  for (auto& v : t) v = 0xFF;
-  for (int c = 0; c < 10; ++c) t['0' + c] = static_cast<std::uint8_t>(c);
-  for (int c = 0; c < 6; ++c) {
-    t['a' + c] = static_cast<std::uint8_t>(10 + c);
-    t['A' + c] = static_cast<std::uint8_t>(10 + c);
-  }
-  return t;
-}();
-
-// bytea in hex form ("\x" then two digits a byte), a table lookup per digit.
-std::optional<std::string> decode_hex(const unsigned char* text, std::size_t size) {
-  if (size % 2 != 0) return std::nullopt;
-  std::string out((size - 2) / 2, '\0');
-  std::uint8_t bad = 0;
-  for (std::size_t i = 0, j = 2; i < out.size(); ++i, j += 2) {
-    const std::uint8_t hi = kHex[text[j]], lo = kHex[text[j + 1]];
-    bad |= hi | lo;
-    out[i] = static_cast<char>(hi << 4 | lo);
-  }
-  if (bad & 0xF0) return std::nullopt;
-  return out;
-}
-
-bool octal(unsigned char c) { return c >= '0' && c <= '7'; }
-
-// bytea in escape form (the relay's sessions ask for it): printable bytes as they
-// are, "\\" for a backslash, "\ooo" for any other byte. A JSON payload is copied
-// almost as is: runs without a backslash go in one append.
-std::optional<std::string> decode_escape(const unsigned char* text, std::size_t size) {
-  std::string out;
-  out.reserve(size);
-  const unsigned char* p = text;
-  const unsigned char* const end = text + size;
-  while (p < end) {
-    const auto* bs = static_cast<const unsigned char*>(std::memchr(p, '\\', static_cast<std::size_t>(end - p)));
-    if (!bs) bs = end;
-    out.append(reinterpret_cast<const char*>(p), static_cast<std::size_t>(bs - p));
-    if (bs == end) break;
-    if (end - bs >= 2 && bs[1] == '\\') {
-      out.push_back('\\');
-      p = bs + 2;
-    } else if (end - bs >= 4 && octal(bs[1]) && octal(bs[2]) && octal(bs[3])) {
-      out.push_back(static_cast<char>((bs[1] - '0') << 6 | (bs[2] - '0') << 3 | (bs[3] - '0')));
-      p = bs + 4;
-    } else {
-      return std::nullopt;
-    }
-  }
-  return out;
-}
-
-// The payload straight from the claim's text result: one allocation, no
-// intermediate copy. Anything unexpected goes through libpq's own decoder.
-std::string decode_bytea(const pqxx::field& f) {
-  const auto* text = reinterpret_cast<const unsigned char*>(f.c_str());
-  const std::size_t size = f.size();
-  auto out = size >= 2 && text[0] == '\\' && text[1] == 'x' ? decode_hex(text, size) : decode_escape(text, size);
-  return out ? std::move(*out) : pqxx::binarystring(f).str();
-}
-
-}  // namespace
-
 OutboxStore::OutboxStore(PostgresConfig config)
     : config_(std::move(config)), schema_(outbox::quoted_identifier(config_.schema, "postgres.schema")),
       payloads_sql_("SELECT id, payload FROM " + schema_ + ".outbox WHERE id = ANY($1::bigint[])") {}
@@ -143,13 +76,16 @@ void OutboxStore::connect() {
   setup.exec("SET enable_seqscan = off");
   setup.commit();
   const std::string select_list = claim_select_list();
-  const std::string columns = select_list + "FROM " + schema_ + ".outbox ";
-  conn->prepare("outbox_claim",
-                columns + "WHERE " + pending_sql() + " AND next_attempt_at <= now() "
-                "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED");
+  // The claims come back in binary (PgBinaryQuery): prepared on first use, as
+  // libpqxx prepares its own statements.
+  binary_statements_.clear();
+  binary_statements_.emplace_back("outbox_claim", select_list + "FROM " + schema_ + ".outbox WHERE " +
+                                                      pending_sql() + " AND next_attempt_at <= now() "
+                                                      "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED");
   if (key_lanes_ > 0) {
     prepare_key_walk(*conn, select_list);
   }
+  binary_prepared_ = false;
   // clock_timestamp(), not now(): the time the relay recorded the broker's acks,
   // not the start of the claim transaction.
   conn->prepare("outbox_mark_published",
@@ -181,7 +117,16 @@ bool OutboxStore::has_due_rows() {
 }
 
 std::vector<ClaimedRow> OutboxStore::claim(pqxx::transaction_base& tx, int limit) {
-  return decode_claim(tx.exec_prepared("outbox_claim", limit));
+  return decode_claim(run_claim(tx, "outbox_claim", {std::to_string(limit)}));
+}
+
+PgBinaryQuery OutboxStore::run_claim(pqxx::transaction_base& tx, const char* name,
+                                     const std::vector<std::string>& params) {
+  if (!binary_prepared_) {
+    for (const auto& [statement, sql] : binary_statements_) PgBinaryQuery::prepare(tx.conn(), statement, sql);
+    binary_prepared_ = true;
+  }
+  return PgBinaryQuery(tx.conn(), PgBinaryQuery::Prepared{name}, params);
 }
 
 // The per_key claim is a loose index scan over outbox_pending_key_idx: a recursive
@@ -218,7 +163,7 @@ void OutboxStore::prepare_key_walk(pqxx::connection& conn, const std::string& se
   for (bool from_cursor : {false, true}) {
     const std::string suffix = from_cursor ? "_from" : "_start";
     // $1 keys to walk, $2 limit, $3 lanes, $4 cursor.
-    conn.prepare("outbox_key_heads" + suffix,
+    binary_statements_.emplace_back("outbox_key_heads" + suffix,
                  walk("$1", from_cursor ? "$4" : "") + select_list + "FROM walk w JOIN " + schema_ +
                      ".outbox o ON o.id = w.wid WHERE " + lane + " = ANY($3::int[]) AND " + pending_sql("o.") +
                      " AND o.next_attempt_at <= now() "
@@ -242,9 +187,11 @@ std::vector<ClaimedRow> OutboxStore::claim_key_heads(pqxx::transaction_base& tx,
   // the next claim from the cursor.
   for (int walks = 0; walks < 64; ++walks) {
     auto rows = cursor.at_start
-                    ? decode_claim(tx.exec_prepared("outbox_key_heads_start", keys_per_walk, limit, lane_array))
-                    : decode_claim(tx.exec_prepared("outbox_key_heads_from", keys_per_walk, limit, lane_array,
-                                                    cursor.after));
+                    ? decode_claim(run_claim(tx, "outbox_key_heads_start",
+                                             {std::to_string(keys_per_walk), std::to_string(limit), lane_array}))
+                    : decode_claim(run_claim(tx, "outbox_key_heads_from",
+                                             {std::to_string(keys_per_walk), std::to_string(limit), lane_array,
+                                              cursor.after}));
     if (!rows.empty()) {
       cursor = KeyCursor{false, rows.back().ordering_key};
       return rows;
@@ -279,36 +226,35 @@ std::string OutboxStore::claim_select_list() {
 
 // Column numbers of claim_select_list() in a result, looked up once per result.
 struct OutboxStore::ClaimColumns {
-  explicit ClaimColumns(const pqxx::result& r)
-      : id(r.column_number("id")), message_id(r.column_number("message_id")),
-        exchange(r.column_number("exchange")), routing_key(r.column_number("routing_key")),
-        message_type(r.column_number("message_type")), ordering_key(r.column_number("ordering_key")),
-        content_type(r.column_number("content_type")), headers(r.column_number("headers")),
-        correlation_id(r.column_number("correlation_id")), inline_payload(r.column_number("inline_payload")),
-        attempts(r.column_number("attempts")), created_epoch(r.column_number("created_epoch")),
-        payload_bytes(r.column_number("payload_bytes")), refused_before(r.column_number("refused_before")) {}
-  pqxx::row::size_type id, message_id, exchange, routing_key, message_type, ordering_key, content_type, headers,
-      correlation_id, inline_payload, attempts, created_epoch, payload_bytes, refused_before;
+  explicit ClaimColumns(const PgBinaryQuery& q)
+      : id(q.column("id")), message_id(q.column("message_id")), exchange(q.column("exchange")),
+        routing_key(q.column("routing_key")), message_type(q.column("message_type")),
+        ordering_key(q.column("ordering_key")), content_type(q.column("content_type")), headers(q.column("headers")),
+        correlation_id(q.column("correlation_id")), inline_payload(q.column("inline_payload")),
+        attempts(q.column("attempts")), created_epoch(q.column("created_epoch")),
+        payload_bytes(q.column("payload_bytes")), refused_before(q.column("refused_before")) {}
+  int id, message_id, exchange, routing_key, message_type, ordering_key, content_type, headers, correlation_id,
+      inline_payload, attempts, created_epoch, payload_bytes, refused_before;
 };
 
 // Each row on its own: a row whose columns cannot be decoded is returned with
 // `invalid` set (and is failed on its own as an attempt), never by throwing, which
 // would throw the whole claim away and halt every relay on one row.
-std::vector<ClaimedRow> OutboxStore::decode_claim(const pqxx::result& result) {
+std::vector<ClaimedRow> OutboxStore::decode_claim(const PgBinaryQuery& q) {
   const StageCpu::Scope cpu(CpuStage::kDecode);  // the relay loop's CPU by stage (a no-op elsewhere)
   std::vector<ClaimedRow> rows;
-  if (result.empty()) return rows;
-  const ClaimColumns c(result);
-  rows.reserve(result.size());
-  for (const auto& r : result) {
+  if (q.rows() == 0) return rows;
+  const ClaimColumns c(q);
+  rows.reserve(static_cast<std::size_t>(q.rows()));
+  for (int i = 0; i < q.rows(); ++i) {
     ClaimedRow row;
     // Columns the relay needs to settle the row: NOT NULL and typed by the table.
-    row.id = r[c.id].as<std::int64_t>();
-    row.ordering_key = r[c.ordering_key].c_str();
-    row.attempts = r[c.attempts].as<int>();
-    row.refused_before = r[c.refused_before].as<bool>();
+    row.id = q.int8(i, c.id);
+    row.ordering_key = q.bytes(i, c.ordering_key);
+    row.attempts = q.int4(i, c.attempts);
+    row.refused_before = q.boolean(i, c.refused_before);
     try {
-      decode_message_columns(r, c, row);
+      decode_message_columns(q, i, c, row);
       if (!row.invalid && row.payload_bytes > max_payload_bytes_) {
         row.invalid = "column payload: " + std::to_string(row.payload_bytes) +
                       " bytes, above relay.max_payload_bytes (" + std::to_string(max_payload_bytes_) + "): not fetched";
@@ -327,13 +273,14 @@ std::vector<ClaimedRow> OutboxStore::decode_claim(const pqxx::result& result) {
 }
 
 // What the relay sends; sets row.invalid (or throws) when a column cannot be sent.
-void OutboxStore::decode_message_columns(const pqxx::row& r, const ClaimColumns& c, ClaimedRow& row) {
-  row.message_id = r[c.message_id].c_str();
-  row.exchange = r[c.exchange].c_str();
-  row.routing_key = r[c.routing_key].c_str();
-  row.type = r[c.message_type].c_str();
-  row.content_type = r[c.content_type].c_str();
-  std::string_view headers(r[c.headers].c_str(), r[c.headers].size());
+// Text columns come as their bytes, the payload as stored (binary results).
+void OutboxStore::decode_message_columns(const PgBinaryQuery& q, int i, const ClaimColumns& c, ClaimedRow& row) {
+  row.message_id = q.bytes(i, c.message_id);
+  row.exchange = q.bytes(i, c.exchange);
+  row.routing_key = q.bytes(i, c.routing_key);
+  row.type = q.bytes(i, c.message_type);
+  row.content_type = q.bytes(i, c.content_type);
+  const std::string_view headers = q.bytes(i, c.headers);
   if (headers != "{}") {
     const auto parsed = nlohmann::json::parse(headers, nullptr, /*allow_exceptions=*/false);
     if (!parsed.is_object()) {
@@ -350,12 +297,12 @@ void OutboxStore::decode_message_columns(const pqxx::row& r, const ClaimColumns&
       row.headers.emplace_back(it.key(), it.value().get<std::string>());
     }
   }
-  if (!r[c.correlation_id].is_null()) row.correlation_id = r[c.correlation_id].c_str();
-  row.payload_bytes = r[c.payload_bytes].as<std::size_t>();
-  row.payload_loaded = !r[c.inline_payload].is_null();
-  if (row.payload_loaded) row.payload = decode_bytea(r[c.inline_payload]);
+  if (!q.is_null(i, c.correlation_id)) row.correlation_id = q.bytes(i, c.correlation_id);
+  row.payload_bytes = static_cast<std::size_t>(q.int4(i, c.payload_bytes));
+  row.payload_loaded = !q.is_null(i, c.inline_payload);
+  if (row.payload_loaded) row.payload = q.bytes(i, c.inline_payload);
   // 'infinity' or a date beyond 64-bit seconds: no AMQP timestamp can carry it.
-  const double created = r[c.created_epoch].as<double>();
+  const double created = q.float8(i, c.created_epoch);
   if (!std::isfinite(created) || created < 0 || created > 1e15) {
     row.invalid = "column created_at: not a time an AMQP timestamp can carry";
     return;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "publish/pg_binary_query.h"
 
 #include <pqxx/connection>
 #include <pqxx/result>
@@ -141,8 +142,12 @@ class OutboxStore {
   std::size_t max_payload_bytes_ = 16 * 1024 * 1024;
   struct ClaimColumns;
   static std::string claim_select_list();
-  std::vector<ClaimedRow> decode_claim(const pqxx::result& result);
-  static void decode_message_columns(const pqxx::row& r, const ClaimColumns& c, ClaimedRow& row);
+  // The claims' statements (name, SQL), prepared on a session's first claim.
+  std::vector<std::pair<std::string, std::string>> binary_statements_;
+  bool binary_prepared_ = false;
+  PgBinaryQuery run_claim(pqxx::transaction_base& tx, const char* name, const std::vector<std::string>& params);
+  std::vector<ClaimedRow> decode_claim(const PgBinaryQuery& q);
+  static void decode_message_columns(const PgBinaryQuery& q, int i, const ClaimColumns& c, ClaimedRow& row);
   void prepare_key_walk(pqxx::connection& conn, const std::string& select_list);
   std::unique_ptr<pqxx::connection> conn_;
 };

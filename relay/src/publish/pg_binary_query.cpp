@@ -2,6 +2,8 @@
 
 #include <libpq-fe.h>
 
+#include <cstring>
+
 #include <pqxx/except>
 
 #include "outbox/one_line.h"
@@ -32,20 +34,68 @@ struct PgBinaryQuery::Result {
   ~Result() { PQclear(res); }
 };
 
+namespace {
+
+PGconn* open_session(pqxx::connection_base& conn) {
+  PGconn* pg = raw(conn);
+  if (!pg || PQstatus(pg) != CONNECTION_OK) throw pqxx::broken_connection("PostgreSQL session is not open");
+  return pg;
+}
+
+std::vector<const char*> c_strings(const std::vector<std::string>& params) {
+  std::vector<const char*> values;
+  for (const auto& p : params) values.push_back(p.c_str());
+  return values;
+}
+
+// Big-endian bytes of a fixed-size binary field, as an unsigned number.
+std::uint64_t network_order(std::string_view b) {
+  std::uint64_t v = 0;
+  for (unsigned char c : b) v = v << 8 | c;
+  return v;
+}
+
+// Throws as libpqxx would when the statement did not succeed.
+void check_result(PGconn* pg, PGresult* res, const std::string& what) {
+  const auto status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+  if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) return;
+  const std::string message = outbox::one_line(res ? PQresultErrorMessage(res) : PQerrorMessage(pg));
+  if (!res || PQstatus(pg) != CONNECTION_OK) throw pqxx::broken_connection(message);
+  const char* state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+  throw pqxx::sql_error(message, what, state ? state : nullptr);
+}
+
+}  // namespace
+
 PgBinaryQuery::PgBinaryQuery(pqxx::connection_base& conn, const std::string& sql,
                              const std::vector<std::string>& params)
     : result_(std::make_unique<Result>()) {
-  PGconn* pg = raw(conn);
-  if (!pg || PQstatus(pg) != CONNECTION_OK) throw pqxx::broken_connection("PostgreSQL session is not open");
-  std::vector<const char*> values;
-  for (const auto& p : params) values.push_back(p.c_str());
+  PGconn* pg = open_session(conn);
+  const auto values = c_strings(params);
   result_->res = PQexecParams(pg, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
                               nullptr, /*resultFormat=*/1);
-  if (result_->res && PQresultStatus(result_->res) == PGRES_TUPLES_OK) return;
-  const std::string message = outbox::one_line(result_->res ? PQresultErrorMessage(result_->res) : PQerrorMessage(pg));
-  if (!result_->res || PQstatus(pg) != CONNECTION_OK) throw pqxx::broken_connection(message);
-  const char* state = PQresultErrorField(result_->res, PG_DIAG_SQLSTATE);
-  throw pqxx::sql_error(message, sql, state ? state : nullptr);
+  check(conn, sql);
+}
+
+PgBinaryQuery::PgBinaryQuery(pqxx::connection_base& conn, const Prepared& statement,
+                             const std::vector<std::string>& params)
+    : result_(std::make_unique<Result>()) {
+  PGconn* pg = open_session(conn);
+  const auto values = c_strings(params);
+  result_->res = PQexecPrepared(pg, statement.name.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
+                                nullptr, /*resultFormat=*/1);
+  check(conn, statement.name);
+}
+
+void PgBinaryQuery::prepare(pqxx::connection_base& conn, const std::string& name, const std::string& sql) {
+  PGconn* pg = open_session(conn);
+  const std::unique_ptr<PGresult, void (*)(PGresult*)> res(PQprepare(pg, name.c_str(), sql.c_str(), 0, nullptr),
+                                                           PQclear);
+  check_result(pg, res.get(), sql);
+}
+
+void PgBinaryQuery::check(pqxx::connection_base& conn, const std::string& what) {
+  check_result(raw(conn), result_->res, what);
 }
 
 PgBinaryQuery::~PgBinaryQuery() = default;
@@ -64,9 +114,37 @@ std::int64_t PgBinaryQuery::int8(int row, int column) const {
   const auto b = bytes(row, column);
   if (b.size() != 8 || is_null(row, column))
     throw pqxx::conversion_error("column " + std::to_string(column) + ": not a binary bigint");
-  std::uint64_t v = 0;
-  for (unsigned char c : b) v = v << 8 | c;
-  return static_cast<std::int64_t>(v);
+  return static_cast<std::int64_t>(network_order(b));
+}
+
+std::int32_t PgBinaryQuery::int4(int row, int column) const {
+  const auto b = bytes(row, column);
+  if (b.size() != 4 || is_null(row, column))
+    throw pqxx::conversion_error("column " + std::to_string(column) + ": not a binary integer");
+  return static_cast<std::int32_t>(static_cast<std::uint32_t>(network_order(b)));
+}
+
+double PgBinaryQuery::float8(int row, int column) const {
+  const auto b = bytes(row, column);
+  if (b.size() != 8 || is_null(row, column))
+    throw pqxx::conversion_error("column " + std::to_string(column) + ": not a binary double precision");
+  const std::uint64_t bits = network_order(b);
+  double v;
+  std::memcpy(&v, &bits, sizeof v);  // IEEE 754 binary64, as PostgreSQL sends it
+  return v;
+}
+
+bool PgBinaryQuery::boolean(int row, int column) const {
+  const auto b = bytes(row, column);
+  if (b.size() != 1 || is_null(row, column))
+    throw pqxx::conversion_error("column " + std::to_string(column) + ": not a binary boolean");
+  return b[0] != 0;
+}
+
+int PgBinaryQuery::column(const char* name) const {
+  const int n = PQfnumber(result_->res, name);
+  if (n < 0) throw pqxx::usage_error(std::string("no column named ") + name + " in the result");
+  return n;
 }
 
 }  // namespace relay

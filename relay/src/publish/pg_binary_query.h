@@ -15,8 +15,10 @@ namespace relay {
 
 // Why: libpqxx 6.4 (Debian 12) asks for text results on every statement, and a
 // bytea in text form costs PostgreSQL an escaping pass over every byte and the
-// relay an unescaping pass (both measured: docs/PERFORMANCE.md, "Big payloads").
-// Large payloads are fetched here instead, as raw bytes.
+// relay an unescaping pass (both measured: docs/PERFORMANCE.md, "Big payloads"
+// and "Round three": byteaout was a fifth of the claim session's CPU even for
+// 300 B payloads). The claims and the large payloads are fetched here instead, as
+// raw bytes and binary numbers.
 //
 // The statement runs on the same session, so in the transaction libpqxx opened on
 // it (the claim's, which holds the rows' locks). It is synchronous and consumes its
@@ -31,6 +33,14 @@ class PgBinaryQuery {
   // REQUIRES: every parameter is in text form; `sql` selects only columns the
   // caller decodes from their binary forms.
   PgBinaryQuery(pqxx::connection_base& conn, const std::string& sql, const std::vector<std::string>& params);
+  // Runs the statement prepare() made under `name` on this session.
+  struct Prepared {
+    std::string name;
+  };
+  PgBinaryQuery(pqxx::connection_base& conn, const Prepared& statement, const std::vector<std::string>& params);
+  // Prepares `sql` as `name` on the session (a protocol-level statement: it outlives
+  // the transaction, and dies with the session). Throws as the constructor does.
+  static void prepare(pqxx::connection_base& conn, const std::string& name, const std::string& sql);
   ~PgBinaryQuery();
   PgBinaryQuery(const PgBinaryQuery&) = delete;
   PgBinaryQuery& operator=(const PgBinaryQuery&) = delete;
@@ -43,10 +53,17 @@ class PgBinaryQuery {
   // A bigint (int8) column: 8 bytes, network order. Throws pqxx::conversion_error
   // naming the column otherwise.
   std::int64_t int8(int row, int column) const;
+  // integer (int4), double precision (float8) and boolean columns, likewise.
+  std::int32_t int4(int row, int column) const;
+  double float8(int row, int column) const;
+  bool boolean(int row, int column) const;
+  // The number of the column named `name`; throws pqxx::usage_error if none is.
+  int column(const char* name) const;
 
  private:
   struct Result;
   std::unique_ptr<Result> result_;
+  void check(pqxx::connection_base& conn, const std::string& what);
 };
 
 }  // namespace relay
