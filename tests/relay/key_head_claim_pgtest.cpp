@@ -19,10 +19,12 @@ namespace {
 // One lane, so every key is this relay's.
 const std::vector<int> kAllLanes = {0};
 
-std::unique_ptr<OutboxStore> per_key_store(const std::string& schema, bool park_key = true) {
+std::unique_ptr<OutboxStore> per_key_store(const std::string& schema, bool park_key = true,
+                                           int statement_timeout_ms = 30000) {
   relay::PostgresConfig config;
   config.dsn = testenv::pg_dsn();
   config.schema = schema;
+  config.statement_timeout_ms = statement_timeout_ms;
   auto store = std::make_unique<OutboxStore>(config);
   store->use_per_key_ordering(1, park_key);
   store->connect();
@@ -154,4 +156,29 @@ TEST_CASE("park_message: a walk with the table's statistics unknown stays on the
   for (const auto& r : plan) text += std::string(r[0].c_str()) + "\n";
   CHECK_MESSAGE(text.find("outbox_pending_key_idx") != std::string::npos, text);
   CHECK_MESSAGE(text.find("Bitmap") == std::string::npos, text);
+}
+
+// The claims are prepared on a session's first use of each. A claim that times out
+// behind a migration's lock while its statement is being prepared must not leave the
+// session unable to claim (a statement never prepared, or prepared twice: 42P05).
+TEST_CASE("a claim that timed out behind a table lock claims again on the same session once the lock is gone") {
+  testenv::ScopedSchema schema("keyheads");
+  write_rows(schema.name(), 3, 2);
+  auto store = per_key_store(schema.name(), true, /*statement_timeout_ms=*/300);
+  {
+    pqxx::work tx(store->connection());
+    CHECK(store->claim(tx, 1).size() == 1);  // the unordered claim: prepared and run
+  }
+  pqxx::connection locker(testenv::pg_dsn());
+  {
+    pqxx::work lock(locker);
+    lock.exec0("LOCK TABLE \"" + schema.name() + "\".outbox IN ACCESS EXCLUSIVE MODE");
+    pqxx::work tx(store->connection());
+    KeyCursor cursor;
+    CHECK_THROWS_AS(store->claim_key_heads(tx, 10, kAllLanes, cursor), pqxx::sql_error);  // 57014
+  }  // both roll back: the lock is gone
+  KeyCursor cursor;
+  CHECK(claim_and_publish(*store, schema.name(), 10, cursor) == Keys{"k0", "k1", "k2"});
+  pqxx::work tx(store->connection());
+  CHECK(store->claim(tx, 10).size() == 3);  // the second events, by the unordered claim
 }

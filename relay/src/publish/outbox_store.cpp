@@ -79,13 +79,12 @@ void OutboxStore::connect() {
   // The claims come back in binary (PgBinaryQuery): prepared on first use, as
   // libpqxx prepares its own statements.
   binary_statements_.clear();
-  binary_statements_.emplace_back("outbox_claim", select_list + "FROM " + schema_ + ".outbox WHERE " +
-                                                      pending_sql() + " AND next_attempt_at <= now() "
-                                                      "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED");
+  binary_statements_.push_back({"outbox_claim", select_list + "FROM " + schema_ + ".outbox WHERE " + pending_sql() +
+                                                    " AND next_attempt_at <= now() "
+                                                    "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED"});
   if (key_lanes_ > 0) {
     prepare_key_walk(*conn, select_list);
   }
-  binary_prepared_ = false;
   // clock_timestamp(), not now(): the time the relay recorded the broker's acks,
   // not the start of the claim transaction.
   conn->prepare("outbox_mark_published",
@@ -120,13 +119,20 @@ std::vector<ClaimedRow> OutboxStore::claim(pqxx::transaction_base& tx, int limit
   return decode_claim(run_claim(tx, "outbox_claim", {std::to_string(limit)}));
 }
 
+// Each statement is marked prepared only once its own PREPARE succeeded: one that
+// failed (a timeout behind a migration's lock) is prepared again at the next claim,
+// and one that succeeded is never prepared twice (42P05 on every claim, for good).
 PgBinaryQuery OutboxStore::run_claim(pqxx::transaction_base& tx, const char* name,
                                      const std::vector<std::string>& params) {
-  if (!binary_prepared_) {
-    for (const auto& [statement, sql] : binary_statements_) PgBinaryQuery::prepare(tx.conn(), statement, sql);
-    binary_prepared_ = true;
+  for (auto& statement : binary_statements_) {
+    if (statement.name != name) continue;
+    if (!statement.prepared) {
+      PgBinaryQuery::prepare(tx.conn(), statement.name, statement.sql);
+      statement.prepared = true;
+    }
+    return PgBinaryQuery(tx.conn(), PgBinaryQuery::Prepared{statement.name}, params);
   }
-  return PgBinaryQuery(tx.conn(), PgBinaryQuery::Prepared{name}, params);
+  throw pqxx::usage_error(std::string("no claim statement named ") + name);
 }
 
 // The per_key claim is a loose index scan over outbox_pending_key_idx: a recursive
@@ -163,11 +169,11 @@ void OutboxStore::prepare_key_walk(pqxx::connection& conn, const std::string& se
   for (bool from_cursor : {false, true}) {
     const std::string suffix = from_cursor ? "_from" : "_start";
     // $1 keys to walk, $2 limit, $3 lanes, $4 cursor.
-    binary_statements_.emplace_back("outbox_key_heads" + suffix,
+    binary_statements_.push_back({"outbox_key_heads" + suffix,
                  walk("$1", from_cursor ? "$4" : "") + select_list + "FROM walk w JOIN " + schema_ +
                      ".outbox o ON o.id = w.wid WHERE " + lane + " = ANY($3::int[]) AND " + pending_sql("o.") +
                      " AND o.next_attempt_at <= now() "
-                     "ORDER BY w.wkey LIMIT $2 FOR UPDATE OF o SKIP LOCKED");
+                     "ORDER BY w.wkey LIMIT $2 FOR UPDATE OF o SKIP LOCKED"});
     // Where a walk of $1 keys (after $2) ends, and whether it reached the last key.
     conn.prepare("outbox_key_walk_end" + suffix,
                  walk("$1", from_cursor ? "$2" : "") + "SELECT wkey, step FROM walk ORDER BY step DESC LIMIT 1");

@@ -142,9 +142,12 @@ class OutboxStore {
   std::size_t max_payload_bytes_ = 16 * 1024 * 1024;
   struct ClaimColumns;
   static std::string claim_select_list();
-  // The claims' statements (name, SQL), prepared on a session's first claim.
-  std::vector<std::pair<std::string, std::string>> binary_statements_;
-  bool binary_prepared_ = false;
+  // The claims' statements, each prepared on its session's first use of it.
+  struct BinaryStatement {
+    std::string name, sql;
+    bool prepared = false;
+  };
+  std::vector<BinaryStatement> binary_statements_;
   PgBinaryQuery run_claim(pqxx::transaction_base& tx, const char* name, const std::vector<std::string>& params);
   std::vector<ClaimedRow> decode_claim(const PgBinaryQuery& q);
   static void decode_message_columns(const PgBinaryQuery& q, int i, const ClaimColumns& c, ClaimedRow& row);
