@@ -64,8 +64,6 @@ void OutboxStore::connect() {
   setup.exec("SET statement_timeout = " + std::to_string(config_.statement_timeout_ms));
   setup.exec("SET idle_in_transaction_session_timeout = " +
              std::to_string(config_.idle_in_transaction_timeout_ms));
-  // Printable bytes (JSON, base64) travel as themselves instead of two hex digits.
-  setup.exec("SET bytea_output = 'escape'");
   if (!config_.synchronous_commit) setup.exec("SET synchronous_commit = off");
   // Every statement below is an index scan by design, at any table size. Their plans
   // are prepared once and cached generic: made while the outbox was small (a first
