@@ -2,6 +2,7 @@
 // OutboxStore: the relay's PostgreSQL session: claim, mark, report.
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -86,8 +87,10 @@ class OutboxStore {
 
   // Locks and returns up to `limit` due pending rows in id order, skipping rows
   // other relays hold (FOR UPDATE SKIP LOCKED). The locks last until `tx` ends:
-  // they are the lease.
-  std::vector<ClaimedRow> claim(pqxx::transaction_base& tx, int limit);
+  // they are the lease. Only rows with id >= `from_id` (a ClaimFloor; the default
+  // takes any id).
+  std::vector<ClaimedRow> claim(pqxx::transaction_base& tx, int limit,
+                                std::int64_t from_id = std::numeric_limits<std::int64_t>::min());
   // relay.ordering per_key: claims only the head (lowest pending id) of each key
   // whose lane is in `lanes`, and only when that head is due. A head that is
   // locked by a batch in flight, or (with park_key) parked, holds its key back.
