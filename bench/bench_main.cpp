@@ -10,14 +10,17 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <pqxx/pqxx>
 #include <sstream>
 #include <thread>
 
 #include "bench_env.h"
 #include "bench_options.h"
+#include "cpu_isolation.h"
 #include "measurements.h"
 #include "number_text.h"
+#include "process_cpu.h"
 #include "relay_runner.h"
 #include "stage_breakdown.h"
 #include "wire_phase.h"
@@ -110,6 +113,15 @@ class Bench {
     std::cout << "outbox-bench " << report_["date"].get<std::string>() << ", "
               << report_["machine"]["cpus"] << " CPUs, load " << load_average() << "\n"
               << "  " << o_.command << "\n";
+    std::optional<BrokerCpuIsolation> isolation;  // until the end of the run, whatever happens
+    if (!o_.broker_cpus.empty()) {
+      const auto broker = broker_pid();
+      if (!broker) throw BenchError("--broker-cpus: the broker's pid is unknown (no $OUTBOX_LOCAL_DIR/rabbitmq/rabbitmq.pid)");
+      const auto backend = pqxx::nontransaction(env.admin()).exec1("SELECT pg_backend_pid()")[0].as<int>();
+      isolation.emplace(o_.broker_cpus, *broker, BrokerCpuIsolation::postmaster_of(backend));
+      report_["broker_cpus"] = isolation->description();
+      std::cout << "  " << isolation->description() << "\n";
+    }
     if (o_.runs("rounds")) rounds(env);
     if (o_.runs("enqueue")) enqueue(env);
     if (o_.runs("latency")) latency_and_idle(env);

@@ -95,7 +95,9 @@ std::string bench_usage() {
          "  --scale-relays LIST       relay counts of the scale phase, both ordering modes (default 1,2,4)\n"
          "  --scale-keys N            ordering keys in the scale phase's backlog (default 1000)\n"
          "  --phases LIST             rounds,enqueue,latency,sweeps,scale,wire,fanout (default: all)\n"
-         "  --relay-bin PATH          outbox-relay binary to run\n";
+         "  --relay-bin PATH          outbox-relay binary to run\n"
+         "  --broker-cpus LIST        the broker on these CPUs, PostgreSQL, the bench and the relays on\n"
+         "                            the others, as on separate hosts (needs root; restored at exit)\n";
 }
 
 bool BenchOptions::runs(const std::string& phase) const {
@@ -138,6 +140,7 @@ BenchOptions parse_bench_options(int argc, char** argv) {
     else if (a == "--sweep-backlogs") o.sweep_backlogs = parse_list(a, v, 1, kMaxRows);
     else if (a == "--history-rows") o.history_rows = parse_long(a, v, 0, kMaxRows);
     else if (a == "--phases") o.phases = parse_phases(a, v);
+    else if (a == "--broker-cpus") o.broker_cpus = parse_list(a, v, 0, 1023);
     else if (a == "--scale-relays") o.scale_relays = parse_list(a, v, 1, 16);
     else if (a == "--scale-keys") o.scale_keys = parse_long(a, v, 1, kMaxRows);
     else if (a == "--relay-setting") {

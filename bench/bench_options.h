@@ -51,6 +51,10 @@ struct BenchOptions {
   // modes (unordered, per_key) over a backlog with --scale-keys ordering keys.
   std::vector<long> scale_relays = {1, 2, 4};
   long scale_keys = 1000;
+  // --broker-cpus: the broker on these CPUs only, PostgreSQL, the bench and the relays
+  // on the others, for the whole run (BrokerCpuIsolation): as on separate hosts.
+  // Empty: nobody is pinned.
+  std::vector<long> broker_cpus;
   // --phases: which parts run (rounds, enqueue, latency, sweeps, scale, wire,
   // fanout); all by default.
   // Keys of the phases left out are missing from the JSON.

@@ -4,14 +4,20 @@
 
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "relay_process.h"
 #include "test_env.h"
@@ -163,4 +169,78 @@ TEST_CASE("outbox-bench refuses a bad option with exit code 2, naming it") {
   run = run_bench({"--relay-setting", "ordering=per_key"});
   CHECK(run.exit_code == 2);
   CHECK(run.output.find("'ordering=per_key': the scale phase sets ordering itself") != std::string::npos);
+}
+
+namespace {
+
+// "Cpus_allowed_list" of every thread of `pid`, joined ("0|0|0"), or "" when it is gone.
+std::string thread_cpus(pid_t pid) {
+  std::string all;
+  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(task_dir.c_str());
+  if (!d) return all;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream in(task_dir + "/" + e->d_name + "/status");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) all += (all.empty() ? "" : "|") + line.substr(line.find('\t') + 1);
+  }
+  ::closedir(d);
+  return all;
+}
+
+pid_t pid_in_file(const std::string& path) {
+  std::ifstream in(path);
+  pid_t pid = 0;
+  in >> pid;
+  return pid;
+}
+
+}  // namespace
+
+TEST_CASE("outbox-bench --broker-cpus runs the broker on its own CPU for the run and gives every CPU back at exit") {
+  const char* dir = std::getenv("OUTBOX_LOCAL_DIR");
+  const std::string local = dir && *dir ? dir : "/tmp/outbox-relay-local";
+  const pid_t broker = pid_in_file(local + "/rabbitmq/rabbitmq.pid");
+  const pid_t postmaster = pid_in_file(local + "/pg/postmaster.pid");
+  REQUIRE(broker > 0);
+  REQUIRE(postmaster > 0);
+  if (::sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+    auto run = run_bench({"--smoke", "--phases", "rounds", "--broker-cpus", "0"});
+    CHECK(run.exit_code != 0);
+    CHECK(run.output.find("--broker-cpus: 0 leaves no CPU for PostgreSQL and the relays") != std::string::npos);
+    return;
+  }
+  const std::string broker_before = thread_cpus(broker), postmaster_before = thread_cpus(postmaster);
+  // What the broker's threads and the postmaster ran on while the bench ran.
+  std::atomic<bool> done{false};
+  std::set<std::string> broker_seen, postmaster_seen;
+  std::thread watcher([&] {
+    while (!done) {
+      broker_seen.insert(thread_cpus(broker));
+      postmaster_seen.insert(thread_cpus(postmaster));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  auto run = run_bench({"--smoke", "--phases", "rounds", "--broker-cpus", "0"});
+  done = true;
+  watcher.join();
+  if (run.exit_code != 0) MESSAGE(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("broker on CPU 0; PostgreSQL, the bench and the relays on CPU 1") != std::string::npos);
+  CHECK(run.output.find("ratio drain 1 relay / broker ceiling") != std::string::npos);
+  // At some point of the run every broker thread was on CPU 0 only, and the
+  // postmaster on CPU 1 only.
+  CHECK(std::any_of(broker_seen.begin(), broker_seen.end(), [](const std::string& s) {
+    return !s.empty() && s.find_first_not_of("0|") == std::string::npos && s.find("00") == std::string::npos;
+  }));
+  CHECK(postmaster_seen.count("1") == 1);
+  // And as they were afterwards.
+  CHECK(thread_cpus(broker) == broker_before);
+  CHECK(thread_cpus(postmaster) == postmaster_before);
+
+  run = run_bench({"--smoke", "--phases", "rounds", "--broker-cpus", "4096"});
+  CHECK(run.exit_code == 2);
+  CHECK(run.output.find("--broker-cpus: must be between 0 and 1023, got 4096") != std::string::npos);
 }
