@@ -104,22 +104,31 @@ void BrokerCpuIsolation::pin(pid_t pid, bool with_children, const cpu_set_t& mas
                      "): " + std::strerror(errno));
   pinned_.push_back(p);
   for (pid_t process : processes(pid, with_children))
-    for (pid_t task : numbered_entries("/proc/" + std::to_string(process) + "/task"))
+    for (pid_t task : numbered_entries("/proc/" + std::to_string(process) + "/task")) {
+      Task t{task, {}};
+      if (::sched_getaffinity(task, sizeof t.original, &t.original) != 0) continue;  // gone
+      tasks_.push_back(t);
       if (::sched_setaffinity(task, sizeof mask, &mask) != 0 && errno != ESRCH)
         throw BenchError(std::string("--broker-cpus: cannot pin ") + what + " (task " + std::to_string(task) +
                          "): " + std::strerror(errno) + " (root or CAP_SYS_NICE is needed)");
+    }
 }
 
-// Children started while pinned (PostgreSQL backends) get the postmaster's original
-// affinity too.
+// Each thread gets its own affinity back; threads and children started while pinned
+// (PostgreSQL backends) get the one their process (the postmaster) had.
 void BrokerCpuIsolation::restore() noexcept {
   for (const auto& p : pinned_)
     for (pid_t process : processes(p.pid, p.with_children))
-      for (pid_t task : numbered_entries("/proc/" + std::to_string(process) + "/task"))
-        if (::sched_setaffinity(task, sizeof p.original, &p.original) != 0 && errno != ESRCH)
+      for (pid_t task : numbered_entries("/proc/" + std::to_string(process) + "/task")) {
+        const cpu_set_t* original = &p.original;
+        for (const auto& t : tasks_)
+          if (t.tid == task) original = &t.original;
+        if (::sched_setaffinity(task, sizeof *original, original) != 0 && errno != ESRCH)
           std::cerr << "outbox-bench: could not give task " << task << " its CPUs back: " << std::strerror(errno)
                     << "\n";
+      }
   pinned_.clear();
+  tasks_.clear();
 }
 
 }  // namespace bench

@@ -44,10 +44,17 @@ class BrokerCpuIsolation {
     bool with_children;
     cpu_set_t original;
   };
+  // A thread's own affinity before: the broker binds some of its schedulers to one
+  // CPU each (+stbt), and those bindings must come back as they were.
+  struct Task {
+    pid_t tid;
+    cpu_set_t original;
+  };
   void pin(pid_t pid, bool with_children, const cpu_set_t& mask, const char* what);
   void restore() noexcept;
 
   std::vector<Pinned> pinned_;
+  std::vector<Task> tasks_;
   std::string description_;
 };
 
