@@ -99,8 +99,10 @@ TEST_CASE("SIGTERM during a drain exits 0 and marks only rows whose publish the 
   CHECK(sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox") == std::to_string(sent.size()));
 }
 
-// A claim behind a batch in flight starts after the highest id in flight (ClaimFloor):
-// a row that comes due below it must still go out within a few batches.
+// Claims go by state, not by an id cursor: a row that comes due below the batches in
+// flight (a retry, a late commit) goes out with the next batches. (A claim that
+// started after the highest id in flight was measured and not kept: docs/PERFORMANCE.md,
+// "Round four"; this test failed with it unless some claims started from the lowest id.)
 TEST_CASE("a row that comes due below the batches in flight goes out within a few batches, not after the backlog") {
   ScopedSchema schema;
   TestBroker broker;
@@ -127,8 +129,8 @@ TEST_CASE("a row that comes due below the batches in flight goes out within a fe
     if (got[i].message_id == late_id) position = static_cast<long>(i);
   MESSAGE("due after " << published_when_due << " of " << sent.size() << " rows; published as message " << position);
   REQUIRE(position >= 0);
-  // Every 4th claim starts from the lowest pending id: 4 batches of 200, 2 in flight,
-  // plus what the relay marked between the count and the update.
+  // A few batches of 200, 2 in flight, plus what the relay marked between the count
+  // and the update.
   CHECK(position < published_when_due + 4000);
   CHECK(position < static_cast<long>(sent.size()) - 10000);
 }

@@ -3,7 +3,6 @@
 
 #include <chrono>
 #include <cstddef>
-#include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
@@ -28,7 +27,6 @@ struct InflightBatch {
   OutboxStore* store = nullptr;
   std::unique_ptr<pqxx::work> tx;
   std::vector<ClaimedRow> rows;
-  std::int64_t highest_id = 0;    // of `rows` (a ClaimFloor for the claims behind it)
   ConfirmTracker tracker;         // settles this batch's delivery tags only
   BatchTimeline timeline;         // per row: claimed, published, acked (outbox_relay_stage_seconds)
   std::size_t published = 0;      // rows [0, published) went to the broker

@@ -78,7 +78,7 @@ void OutboxStore::connect() {
   // libpqxx prepares its own statements.
   binary_statements_.clear();
   binary_statements_.push_back({"outbox_claim", select_list + "FROM " + schema_ + ".outbox WHERE " + pending_sql() +
-                                                    " AND next_attempt_at <= now() AND id >= $2 "
+                                                    " AND next_attempt_at <= now() "
                                                     "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED"});
   if (key_lanes_ > 0) {
     prepare_key_walk(*conn, select_list);
@@ -113,8 +113,8 @@ bool OutboxStore::has_due_rows() {
   return tx.exec_prepared1("outbox_due")[0].as<bool>();
 }
 
-std::vector<ClaimedRow> OutboxStore::claim(pqxx::transaction_base& tx, int limit, std::int64_t from_id) {
-  return decode_claim(run_claim(tx, "outbox_claim", {std::to_string(limit), std::to_string(from_id)}));
+std::vector<ClaimedRow> OutboxStore::claim(pqxx::transaction_base& tx, int limit) {
+  return decode_claim(run_claim(tx, "outbox_claim", {std::to_string(limit)}));
 }
 
 // Each statement is marked prepared only once its own PREPARE succeeded: one that

@@ -2,7 +2,6 @@
 // OutboxStore: the relay's PostgreSQL session: claim, mark, report.
 
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,10 +86,8 @@ class OutboxStore {
 
   // Locks and returns up to `limit` due pending rows in id order, skipping rows
   // other relays hold (FOR UPDATE SKIP LOCKED). The locks last until `tx` ends:
-  // they are the lease. Only rows with id >= `from_id` (a ClaimFloor; the default
-  // takes any id).
-  std::vector<ClaimedRow> claim(pqxx::transaction_base& tx, int limit,
-                                std::int64_t from_id = std::numeric_limits<std::int64_t>::min());
+  // they are the lease.
+  std::vector<ClaimedRow> claim(pqxx::transaction_base& tx, int limit);
   // relay.ordering per_key: claims only the head (lowest pending id) of each key
   // whose lane is in `lanes`, and only when that head is due. A head that is
   // locked by a batch in flight, or (with park_key) parked, holds its key back.

@@ -231,7 +231,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
     }
     batch->tx = std::make_unique<pqxx::work>(store->connection());
     batch->rows = lanes_ ? store->claim_key_heads(*batch->tx, limit, lanes_->owned(), key_cursor_)
-                         : claim_unordered(*store, *batch->tx, limit);
+                         : store->claim(*batch->tx, limit);
     metrics_->claimed(batch->rows.size(), seconds_since(t0));
     if (batch->rows.empty()) batch->tx->commit();
   } catch (const std::exception& e) {
@@ -250,9 +250,6 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
   last_claim_empty_ = n == 0;
   caught_up_ = n < static_cast<std::size_t>(limit);
   if (n == 0) return 0;
-  batch->highest_id = std::max_element(batch->rows.begin(), batch->rows.end(), [](const auto& a, const auto& b) {
-                        return a.id < b.id;
-                      })->id;
   batch->claimed_at = Clock::now();
   batch->claim_ms = std::chrono::duration<double, std::milli>(batch->claimed_at - t0).count();
   batch->timeline.claimed(n, batch->claimed_at);
@@ -268,18 +265,6 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
     }
   }
   return n;
-}
-
-// From the ClaimFloor behind the batches in flight; a floored claim that finds
-// nothing is followed at once by one from the start, in the same transaction, so
-// rows below the floor never wait for a poll interval.
-std::vector<ClaimedRow> RelayLoop::claim_unordered(OutboxStore& store, pqxx::work& tx, int limit) {
-  std::optional<std::int64_t> highest_in_flight;
-  for (const auto& b : inflight_) highest_in_flight = std::max(highest_in_flight.value_or(b->highest_id), b->highest_id);
-  const std::int64_t from = claim_floor_.next(highest_in_flight);
-  auto rows = store.claim(tx, limit, from);
-  if (rows.empty() && from != ClaimFloor::kFromStart) rows = store.claim(tx, limit, ClaimFloor::kFromStart);
-  return rows;
 }
 
 // Suspects of an isolation first, a probe group at a time; then the batches in

@@ -13,7 +13,6 @@
 #include "publish/amqp_publisher.h"
 #include "publish/backoff.h"
 #include "publish/broker_event.h"
-#include "publish/claim_floor.h"
 #include "config/config.h"
 #include "publish/confirm_tracker.h"
 #include "publish/failure_policy.h"
@@ -77,7 +76,6 @@ class RelayLoop {
   OutboxStore* free_store();  // connected, with no batch in flight
   bool can_claim();
   std::size_t claim_batch(bool probe_first);
-  std::vector<ClaimedRow> claim_unordered(OutboxStore& store, pqxx::work& tx, int limit);
   bool publish_pending();
   bool publish_some(InflightBatch& batch);
   bool publish_probe();
@@ -124,7 +122,6 @@ class RelayLoop {
   std::vector<std::unique_ptr<InflightBatch>> inflight_;  // claim order
   std::unique_ptr<LaneManager> lanes_;  // relay.ordering per_key only; locks on primary()
   KeyCursor key_cursor_;                // per_key: where the next claim's walk over the keys goes on
-  ClaimFloor claim_floor_{4};           // unordered: where a claim behind a batch in flight starts
   Clock::time_point next_rebalance_{};
   bool last_claim_empty_ = false;  // the last claim found nothing: sleep before the next
   bool caught_up_ = true;          // the last claim was not full: no backlog to pipeline
