@@ -5,11 +5,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "amqp_bench_client.h"  // BenchError
+#include "process_cpu.h"
 
 namespace bench {
 namespace {
@@ -27,26 +26,12 @@ std::vector<pid_t> numbered_entries(const std::string& dir) {
   return ids;
 }
 
-// The parent pid of `pid` (field 4 of /proc/PID/stat), or 0.
-pid_t parent_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return 0;
-  const auto close = line.rfind(')');  // the command name may hold spaces
-  if (close == std::string::npos) return 0;
-  std::istringstream rest(line.substr(close + 2));
-  std::string state;
-  pid_t parent = 0;
-  rest >> state >> parent;
-  return parent;
-}
-
 // The pid itself, then with_children its direct children.
 std::vector<pid_t> processes(pid_t pid, bool with_children) {
   std::vector<pid_t> all = {pid};
   if (with_children)
     for (pid_t p : numbered_entries("/proc"))
-      if (p != pid && parent_of(p) == pid) all.push_back(p);
+      if (p != pid && parent_pid(p) == pid) all.push_back(p);
   return all;
 }
 
@@ -60,7 +45,7 @@ std::string cpu_list(const cpu_set_t& set) {
 }  // namespace
 
 pid_t BrokerCpuIsolation::postmaster_of(pid_t backend) {
-  const pid_t parent = parent_of(backend);
+  const pid_t parent = parent_pid(backend).value_or(0);
   if (parent <= 1)
     throw BenchError("--broker-cpus: PostgreSQL is not on this machine (its backend " + std::to_string(backend) +
                      " is not in /proc)");

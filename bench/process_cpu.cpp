@@ -6,10 +6,14 @@
 #include <fstream>
 #include <pqxx/pqxx>
 #include <sstream>
+#include <vector>
 
 namespace bench {
 
-std::optional<double> process_cpu_seconds(pid_t pid) {
+namespace {
+
+// The fields of /proc/PID/stat from the 3rd (state) on; nullopt when it is gone.
+std::optional<std::vector<std::string>> stat_fields(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   if (!std::getline(in, line)) return std::nullopt;
@@ -17,13 +21,24 @@ std::optional<double> process_cpu_seconds(pid_t pid) {
   auto close = line.rfind(')');
   if (close == std::string::npos) return std::nullopt;
   std::istringstream rest(line.substr(close + 2));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {  // fields 14, 15: utime, stime
-    if (i == 14) utime = std::stoull(field);
-    if (i == 15) stime = std::stoull(field);
-  }
+  std::vector<std::string> fields;
+  for (std::string field; rest >> field;) fields.push_back(field);
+  return fields;
+}
+
+}  // namespace
+
+std::optional<double> process_cpu_seconds(pid_t pid) {
+  const auto fields = stat_fields(pid);
+  if (!fields || fields->size() < 13) return std::nullopt;
+  const unsigned long long utime = std::stoull((*fields)[11]), stime = std::stoull((*fields)[12]);  // fields 14, 15
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+std::optional<pid_t> parent_pid(pid_t pid) {
+  const auto fields = stat_fields(pid);
+  if (!fields || fields->size() < 2) return std::nullopt;
+  return static_cast<pid_t>(std::stol((*fields)[1]));  // field 4
 }
 
 std::optional<std::int64_t> process_run_ns(pid_t pid) {

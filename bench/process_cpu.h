@@ -17,6 +17,9 @@ namespace bench {
 // utime + stime of `pid` in seconds; nullopt when it is gone or unreadable.
 std::optional<double> process_cpu_seconds(pid_t pid);
 
+// The parent pid of `pid` (/proc/PID/stat); nullopt when it is gone or unreadable.
+std::optional<pid_t> parent_pid(pid_t pid);
+
 // Nanoseconds `pid` has spent on a CPU (/proc/PID/schedstat, first field: exact,
 // not sampled at clock ticks like /proc/PID/stat); nullopt when it is gone or unreadable.
 std::optional<std::int64_t> process_run_ns(pid_t pid);
