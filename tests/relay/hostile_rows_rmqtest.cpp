@@ -109,21 +109,31 @@ bool rate_ok(const ScenarioResult& r) { return r.rate_measurable && r.rate_after
 // CPU contention from elsewhere moves a window's rate by 20-30 % now and then (the
 // control runs show it in both directions). A slowdown the hostile row causes shows
 // in every run; contention does not hit the same window three times running.
+// A run whose window was too short to measure (the other relay drained most of the
+// backlog after the hostile row while it was being isolated: a slow machine, a long
+// channel-close recovery) proves nothing either way, so its rerun doubles the good
+// rows on each side instead of failing on a window it could not measure.
 void check_rate(const std::string& label, const std::string& kind_name, const ScenarioOptions& options,
                 const ScenarioResult& first) {
   if (rate_ok(first)) return;
   std::ostringstream tries;
-  auto note = [&](const ScenarioResult& r) {
-    tries << r.rate_before << "/" << r.rate_after << (r.rate_measurable ? "" : " (window too short)");
+  auto note = [&](const ScenarioOptions& o, const ScenarioResult& r) {
+    tries << r.rate_before << "/" << r.rate_after
+          << (r.rate_measurable ? "" : " (window " + std::to_string(int(r.rate_window_ms)) + " ms, too short)") << " ["
+          << o.rows_per_side << " rows per side]";
   };
-  note(first);
+  note(options, first);
+  ScenarioOptions o = options;
+  bool measurable = first.rate_measurable;
   for (int rerun = 1; rerun <= 2; ++rerun) {
-    HostileScenario again(kind_name, broker().internal_exchange, options);
+    if (!measurable) o.rows_per_side *= 2;
+    HostileScenario again(kind_name, broker().internal_exchange, o);
     const auto r = again.run();
-    record(label + " (rate rerun)", options, r);
+    record(label + " (rate rerun)", o, r);
     tries << " then ";
-    note(r);
+    note(o, r);
     if (rate_ok(r)) return;
+    measurable = r.rate_measurable;
   }
   FAIL_CHECK("no run of 3 measured a rate after the hostile row was parked within 80 % of the rate before it: before/after "
              << tries.str() << " msg/s");
