@@ -5,7 +5,6 @@
 #include <type_traits>
 
 #include "measurements.h"
-#include "outbox/pg_array.h"
 #include "process_cpu.h"
 #include "publish/outbox_store.h"
 
@@ -62,9 +61,9 @@ double measure_pg_ceiling(BenchEnv& env, long rows, int batch, int bytes, PgSett
   config.dsn = env.pg_dsn();
   config.schema = env.schema();
   relay::OutboxStore store(config);
+  store.delete_on_publish(settle == PgSettle::kDelete);  // the relay's own statements, both modes
   store.connect();
   BackendStatementCpu backend(store.connection());
-  const std::string remove = "DELETE FROM \"" + env.schema() + "\".outbox WHERE id = ANY($1::bigint[])";
   long claimed = 0;
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
@@ -74,17 +73,12 @@ double measure_pg_ceiling(BenchEnv& env, long rows, int batch, int bytes, PgSett
       return store.claim(*tx, batch);
     });
     if (batch_rows.empty()) break;
-    std::vector<std::int64_t> ids;
-    ids.reserve(batch_rows.size());
-    for (const auto& r : batch_rows) ids.push_back(r.id);
-    backend.charge(BackendStatementCpu::kSettle, [&] {
-      if (settle == PgSettle::kMark)
-        store.mark_published(*tx, ids);
-      else
-        tx->exec_params0(remove, outbox::pg::bigint_array(ids));
-    });
+    std::vector<const relay::ClaimedRow*> acked;
+    acked.reserve(batch_rows.size());
+    for (const auto& r : batch_rows) acked.push_back(&r);
+    backend.charge(BackendStatementCpu::kSettle, [&] { store.mark_published(*tx, acked); });
     backend.charge(BackendStatementCpu::kCommit, [&] { tx->commit(); });
-    claimed += static_cast<long>(ids.size());
+    claimed += static_cast<long>(acked.size());
   }
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (claimed != rows || env.pending_rows() != 0)

@@ -57,12 +57,12 @@ std::vector<std::string> claim_and_publish(OutboxStore& store, const std::string
                                            KeyCursor& cursor) {
   pqxx::work tx(store.connection());
   auto rows = store.claim_key_heads(tx, limit, kAllLanes, cursor);
-  std::vector<std::int64_t> ids;
+  std::vector<const ClaimedRow*> claimed;
   for (const auto& r : rows) {
     CHECK(std::to_string(r.id) == head_of(schema, r.ordering_key));
-    ids.push_back(r.id);
+    claimed.push_back(&r);
   }
-  store.mark_published(tx, ids);
+  store.mark_published(tx, claimed);
   tx.commit();
   return keys_of(rows);
 }

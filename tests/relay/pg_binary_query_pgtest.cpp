@@ -71,11 +71,12 @@ TEST_CASE("a session that is gone is a pqxx::broken_connection") {
   CHECK_THROWS_AS(PgBinaryQuery(tx.conn(), "SELECT $1::bigint", {"1"}), pqxx::broken_connection);
 }
 
-TEST_CASE("a prepared statement returns integers, doubles, booleans and text by column name") {
+TEST_CASE("a prepared statement returns integers, doubles, booleans, tids and text by column name") {
   pqxx::connection conn(testenv::pg_dsn());
   PgBinaryQuery::prepare(conn, "binary_kinds",
                          "SELECT $1::int AS n, date_part('epoch', $2::timestamptz) AS t, $3::bool AS b, "
-                         "$4::text AS s, NULL::int AS missing");
+                         "$4::text AS s, NULL::int AS missing, '(4294967295,65535)'::tid AS far, "
+                         "'(0,1)'::tid AS first");
   pqxx::work tx(conn);
   PgBinaryQuery q(tx.conn(), PgBinaryQuery::Prepared{"binary_kinds"},
                   {"-2147483648", "2026-12-01 12:00:00.25+00", "true", "caf\xC3\xA9"});
@@ -84,6 +85,9 @@ TEST_CASE("a prepared statement returns integers, doubles, booleans and text by 
   CHECK(q.float8(0, q.column("t")) == doctest::Approx(1796126400.25).epsilon(1e-12));
   CHECK(q.boolean(0, q.column("b")));
   CHECK(q.bytes(0, q.column("s")) == "caf\xC3\xA9");
+  CHECK(q.tid(0, q.column("far")) == "(4294967295,65535)");  // unsigned block and offset
+  CHECK(q.tid(0, q.column("first")) == "(0,1)");
+  CHECK_THROWS_AS(q.tid(0, q.column("n")), pqxx::conversion_error);
   CHECK_THROWS_AS(q.int4(0, q.column("missing")), pqxx::conversion_error);  // NULL is not a number
   CHECK_THROWS_AS(q.float8(0, q.column("n")), pqxx::conversion_error);      // 4 bytes are not a double
   CHECK_THROWS_AS(q.boolean(0, q.column("s")), pqxx::conversion_error);

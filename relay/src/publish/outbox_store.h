@@ -20,6 +20,10 @@ namespace relay {
 // One claimed outbox row, owned by the batch that claimed it.
 struct ClaimedRow {
   std::int64_t id = 0;
+  // Where the claimed version of the row lies (its ctid, "(block,offset)"). The
+  // claim's lock keeps it there until the claim's transaction ends, so the mark
+  // finds the row by address instead of by an index probe (OutboxStore::mark_published).
+  std::string ctid;
   std::string message_id, exchange, routing_key, type, ordering_key, content_type;
   std::optional<std::string> correlation_id;
   std::vector<std::pair<std::string, std::string>> headers;
@@ -88,6 +92,14 @@ class OutboxStore {
   // other relays hold (FOR UPDATE SKIP LOCKED). The locks last until `tx` ends:
   // they are the lease.
   std::vector<ClaimedRow> claim(pqxx::transaction_base& tx, int limit);
+  // The same, leaving out ids in [skip_from, skip_to]: the range of a batch this
+  // relay has in flight. SKIP LOCKED would pass over its rows too, but only after
+  // visiting each one in the heap (a third of a deep claim's work, and of
+  // PostgreSQL's CPU in a drain: docs/PERFORMANCE.md, "Round five"). Rows below the
+  // range are claimed first, as always; a row inside it that is not in that batch
+  // (a late commit) waits until the batch ends. REQUIRES: skip_from <= skip_to.
+  std::vector<ClaimedRow> claim_around(pqxx::transaction_base& tx, int limit, std::int64_t skip_from,
+                                       std::int64_t skip_to);
   // relay.ordering per_key: claims only the head (lowest pending id) of each key
   // whose lane is in `lanes`, and only when that head is due. A head that is
   // locked by a batch in flight, or (with park_key) parked, holds its key back.
@@ -118,9 +130,13 @@ class OutboxStore {
   // relay.max_payload_bytes: larger payloads are not fetched; their rows are invalid.
   // REQUIRES: before connect().
   void limit_payload_bytes(std::size_t max) { max_payload_bytes_ = max; }
-  // One set-based statement for all ids; published_at is the time of the mark (or,
-  // with delete_on_publish, the rows are deleted in `tx`).
-  void mark_published(pqxx::transaction_base& tx, const std::vector<std::int64_t>& ids);
+  // One set-based statement for all `rows`, found by their claimed version's address
+  // (ctid): published_at is the time of the mark (or, with delete_on_publish, the
+  // rows are deleted in `tx`). If any row is not where it was claimed (`tx` changed
+  // it since), a second statement marks the rest by id: the address is a shortcut,
+  // never the only way a row gets marked.
+  // REQUIRES: `tx` is the transaction that claimed `rows`.
+  void mark_published(pqxx::transaction_base& tx, const std::vector<const ClaimedRow*>& rows);
   // attempts+1, next_attempt_at, last_error; parks rows reaching `max_attempts`.
   void mark_failed(pqxx::transaction_base& tx, const std::vector<FailedRow>& rows, int max_attempts);
   PendingStats stats(pqxx::transaction_base& tx);

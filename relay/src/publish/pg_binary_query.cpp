@@ -141,6 +141,15 @@ bool PgBinaryQuery::boolean(int row, int column) const {
   return b[0] != 0;
 }
 
+std::string PgBinaryQuery::tid(int row, int column) const {
+  const auto b = bytes(row, column);
+  if (b.size() != 6 || is_null(row, column))
+    throw pqxx::conversion_error("column " + std::to_string(column) + ": not a binary tid");
+  const auto block = static_cast<std::uint32_t>(network_order(b.substr(0, 4)));
+  const auto offset = static_cast<std::uint16_t>(network_order(b.substr(4, 2)));
+  return "(" + std::to_string(block) + "," + std::to_string(offset) + ")";
+}
+
 int PgBinaryQuery::column(const char* name) const {
   const int n = PQfnumber(result_->res, name);
   if (n < 0) throw pqxx::usage_error(std::string("no column named ") + name + " in the result");

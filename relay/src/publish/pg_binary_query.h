@@ -57,6 +57,8 @@ class PgBinaryQuery {
   std::int32_t int4(int row, int column) const;
   double float8(int row, int column) const;
   bool boolean(int row, int column) const;
+  // A tid (a row version's address, as ctid): "(block,offset)", PostgreSQL's text form.
+  std::string tid(int row, int column) const;
   // The number of the column named `name`; throws pqxx::usage_error if none is.
   int column(const char* name) const;
 

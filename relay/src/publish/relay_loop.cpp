@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <pqxx/pqxx>
 #include <thread>
 #include <utility>
@@ -230,8 +231,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
       return 0;
     }
     batch->tx = std::make_unique<pqxx::work>(store->connection());
-    batch->rows = lanes_ ? store->claim_key_heads(*batch->tx, limit, lanes_->owned(), key_cursor_)
-                         : store->claim(*batch->tx, limit);
+    batch->rows = claim_rows(*store, *batch->tx, limit);
     metrics_->claimed(batch->rows.size(), seconds_since(t0));
     if (batch->rows.empty()) batch->tx->commit();
   } catch (const std::exception& e) {
@@ -265,6 +265,20 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
     }
   }
   return n;
+}
+
+// A claim behind batches in flight (a backlog: see can_claim) leaves out their id
+// range rather than visit each of their locked rows again (OutboxStore::claim_around).
+std::vector<ClaimedRow> RelayLoop::claim_rows(OutboxStore& store, pqxx::work& tx, int limit) {
+  if (lanes_) return store.claim_key_heads(tx, limit, lanes_->owned(), key_cursor_);
+  if (inflight_.empty()) return store.claim(tx, limit);
+  std::int64_t from = std::numeric_limits<std::int64_t>::max(), to = std::numeric_limits<std::int64_t>::min();
+  for (const auto& b : inflight_)
+    for (const auto& row : b->rows) {
+      from = std::min(from, row.id);
+      to = std::max(to, row.id);
+    }
+  return from <= to ? store.claim_around(tx, limit, from, to) : store.claim(tx, limit);
 }
 
 // Suspects of an isolation first, a probe group at a time; then the batches in
@@ -523,7 +537,7 @@ bool RelayLoop::finish_one_settled() {
 void RelayLoop::finish_batch(InflightBatch& b) {
   const auto t2 = Clock::now();
   try {
-    std::vector<std::int64_t> acked;
+    std::vector<const ClaimedRow*> acked;
     std::vector<FailedRow> failed;
     {
       const StageCpu::Scope cpu(CpuStage::kSettle);

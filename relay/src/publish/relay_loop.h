@@ -76,6 +76,7 @@ class RelayLoop {
   OutboxStore* free_store();  // connected, with no batch in flight
   bool can_claim();
   std::size_t claim_batch(bool probe_first);
+  std::vector<ClaimedRow> claim_rows(OutboxStore& store, pqxx::work& tx, int limit);
   bool publish_pending();
   bool publish_some(InflightBatch& batch);
   bool publish_probe();
@@ -97,7 +98,7 @@ class RelayLoop {
   void connection_lost(const std::string& reason);
   bool finish_one_settled();
   void finish_batch(InflightBatch& batch);
-  void settle(InflightBatch& batch, std::vector<std::int64_t>& acked, std::vector<FailedRow>& failed);
+  void settle(InflightBatch& batch, std::vector<const ClaimedRow*>& acked, std::vector<FailedRow>& failed);
   FailedRow failed_row(const ClaimedRow& row, const Settlement& settlement, const std::string& why);
   bool commit_batch(InflightBatch& batch, std::size_t acked, std::size_t failed);
   void observe_stages(const InflightBatch& batch);  // after its commit: each published row's stages

@@ -102,7 +102,7 @@ void RelayLoop::check_stall() {
 
 // Splits the batch by outcome; FailurePolicy::settle decides each row's fate: marked
 // published, retried (at once or after a backoff, an attempt or not) or parked.
-void RelayLoop::settle(InflightBatch& b, std::vector<std::int64_t>& acked, std::vector<FailedRow>& failed) {
+void RelayLoop::settle(InflightBatch& b, std::vector<const ClaimedRow*>& acked, std::vector<FailedRow>& failed) {
   const double now_unix =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (std::size_t i = 0; i < b.rows.size(); ++i) {
@@ -110,7 +110,7 @@ void RelayLoop::settle(InflightBatch& b, std::vector<std::int64_t>& acked, std::
     const auto& reason = b.tracker.reason(i);
     const auto s = FailurePolicy::settle(b.tracker.outcome(i), reason, row.attempts, config_.relay.max_attempts);
     if (s.action == Settlement::Action::kMarkPublished) {
-      acked.push_back(row.id);
+      acked.push_back(&row);
       metrics_->enqueue_to_confirm(now_unix - row.created_unix);
       continue;
     }
