@@ -1,0 +1,140 @@
+// OutboxStore's claim and mark against a real PostgreSQL. A claim made behind a batch
+// in flight leaves out that batch's id range instead of visiting each of its locked
+// rows, still claims what is due below the range first, and takes the rest above it.
+// The mark finds claimed rows by the address of their claimed version (ctid, no index
+// probe), marks (or deletes) exactly those, and still marks, by id, a row the claim's
+// own transaction changed since.
+#include <doctest/doctest.h>
+
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+#include "publish/outbox_store.h"
+#include "test_env.h"
+
+using relay::ClaimedRow;
+using relay::OutboxStore;
+
+namespace {
+
+std::unique_ptr<OutboxStore> store_for(const std::string& schema, bool delete_on_publish = false) {
+  relay::PostgresConfig config;
+  config.dsn = testenv::pg_dsn();
+  config.schema = schema;
+  auto store = std::make_unique<OutboxStore>(config);
+  store->delete_on_publish(delete_on_publish);
+  store->connect();
+  return store;
+}
+
+void write_rows(const std::string& schema, int n) {
+  testenv::sql_exec("INSERT INTO \"" + schema + "\".outbox (message_id, exchange, routing_key, message_type, payload) "
+                    "SELECT gen_random_uuid(), 'x', 'rk', 'T', convert_to(g::text, 'UTF8') "
+                    "FROM generate_series(1, " + std::to_string(n) + ") g");
+}
+
+std::vector<std::int64_t> ids_of(const std::vector<ClaimedRow>& rows) {
+  std::vector<std::int64_t> ids;
+  for (const auto& r : rows) ids.push_back(r.id);
+  return ids;
+}
+
+// PostgreSQL's per-transaction counters, summed over the outbox's indexes:
+// `counter` is numscans (index scans) or tuples_fetched (heap tuples fetched through them).
+long index_counter(pqxx::transaction_base& tx, const std::string& schema, const std::string& counter) {
+  return tx.exec1("SELECT sum(pg_stat_get_xact_" + counter + "(indexrelid)) FROM pg_index WHERE indrelid = " +
+                  tx.quote("\"" + schema + "\".outbox") + "::regclass")[0].as<long>();
+}
+
+// "id:state" of every row, in id order: pending, published or (absent) deleted.
+std::string states(const std::string& schema, int n) {
+  return testenv::sql_value("SELECT string_agg(g || ':' || CASE WHEN o.id IS NULL THEN 'deleted' "
+                            "WHEN o.published_at IS NULL THEN 'pending' ELSE 'published' END, ' ' ORDER BY g) "
+                            "FROM generate_series(1, " + std::to_string(n) + ") g "
+                            "LEFT JOIN \"" + schema + "\".outbox o ON o.id = g");
+}
+
+}  // namespace
+
+TEST_CASE("a claim around a batch in flight takes due rows below its range, then above, without visiting it") {
+  testenv::ScopedSchema schema("claim");
+  write_rows(schema.name(), 400);
+  // Row 3 is in backoff: not due, so not claimed from below either.
+  testenv::sql_exec("UPDATE \"" + schema.name() + "\".outbox SET next_attempt_at = now() + interval '1 hour' "
+                    "WHERE id = 3");
+  auto inflight = store_for(schema.name());
+  auto next = store_for(schema.name());
+  // The batch in flight: rows 5..304 (its claim skipped rows 1, 2 and 4 as if
+  // another relay held them then; here they are simply left out).
+  pqxx::work held(inflight->connection());
+  held.exec("SELECT id FROM \"" + schema.name() + "\".outbox WHERE id BETWEEN 5 AND 304 FOR UPDATE");
+
+  SUBCASE("the plain claim visits every locked row of the batch in flight") {
+    pqxx::work tx(next->connection());
+    const long before = index_counter(tx, schema.name(), "tuples_fetched");
+    const auto rows = next->claim(tx, 10);
+    CHECK(ids_of(rows) == std::vector<std::int64_t>{1, 2, 4, 305, 306, 307, 308, 309, 310, 311});
+    CHECK(index_counter(tx, schema.name(), "tuples_fetched") - before >= 300);
+  }
+  SUBCASE("the claim around it does not, and returns the same rows") {
+    pqxx::work tx(next->connection());
+    const long before = index_counter(tx, schema.name(), "tuples_fetched");
+    const auto rows = next->claim_around(tx, 10, 5, 304);
+    CHECK(ids_of(rows) == std::vector<std::int64_t>{1, 2, 4, 305, 306, 307, 308, 309, 310, 311});
+    CHECK(index_counter(tx, schema.name(), "tuples_fetched") - before < 30);
+  }
+  SUBCASE("a claim around a range stops at its limit below the range") {
+    pqxx::work tx(next->connection());
+    CHECK(ids_of(next->claim_around(tx, 2, 5, 304)) == std::vector<std::int64_t>{1, 2});
+  }
+  SUBCASE("rows inside the range that the batch does not hold are left for a later claim") {
+    held.abort();  // the batch ended without marking anything: its rows are claimable again
+    pqxx::work tx(next->connection());
+    CHECK(ids_of(next->claim_around(tx, 3, 5, 304)) == std::vector<std::int64_t>{1, 2, 4});
+    // The next claim (here on the other session, past the rows `tx` holds) reaches them.
+    pqxx::work later(inflight->connection());
+    CHECK(ids_of(inflight->claim(later, 3)) == std::vector<std::int64_t>{5, 6, 7});
+  }
+}
+
+TEST_CASE("the mark finds the claimed rows by address, without an index probe, and marks exactly them") {
+  for (const bool delete_mode : {false, true}) {
+    CAPTURE(delete_mode);
+    testenv::ScopedSchema schema("mark");
+    write_rows(schema.name(), 5);
+    auto store = store_for(schema.name(), delete_mode);
+    pqxx::work tx(store->connection());
+    const auto rows = store->claim(tx, 3);
+    REQUIRE(rows.size() == 3);
+    for (const auto& r : rows) CHECK(r.ctid.front() == '(');
+    const long scans = index_counter(tx, schema.name(), "numscans");
+    store->mark_published(tx, {&rows[0], &rows[2]});  // row 2 claimed, not acked: stays pending
+    CHECK(index_counter(tx, schema.name(), "numscans") == scans);
+    tx.commit();
+    const std::string done = delete_mode ? "deleted" : "published";
+    CHECK(states(schema.name(), 5) == "1:" + done + " 2:pending 3:" + done + " 4:pending 5:pending");
+  }
+}
+
+TEST_CASE("a claimed row its own transaction changed since the claim is still marked, by id") {
+  for (const bool delete_mode : {false, true}) {
+    CAPTURE(delete_mode);
+    testenv::ScopedSchema schema("mark");
+    write_rows(schema.name(), 4);
+    auto store = store_for(schema.name(), delete_mode);
+    pqxx::work tx(store->connection());
+    const auto rows = store->claim(tx, 3);
+    REQUIRE(rows.size() == 3);
+    // A new version of row 2 at another address, written by the claim's transaction.
+    tx.exec0("UPDATE \"" + schema.name() + "\".outbox SET last_error = 'seen' WHERE id = 2");
+    CHECK(tx.exec1("SELECT ctid::text FROM \"" + schema.name() + "\".outbox WHERE id = 2")[0].as<std::string>() !=
+          rows[1].ctid);
+    const long scans = index_counter(tx, schema.name(), "numscans");
+    store->mark_published(tx, {&rows[0], &rows[1], &rows[2]});
+    CHECK(index_counter(tx, schema.name(), "numscans") > scans);  // the fallback by id ran
+    tx.commit();
+    const std::string done = delete_mode ? "deleted" : "published";
+    CHECK(states(schema.name(), 4) == "1:" + done + " 2:" + done + " 3:" + done + " 4:pending");
+  }
+}
