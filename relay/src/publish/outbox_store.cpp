@@ -72,6 +72,9 @@ void OutboxStore::connect() {
   // the whole table: 20-160 ms per mark at 10-100k rows, and a relay at 5 000 msg/s
   // fell behind for good (docs/PERFORMANCE.md, "Round three").
   setup.exec("SET enable_seqscan = off");
+  mark_by_address_ =
+      !setup.exec1("SELECT relhassubclass FROM pg_class WHERE oid = " + setup.quote(schema_ + ".outbox") + "::regclass")[0]
+           .as<bool>();
   setup.commit();
   const std::string select_list = claim_select_list();
   // The claims come back in binary (PgBinaryQuery): prepared on first use, as
@@ -88,13 +91,18 @@ void OutboxStore::connect() {
   }
   // clock_timestamp(), not now(): the time the relay recorded the broker's acks,
   // not the start of the claim transaction.
+  auto mark = [&](const std::string& target) {
+    return delete_on_publish_ ? "DELETE FROM " + target + " WHERE "
+                              : "UPDATE " + target + " SET published_at = clock_timestamp() "
+                                "WHERE published_at IS NULL AND ";
+  };
   // By address (a TID scan): 500 index probes a batch fewer than by id, about
-  // 1.5 us of PostgreSQL CPU per row (docs/PERFORMANCE.md, "Round five").
-  const std::string mark = delete_on_publish_ ? "DELETE FROM " + schema_ + ".outbox WHERE "
-                                              : "UPDATE " + schema_ + ".outbox SET published_at = clock_timestamp() "
-                                                "WHERE published_at IS NULL AND ";
-  conn->prepare("outbox_mark_published", mark + "ctid = ANY($1::tid[])");
-  conn->prepare("outbox_mark_published_by_id", mark + "id = ANY($1::bigint[])");
+  // 1.5 us of PostgreSQL CPU per row (docs/PERFORMANCE.md, "Round five"). ONLY: a
+  // ctid names a version within one table, so it is never looked for in an
+  // inheritance child or partition added since connect(); rows there are not found
+  // by address, and the statement by id marks them.
+  conn->prepare("outbox_mark_published", mark("ONLY " + schema_ + ".outbox") + "ctid = ANY($1::tid[])");
+  conn->prepare("outbox_mark_published_by_id", mark(schema_ + ".outbox") + "id = ANY($1::bigint[])");
   conn->prepare("outbox_due",
                 "SELECT EXISTS (SELECT 1 FROM " + schema_ + ".outbox "
                 "WHERE " + pending_sql() + " AND next_attempt_at <= now())");
@@ -362,11 +370,13 @@ std::size_t OutboxStore::load_payloads(pqxx::transaction_base& tx, std::vector<C
 
 void OutboxStore::mark_published(pqxx::transaction_base& tx, const std::vector<const ClaimedRow*>& rows) {
   if (rows.empty()) return;
-  std::vector<std::string> ctids;
-  ctids.reserve(rows.size());
-  for (const auto* r : rows) ctids.push_back(r->ctid);
-  const auto marked = tx.exec_prepared("outbox_mark_published", outbox::pg::text_array(ctids)).affected_rows();
-  if (marked == rows.size()) return;
+  if (mark_by_address_) {
+    std::vector<std::string> ctids;
+    ctids.reserve(rows.size());
+    for (const auto* r : rows) ctids.push_back(r->ctid);
+    const auto marked = tx.exec_prepared("outbox_mark_published", outbox::pg::text_array(ctids)).affected_rows();
+    if (marked == rows.size()) return;
+  }
   std::vector<std::int64_t> ids;
   ids.reserve(rows.size());
   for (const auto* r : rows) ids.push_back(r->id);

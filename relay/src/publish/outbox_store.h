@@ -134,7 +134,8 @@ class OutboxStore {
   // (ctid): published_at is the time of the mark (or, with delete_on_publish, the
   // rows are deleted in `tx`). If any row is not where it was claimed (`tx` changed
   // it since), a second statement marks the rest by id: the address is a shortcut,
-  // never the only way a row gets marked.
+  // never the only way a row gets marked. On an outbox with inheritance children or
+  // partitions, whose ctids are not unique, the mark goes by id only.
   // REQUIRES: `tx` is the transaction that claimed `rows`.
   void mark_published(pqxx::transaction_base& tx, const std::vector<const ClaimedRow*>& rows);
   // attempts+1, next_attempt_at, last_error; parks rows reaching `max_attempts`.
@@ -155,6 +156,10 @@ class OutboxStore {
   int key_lanes_ = 0;    // per_key ordering when > 0
   bool park_key_ = true;
   bool delete_on_publish_ = false;
+  // The mark may find rows by ctid: the outbox is one plain table. A ctid names a
+  // row version within one table only, so with inheritance children or partitions
+  // (not supported, but the table is a public contract) the mark goes by id.
+  bool mark_by_address_ = false;
   std::size_t max_payload_bytes_ = 16 * 1024 * 1024;
   struct ClaimColumns;
   static std::string claim_select_list();
