@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <limits>
 #include <pqxx/pqxx>
 #include <thread>
 #include <utility>
@@ -17,8 +16,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // How long an idle relay waits for producer transactions still open (that did not
 // notify) before it takes the listener's lock; it polls meanwhile if they last.
@@ -190,95 +187,6 @@ bool RelayLoop::ensure_connected() {
   last_connect_error_ = error;
   idle_wait(reconnect_backoff_.delay(++reconnect_attempt_));
   return false;
-}
-
-OutboxStore* RelayLoop::free_store() {
-  for (const auto& s : stores_) {
-    if (!s->connected()) continue;
-    bool busy = false;
-    for (const auto& b : inflight_) busy = busy || b->store == s.get();
-    if (!busy) return s.get();
-  }
-  return nullptr;
-}
-
-// Claims while nothing is in flight unless the last claim found nothing; claims a
-// further batch only behind a full one (a backlog), once everything in flight is
-// published and the window has room.
-bool RelayLoop::can_claim() {
-  if (stop_ || amqp_.blocked() || !amqp_.connected() || held() || solo_) return false;
-  if (lanes_ && (!lanes_->joined() || lanes_->owned().empty())) return false;
-  if (inflight_.empty()) return !last_claim_empty_ && free_store();
-  // Lanes move only between batches: let the batches in flight finish first.
-  if (rebalance_due() || caught_up_ || inflight_.size() >= stores_.size()) return false;
-  for (const auto& b : inflight_)
-    if (!b->publishing_done || !b->suspects.empty()) return false;
-  return outstanding() < static_cast<std::size_t>(config_.amqp.publish_window) && free_store();
-}
-
-std::size_t RelayLoop::claim_batch(bool probe_first) {
-  OutboxStore* store = free_store();
-  auto batch = std::make_unique<InflightBatch>();
-  batch->store = store;
-  const int limit = config_.relay.batch_size;
-  const auto t0 = Clock::now();
-  batch->timeline.claim_started(
-      t0, std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
-  try {
-    const StageCpu::Scope cpu(CpuStage::kClaim);
-    if (probe_first && !store->has_due_rows()) {
-      last_claim_empty_ = true;
-      return 0;
-    }
-    batch->tx = std::make_unique<pqxx::work>(store->connection());
-    batch->rows = claim_rows(*store, *batch->tx, limit);
-    metrics_->claimed(batch->rows.size(), seconds_since(t0));
-    if (batch->rows.empty()) batch->tx->commit();
-  } catch (const std::exception& e) {
-    const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
-    spdlog::error("claim failed{}: {}", sql ? " (SQLSTATE " + sql->sqlstate() + ")" : std::string(),
-                  outbox::one_line(e.what()));
-    batch->tx.reset();
-    // 25006 read_only_sql_transaction: this server is a standby now (a demoted
-    // primary, or a DSN without target_session_attrs=read-write). A new session
-    // lets libpq find the primary; the reconnect backs off.
-    if (!sql || !store->connected() || sql->sqlstate() == "25006") store->disconnect();
-    last_claim_empty_ = true;  // sleep a poll interval rather than spin on a fault
-    return 0;
-  }
-  const std::size_t n = batch->rows.size();
-  last_claim_empty_ = n == 0;
-  caught_up_ = n < static_cast<std::size_t>(limit);
-  if (n == 0) return 0;
-  batch->claimed_at = Clock::now();
-  batch->claim_ms = std::chrono::duration<double, std::milli>(batch->claimed_at - t0).count();
-  batch->timeline.claimed(n, batch->claimed_at);
-  batch->tracker.reset(n);
-  inflight_.push_back(std::move(batch));
-  publish_some(*inflight_.back());
-  if (listener_.armed()) {  // busy: producers need not notify any more
-    try {
-      listener_.disarm();
-    } catch (const std::exception& e) {
-      spdlog::warn("PostgreSQL listener session failed, polling until it is back: {}", outbox::one_line(e.what()));
-      listener_.disconnect();
-    }
-  }
-  return n;
-}
-
-// A claim behind batches in flight (a backlog: see can_claim) leaves out their id
-// range rather than visit each of their locked rows again (OutboxStore::claim_around).
-std::vector<ClaimedRow> RelayLoop::claim_rows(OutboxStore& store, pqxx::work& tx, int limit) {
-  if (lanes_) return store.claim_key_heads(tx, limit, lanes_->owned(), key_cursor_);
-  if (inflight_.empty()) return store.claim(tx, limit);
-  std::int64_t from = std::numeric_limits<std::int64_t>::max(), to = std::numeric_limits<std::int64_t>::min();
-  for (const auto& b : inflight_)
-    for (const auto& row : b->rows) {
-      from = std::min(from, row.id);
-      to = std::max(to, row.id);
-    }
-  return from <= to ? store.claim_around(tx, limit, from, to) : store.claim(tx, limit);
 }
 
 // Suspects of an isolation first, a probe group at a time; then the batches in

@@ -70,6 +70,9 @@ class RelayLoop {
 
  private:
   using Clock = std::chrono::steady_clock;
+  static double seconds_since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  }
   bool ensure_connected();
   std::string connect_missing();
   OutboxStore& primary() { return *stores_.front(); }
