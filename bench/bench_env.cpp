@@ -81,10 +81,10 @@ BenchEnv::~BenchEnv() {
   }
 }
 
-std::string BenchEnv::relay_dsn() const {
+std::string BenchEnv::dsn_for(const std::string& application) const {
   bool uri = pg_dsn_.rfind("postgresql://", 0) == 0 || pg_dsn_.rfind("postgres://", 0) == 0;
-  if (uri) return pg_dsn_ + (pg_dsn_.find('?') == std::string::npos ? "?" : "&") + "application_name=" + relay_app_;
-  return pg_dsn_ + " application_name=" + relay_app_;
+  if (uri) return pg_dsn_ + (pg_dsn_.find('?') == std::string::npos ? "?" : "&") + "application_name=" + application;
+  return pg_dsn_ + " application_name=" + application;
 }
 
 void BenchEnv::fill(long rows, int bytes, bool published, long keys) {

@@ -33,7 +33,9 @@ class BenchEnv {
   // application_name of the relays this run starts, to find their sessions.
   const std::string& relay_application_name() const { return relay_app_; }
   // The DSN the relays get: pg_dsn() plus relay_application_name().
-  std::string relay_dsn() const;
+  std::string relay_dsn() const { return dsn_for(relay_app_); }
+  // pg_dsn() plus application_name=`application` (key/value or URI form).
+  std::string dsn_for(const std::string& application) const;
 
   // Writes `rows` pending rows (payload of `bytes` random bytes, UUIDv7-shaped ids)
   // server-side, in transactions of at most 100k rows. `published`: the rows are

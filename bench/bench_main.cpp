@@ -73,6 +73,31 @@ std::string show(const Percentiles& p) {
   return "p50 " + fmt(p.p50, 2) + " p99 " + fmt(p.p99, 2) + " p999 " + fmt(p.p999, 2) + " ms";
 }
 
+// The commit -> confirm p99 of each second of a latency step, in order.
+std::string show_by_second(const std::vector<double>& p99s) {
+  std::string out = "  p99 by second of commit (ms):";
+  int over = 0;
+  for (double p : p99s) {
+    out += " " + fmt(p, 1);
+    over += p > 5.0 ? 1 : 0;
+  }
+  return out + " (" + std::to_string(over) + " of " + std::to_string(p99s.size()) + " seconds over 5 ms)\n";
+}
+
+json to_json(const StepCpu& c) {
+  return json{{"machine", c.machine}, {"producers_pg", c.producers_pg}, {"relay_pg", c.relay_pg},
+              {"broker", c.broker}, {"relay", c.relay}, {"bench", c.bench}};
+}
+
+// Cores of the machine's CPUs (there are `cpus`) each part used during a latency step.
+std::string show(const StepCpu& c, unsigned cpus) {
+  auto part = [](const char* name, double v) { return v < 0 ? std::string() : std::string(" ") + name + " " + fmt(v, 2); };
+  return "  CPU in cores of " + std::to_string(cpus) + ":" + part("machine", c.machine) +
+         part("= producers' sessions", c.producers_pg) + part("+ relay's sessions", c.relay_pg) +
+         part("+ broker", c.broker) + part("+ relay", c.relay) + part("+ bench clients", c.bench) +
+         " + the rest (WAL writer, kernel threads, interrupts)\n";
+}
+
 // The PG ceiling's backend CPU per row by statement: the median of the rounds.
 json to_json(const std::vector<PgStatementCpu>& rounds, const char* settle) {
   std::vector<double> claim, settled, commit;
@@ -228,7 +253,8 @@ class Bench {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // connect
     // Warm-up, not counted: the relay's first seconds (connections, plans, the
     // broker's queue process) are not its steady state.
-    measure_latency(env, o_.rates.front(), std::min(2.0, o_.latency_seconds / 4), o_.message_bytes);
+    measure_latency(env, o_.rates.front(), std::min(2.0, o_.latency_seconds / 4), o_.message_bytes,
+                    o_.latency_per_transaction);
     json all = json::array();
     // The summary keys quote the rate nearest 1000 messages/s (the target's).
     long headline = o_.rates.front();
@@ -236,11 +262,13 @@ class Bench {
       if (std::labs(rate - 1000) < std::labs(headline - 1000)) headline = rate;
     for (long rate : o_.rates) {
       const auto before = scrape_metrics_settled(metrics_at);
-      auto r = measure_latency(env, rate, o_.latency_seconds, o_.message_bytes);
+      auto r = measure_latency(env, rate, o_.latency_seconds, o_.message_bytes, o_.latency_per_transaction,
+                               relay.pid());
       const auto stages = stage_breakdown(before, scrape_metrics_settled(metrics_at));
       all.push_back(json{{"rate", r.rate}, {"achieved_rate", r.achieved_rate}, {"producers", r.producers},
                          {"messages_per_transaction", r.per_transaction},
                          {"to_confirm_ms", to_json(r.to_confirm_ms)}, {"to_receipt_ms", to_json(r.to_receipt_ms)},
+                         {"p99_by_second_ms", r.p99_by_second_ms}, {"cpu_cores", to_json(r.cpu)},
                          {"breakdown", to_json(stages)}});
       std::cout << "latency at " << rate << " msg/s (achieved " << fmt(r.achieved_rate) << "; " << r.producers
                 << " producers, " << r.per_transaction << " per transaction): commit->confirm "
@@ -249,6 +277,7 @@ class Bench {
                         ? "  the producers fell behind the schedule (their commits wait for the WAL flush): these "
                           "figures are at the achieved rate\n"
                         : "")
+                << show_by_second(r.p99_by_second_ms) << show(r.cpu, std::thread::hardware_concurrency())
                 << show(stages) << std::flush;
       if (rate == headline) {
         report_["latency_p50_ms"] = r.to_confirm_ms.p50;

@@ -36,6 +36,9 @@ struct BenchOptions {
   std::vector<long> rates = {1000, 5000};
   // --latency-seconds: producing time at each rate.
   double latency_seconds = 20;
+  // --latency-per-transaction: messages each producer transaction commits in the
+  // latency phase; 0: ceil(rate / 1000), so at most 1 000 commits/s.
+  int latency_per_transaction = 0;
   // --idle-seconds: how long the idle relay's queries are counted.
   double idle_seconds = 20;
   // --sweep-batch-sizes, --sweep-message-bytes, --sweep-backlogs: extra drain

@@ -5,12 +5,17 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <pqxx/pqxx>
 #include <thread>
 #include <unordered_map>
 
+#include <unistd.h>
+
 #include "measurements.h"
+#include "process_cpu.h"
 #include "outbox/outbox_writer.h"
 
 namespace bench {
@@ -71,9 +76,8 @@ struct Sent {
 
 // One producer connection committing `per_tx` messages per transaction on a fixed
 // schedule (open loop: a late commit does not delay the ones after it).
-std::vector<Sent> produce(BenchEnv& env, double tx_per_second, int per_tx, SysClock::duration length, double phase,
-                          const std::string& payload) {
-  pqxx::connection conn(env.pg_dsn());
+std::vector<Sent> produce(BenchEnv& env, pqxx::connection& conn, double tx_per_second, int per_tx,
+                          SysClock::duration length, double phase, const std::string& payload) {
   outbox::OutboxWriter writer({env.schema(), {}});
   outbox::Message m;
   m.exchange = outbox::Exchange(env.exchange());
@@ -109,18 +113,40 @@ void wait_until(Pred done, std::chrono::seconds limit, const std::string& what) 
   }
 }
 
+// CPU seconds of the processes a latency step splits its CPU between.
+struct CpuClock {
+  explicit CpuClock(pid_t relay_pid)
+      : at(std::chrono::steady_clock::now()),
+        machine(machine_busy_seconds()),
+        broker(broker_pid() ? process_cpu_seconds(*broker_pid()) : std::nullopt),
+        relay(relay_pid > 0 ? process_cpu_seconds(relay_pid) : std::nullopt),
+        self(process_cpu_seconds(getpid())) {}
+  std::chrono::steady_clock::time_point at;
+  std::optional<double> machine, broker, relay, self;
+};
+
+double cores(const std::optional<double>& from, const std::optional<double>& to, double seconds) {
+  return from && to && seconds > 0 ? (*to - *from) / seconds : -1;
+}
+
 }  // namespace
 
-LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int bytes) {
+LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int bytes, int per_tx, pid_t relay_pid) {
   Receiver receiver(env);
   // A commit with its WAL flush takes about a millisecond here, more under load: one
   // connection per 250 transactions/s keeps the schedule (open loop).
-  const int per_tx = static_cast<int>(std::ceil(rate / 1000.0));
+  if (per_tx <= 0) per_tx = static_cast<int>(std::ceil(rate / 1000.0));
   const double tx_rate = static_cast<double>(rate) / per_tx;
   const int producers = static_cast<int>(std::ceil(tx_rate / 250.0));
   const auto length = std::chrono::duration_cast<SysClock::duration>(std::chrono::duration<double>(seconds));
   const std::string payload = BenchEnv::random_payload(bytes);
   std::vector<std::vector<Sent>> per_thread(static_cast<std::size_t>(producers));
+  // Named sessions, open until their CPU is read (a backend's CPU goes with it).
+  const std::string producer_app = "outbox-bench-producer-" + env.schema();
+  BackendCpu producers_pg(env.admin(), producer_app), relay_pg(env.admin(), env.relay_application_name());
+  std::vector<std::unique_ptr<pqxx::connection>> conns;
+  for (int p = 0; p < producers; ++p) conns.push_back(std::make_unique<pqxx::connection>(env.dsn_for(producer_app)));
+  const CpuClock cpu_before(relay_pid);
   std::vector<std::thread> threads;
   std::mutex error_mutex;
   std::string error;
@@ -128,7 +154,8 @@ LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int byte
     threads.emplace_back([&, p] {
       try {
         per_thread[static_cast<std::size_t>(p)] =
-            produce(env, tx_rate / producers, per_tx, length, static_cast<double>(p) / producers, payload);
+            produce(env, *conns[static_cast<std::size_t>(p)], tx_rate / producers, per_tx, length,
+                    static_cast<double>(p) / producers, payload);
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(error_mutex);
         error = e.what();
@@ -136,6 +163,10 @@ LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int byte
     });
   for (auto& t : threads) t.join();
   if (!error.empty()) throw BenchError("latency producer: " + error);
+  const CpuClock cpu_after(relay_pid);
+  producers_pg.sample();
+  relay_pg.sample();
+  conns.clear();
 
   std::unordered_map<std::string, std::int64_t> commit_us;
   for (const auto& v : per_thread)
@@ -158,13 +189,23 @@ LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int byte
   const double took = std::max(seconds, (last - first) / 1e6);
   result.achieved_rate = static_cast<double>(commit_us.size()) / took;
   result.producers = producers;
+  const double step = std::chrono::duration<double>(cpu_after.at - cpu_before.at).count();
+  result.cpu.machine = cores(cpu_before.machine, cpu_after.machine, step);
+  result.cpu.producers_pg = producers_pg.total_seconds() / step;
+  result.cpu.relay_pg = relay_pg.total_seconds() / step;
+  result.cpu.broker = cores(cpu_before.broker, cpu_after.broker, step);
+  result.cpu.relay = cores(cpu_before.relay, cpu_after.relay, step);
+  result.cpu.bench = cores(cpu_before.self, cpu_after.self, step);
   result.per_transaction = per_tx;
   std::vector<double> to_confirm, to_receipt;
+  std::vector<std::vector<double>> by_second(static_cast<std::size_t>((last - first) / 1000000 + 1));
   pqxx::nontransaction tx(env.admin());
   for (const auto& r : tx.exec("SELECT message_id::text, (extract(epoch from published_at) * 1000000)::bigint "
                                "FROM \"" + env.schema() + "\".outbox WHERE published_at IS NOT NULL")) {
     auto it = commit_us.find(r[0].c_str());
-    if (it != commit_us.end()) to_confirm.push_back((r[1].as<std::int64_t>() - it->second) / 1000.0);
+    if (it == commit_us.end()) continue;
+    to_confirm.push_back((r[1].as<std::int64_t>() - it->second) / 1000.0);
+    by_second[static_cast<std::size_t>((it->second - first) / 1000000)].push_back(to_confirm.back());
   }
   std::unordered_map<std::string, bool> seen;
   for (const auto& d : deliveries) {
@@ -177,6 +218,8 @@ LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int byte
     throw BenchError("latency: " + std::to_string(commit_us.size()) + " enqueued, " +
                      std::to_string(to_confirm.size()) + " published, " + std::to_string(to_receipt.size()) +
                      " received");
+  for (auto& second : by_second)
+    if (!second.empty()) result.p99_by_second_ms.push_back(percentiles(std::move(second)).p99);
   result.to_confirm_ms = percentiles(std::move(to_confirm));
   result.to_receipt_ms = percentiles(std::move(to_receipt));
   return result;

@@ -3,6 +3,8 @@
 // queue empty behind it, and throws BenchError when what it measured did not work
 // (a row not published, a message not delivered, a relay that failed).
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -82,6 +84,17 @@ struct DrainPlan {
 // published and in the queue.
 DrainResult measure_drain(BenchEnv& env, const RelaySpec& spec, const DrainPlan& plan);
 
+// Where this machine's CPU went while the producers of a latency step ran, in cores
+// (CPU seconds per second); -1 where a process could not be read.
+struct StepCpu {
+  double machine = -1;        // every process and the kernel (/proc/stat: not idle, not iowait)
+  double producers_pg = -1;   // the producers' PostgreSQL sessions: their INSERTs and commits
+  double relay_pg = -1;       // the relay's PostgreSQL sessions: claims, marks, commits
+  double broker = -1;         // the RabbitMQ node
+  double relay = -1;          // the relay process
+  double bench = -1;          // this process: the producers' and the consumer's client side
+};
+
 struct LatencyResult {
   long rate = 0;              // requested messages/s
   double achieved_rate = 0;   // enqueued messages/s, over the time the commits took (at least `seconds`)
@@ -89,13 +102,21 @@ struct LatencyResult {
   int per_transaction = 1;    // messages each producer transaction commits together
   Percentiles to_confirm_ms;  // enqueue commit -> relay recorded the broker ack
   Percentiles to_receipt_ms;  // enqueue commit -> consumer received it
+  // commit -> confirm p99 of the messages committed in each second of the step, in
+  // order: a tail spread over every second is queueing for the CPU, one in a few
+  // seconds is a stall (a checkpoint, a broker fsync, the VM).
+  std::vector<double> p99_by_second_ms;
+  StepCpu cpu;
 };
 // With a relay already running on the run's schema: producers commit messages at
 // `rate` for `seconds` while a consumer receives; latencies in ms. Up to 1 000/s one
 // message per transaction; above, ceil(rate / 1 000) per transaction, so the
 // producers commit at most 1 000 transactions/s (a 2-core machine commits about
 // 4 000 single-message transactions/s with nothing else running: docs/PERFORMANCE.md).
-LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int bytes);
+// `per_tx` > 0: that many messages per transaction instead. `relay_pid`: the relay's
+// process, for its CPU (-1: not measured).
+LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int bytes, int per_tx = 0,
+                              pid_t relay_pid = -1);
 
 // Statements per second the sessions of the run's relays start while nothing is
 // pending (pg_stat_activity sampled every 10 ms for `seconds`).

@@ -48,6 +48,15 @@ std::optional<std::int64_t> process_run_ns(pid_t pid) {
   return ns;
 }
 
+std::optional<double> machine_busy_seconds() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) || cpu != "cpu")
+    return std::nullopt;
+  return static_cast<double>(user + nice + system + irq + softirq + steal) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 std::optional<pid_t> broker_pid() {
   const char* dir = std::getenv("OUTBOX_LOCAL_DIR");
   std::ifstream in(std::string(dir && *dir ? dir : "/tmp/outbox-relay-local") + "/rabbitmq/rabbitmq.pid");

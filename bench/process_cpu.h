@@ -24,6 +24,10 @@ std::optional<pid_t> parent_pid(pid_t pid);
 // not sampled at clock ticks like /proc/PID/stat); nullopt when it is gone or unreadable.
 std::optional<std::int64_t> process_run_ns(pid_t pid);
 
+// CPU seconds all of this machine's CPUs spent busy (not idle, not waiting for I/O)
+// since boot, from /proc/stat; nullopt when unreadable.
+std::optional<double> machine_busy_seconds();
+
 // The local RabbitMQ node's pid, from $OUTBOX_LOCAL_DIR/rabbitmq/rabbitmq.pid
 // (deploy/local/servers.sh); nullopt when unknown.
 std::optional<pid_t> broker_pid();

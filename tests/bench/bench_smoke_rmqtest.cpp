@@ -78,7 +78,7 @@ bool queue_exists(const std::string& queue) {
 
 TEST_CASE("outbox-bench --smoke measures every phase, writes the JSON summary and cleans up") {
   const std::string json_path = testenv::write_temp_file("", ".json");
-  auto run = run_bench({"--smoke", "--json", json_path});
+  auto run = run_bench({"--smoke", "--json", json_path, "--latency-per-transaction", "3"});
   if (run.exit_code != 0) MESSAGE(run.output);
   REQUIRE(run.exit_code == 0);
   CHECK(run.output.find("ratio drain 1 relay / broker ceiling") != std::string::npos);
@@ -96,6 +96,21 @@ TEST_CASE("outbox-bench --smoke measures every phase, writes the JSON summary an
   REQUIRE(report.contains("idle_queries_per_s"));
   CHECK(report["idle_queries_per_s"].get<double>() >= 0);
   CHECK(report["latency"][0]["to_receipt_ms"]["count"].get<long>() > 0);
+  CHECK(report["latency"][0]["messages_per_transaction"].get<int>() == 3);
+  // The step's tail by second, and where the machine's CPU went meanwhile: every part
+  // measured (all are local here), and together no more than the whole.
+  const auto& by_second = report["latency"][0]["p99_by_second_ms"];
+  REQUIRE(!by_second.empty());
+  for (const auto& p99 : by_second) CHECK(p99.get<double>() > 0);
+  CHECK(run.output.find("p99 by second of commit (ms):") != std::string::npos);
+  const auto& cpu = report["latency"][0]["cpu_cores"];
+  double parts = 0;
+  for (const char* part : {"producers_pg", "relay_pg", "broker", "relay", "bench"}) {
+    INFO(part);
+    CHECK(cpu[part].get<double>() > 0);
+    parts += cpu[part].get<double>();
+  }
+  CHECK(parts <= cpu["machine"].get<double>() + 0.2);  // clock-tick rounding of each part
   // The per-stage breakdown, from the latency relay's /metrics: every row of the rate
   // has its five stages, and the relay's CPU went into each stage.
   CHECK(run.output.find("stages (relay histograms; p99 at bucket resolution): queued") != std::string::npos);
