@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "publish/batch_timeline.h"
+#include "publish/batch_transaction.h"
 #include "publish/confirm_tracker.h"
 #include "publish/outbox_store.h"
 
-#include <pqxx/transaction>
 
 namespace relay {
 
@@ -25,7 +25,7 @@ namespace relay {
 // Plain data owned by the relay loop's thread.
 struct InflightBatch {
   OutboxStore* store = nullptr;
-  std::unique_ptr<pqxx::work> tx;
+  std::unique_ptr<BatchTransaction> tx;
   std::vector<ClaimedRow> rows;
   ConfirmTracker tracker;         // settles this batch's delivery tags only
   BatchTimeline timeline;         // per row: claimed, published, acked (outbox_relay_stage_seconds)

@@ -1,5 +1,7 @@
 #include "publish/outbox_store.h"
 
+#include "publish/batch_transaction.h"
+
 #include <nlohmann/json.hpp>
 #include <array>
 #include <cmath>
@@ -154,7 +156,11 @@ PgBinaryQuery OutboxStore::run_claim(pqxx::transaction_base& tx, const char* nam
       PgBinaryQuery::prepare(tx.conn(), statement.name, statement.sql);
       statement.prepared = true;
     }
-    return PgBinaryQuery(tx.conn(), PgBinaryQuery::Prepared{statement.name}, params);
+    // A batch's transaction begins with its claim, in the same round trip.
+    auto* batch = dynamic_cast<BatchTransaction*>(&tx);
+    if (!batch || batch->begun()) return PgBinaryQuery(tx.conn(), PgBinaryQuery::Prepared{statement.name}, params);
+    batch->mark_begun();  // even if the pipeline fails: whatever BEGIN opened is rolled back
+    return PgBinaryQuery(tx.conn(), PgBinaryQuery::Prepared{statement.name}, params, PgBinaryQuery::BeginFirst{});
   }
   throw pqxx::usage_error(std::string("no claim statement named ") + name);
 }

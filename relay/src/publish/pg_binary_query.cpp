@@ -87,6 +87,35 @@ PgBinaryQuery::PgBinaryQuery(pqxx::connection_base& conn, const Prepared& statem
   check(conn, statement.name);
 }
 
+PgBinaryQuery::PgBinaryQuery(pqxx::connection_base& conn, const Prepared& statement,
+                             const std::vector<std::string>& params, BeginFirst)
+    : result_(std::make_unique<Result>()) {
+  PGconn* pg = open_session(conn);
+  const auto values = c_strings(params);
+  if (PQenterPipelineMode(pg) != 1) throw pqxx::broken_connection(outbox::one_line(PQerrorMessage(pg)));
+  const bool sent = PQsendQueryParams(pg, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0) == 1 &&
+                    PQsendQueryPrepared(pg, statement.name.c_str(), static_cast<int>(values.size()), values.data(),
+                                        nullptr, nullptr, /*resultFormat=*/1) == 1 &&
+                    PQpipelineSync(pg) == 1;
+  // Each statement's result is followed by a NULL, and the pipeline ends with its
+  // sync; read up to it, so that the session is idle again. Several NULLs in a row
+  // mean nothing more will come.
+  std::vector<std::unique_ptr<PGresult, void (*)(PGresult*)>> results;
+  bool synced = false;
+  for (int nulls = 0; sent && !synced && nulls < 3 && PQstatus(pg) == CONNECTION_OK;) {
+    PGresult* res = PQgetResult(pg);
+    nulls = res ? 0 : nulls + 1;
+    if (res && PQresultStatus(res) == PGRES_PIPELINE_SYNC) synced = true;
+    if (res) results.emplace_back(res, PQclear);
+  }
+  if (!synced || results.size() != 3 || PQexitPipelineMode(pg) != 1)
+    throw pqxx::broken_connection("PostgreSQL session lost in a BEGIN + claim pipeline: " +
+                                  outbox::one_line(PQerrorMessage(pg)));
+  check_result(pg, results[0].get(), "BEGIN");
+  result_->res = results[1].release();
+  check(conn, statement.name);
+}
+
 void PgBinaryQuery::prepare(pqxx::connection_base& conn, const std::string& name, const std::string& sql) {
   PGconn* pg = open_session(conn);
   const std::unique_ptr<PGresult, void (*)(PGresult*)> res(PQprepare(pg, name.c_str(), sql.c_str(), 0, nullptr),

@@ -38,6 +38,13 @@ class PgBinaryQuery {
     std::string name;
   };
   PgBinaryQuery(pqxx::connection_base& conn, const Prepared& statement, const std::vector<std::string>& params);
+  // As above, with BEGIN sent ahead of the statement in one pipeline: one round trip
+  // for both (BatchTransaction). If BEGIN fails the statement is not run; if the
+  // statement fails, the transaction BEGIN opened is left aborted, for its owner to
+  // roll back. Throws as the constructor does.
+  struct BeginFirst {};
+  PgBinaryQuery(pqxx::connection_base& conn, const Prepared& statement, const std::vector<std::string>& params,
+                BeginFirst);
   // Prepares `sql` as `name` on the session (a protocol-level statement: it outlives
   // the transaction, and dies with the session). Throws as the constructor does.
   static void prepare(pqxx::connection_base& conn, const std::string& name, const std::string& sql);

@@ -79,7 +79,7 @@ class RelayLoop {
   OutboxStore* free_store();  // connected, with no batch in flight
   bool can_claim();
   std::size_t claim_batch(bool probe_first);
-  std::vector<ClaimedRow> claim_rows(OutboxStore& store, pqxx::work& tx, int limit);
+  std::vector<ClaimedRow> claim_rows(OutboxStore& store, BatchTransaction& tx, int limit);
   bool publish_pending();
   bool publish_some(InflightBatch& batch);
   bool publish_probe();

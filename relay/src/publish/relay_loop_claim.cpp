@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 #include <pqxx/pqxx>
 
 #include "outbox/one_line.h"
@@ -49,8 +50,10 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
       last_claim_empty_ = true;
       return 0;
     }
-    batch->tx = std::make_unique<pqxx::work>(store->connection());
+    batch->tx = std::make_unique<BatchTransaction>(store->connection());
     batch->rows = claim_rows(*store, *batch->tx, limit);
+    // Invariant: rows come only from a claim, which begins the transaction (their locks).
+    if (!batch->rows.empty() && !batch->tx->begun()) throw std::logic_error("rows claimed outside a transaction");
     metrics_->claimed(batch->rows.size(), seconds_since(t0));
     if (batch->rows.empty()) batch->tx->commit();
   } catch (const std::exception& e) {
@@ -88,7 +91,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
 
 // A claim behind batches in flight (a backlog: see can_claim) leaves out their id
 // range rather than visit each of their locked rows again (OutboxStore::claim_around).
-std::vector<ClaimedRow> RelayLoop::claim_rows(OutboxStore& store, pqxx::work& tx, int limit) {
+std::vector<ClaimedRow> RelayLoop::claim_rows(OutboxStore& store, BatchTransaction& tx, int limit) {
   if (lanes_) return store.claim_key_heads(tx, limit, lanes_->owned(), key_cursor_);
   if (inflight_.empty()) return store.claim(tx, limit);
   std::int64_t from = std::numeric_limits<std::int64_t>::max(), to = std::numeric_limits<std::int64_t>::min();
