@@ -1,7 +1,8 @@
 // BatchTransaction: a batch's claim transaction whose BEGIN travels with its first
-// claim (one round trip). The claimed rows are locked until the batch commits, a
-// claim that fails leaves nothing behind, and a COMMIT over a lost session is in
-// doubt, as with libpqxx's own transactions.
+// claim, and whose COMMIT travels with its mark (one round trip each). The claimed
+// rows are locked until the batch commits, a claim or a mark that fails leaves
+// nothing behind, and a COMMIT over a lost session is in doubt, as with libpqxx's own
+// transactions.
 #include <doctest/doctest.h>
 
 #include <pqxx/pqxx>
@@ -11,6 +12,7 @@
 #include "publish/batch_transaction.h"
 #include "publish/outbox_store.h"
 #include "publish/pg_binary_query.h"
+#include "outbox_store_fixture.h"
 #include "test_env.h"
 
 using relay::BatchTransaction;
@@ -18,22 +20,10 @@ using relay::ClaimedRow;
 using relay::OutboxStore;
 using relay::PgBinaryQuery;
 
+using testenv::store_for;
+using testenv::write_rows;
+
 namespace {
-
-std::unique_ptr<OutboxStore> store_for(const std::string& schema) {
-  relay::PostgresConfig config;
-  config.dsn = testenv::pg_dsn();
-  config.schema = schema;
-  auto store = std::make_unique<OutboxStore>(config);
-  store->connect();
-  return store;
-}
-
-void write_rows(const std::string& schema, int n) {
-  testenv::sql_exec("INSERT INTO \"" + schema + "\".outbox (message_id, exchange, routing_key, message_type, payload) "
-                    "SELECT gen_random_uuid(), 'x', 'rk', 'T', convert_to(g::text, 'UTF8') "
-                    "FROM generate_series(1, " + std::to_string(n) + ") g");
-}
 
 std::vector<const ClaimedRow*> all_of(const std::vector<ClaimedRow>& rows) {
   std::vector<const ClaimedRow*> out;
@@ -44,6 +34,10 @@ std::vector<const ClaimedRow*> all_of(const std::vector<ClaimedRow>& rows) {
 // The session's transaction state as the server sees it (pg_stat_activity).
 std::string server_state(pqxx::connection& conn) {
   return testenv::sql_value("SELECT state FROM pg_stat_activity WHERE pid = " + std::to_string(conn.backendpid()));
+}
+
+std::string count_where(const std::string& schema, const std::string& condition) {
+  return testenv::sql_value("SELECT count(*) FROM \"" + schema + "\".outbox WHERE " + condition);
 }
 
 }  // namespace
@@ -129,4 +123,93 @@ TEST_CASE("a COMMIT whose session is lost is in doubt") {
   CHECK_THROWS_AS(tx.commit(), pqxx::in_doubt_error);
   // (Here it did not commit: the server ended the session first.)
   CHECK(testenv::sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox WHERE published_at IS NULL") == "2");
+}
+
+TEST_CASE("the mark and the COMMIT go out together: the rows are published, or deleted, and the session is idle") {
+  for (bool delete_on_publish : {false, true}) {
+    INFO("delete_on_publish " << delete_on_publish);
+    testenv::ScopedSchema schema("batchtx");
+    write_rows(schema.name(), 6);
+    auto store = store_for(schema.name(), delete_on_publish);
+    BatchTransaction tx(store->connection());
+    const auto rows = store->claim(tx, 4);
+    REQUIRE(rows.size() == 4);
+    store->mark_published_and_commit(tx, all_of(rows));
+    CHECK(server_state(store->connection()) == "idle");
+    CHECK(count_where(schema.name(), "published_at IS NULL") == "2");
+    CHECK(count_where(schema.name(), "true") == (delete_on_publish ? "2" : "6"));
+    // The session goes on: the next batch claims the other two.
+    BatchTransaction next(store->connection());
+    CHECK(store->claim(next, 10).size() == 2);
+    next.commit();
+  }
+}
+
+TEST_CASE("a row its own transaction moved since the claim is still marked, after the commit") {
+  testenv::ScopedSchema schema("batchtx");
+  write_rows(schema.name(), 3);
+  auto store = store_for(schema.name());
+  BatchTransaction tx(store->connection());
+  const auto rows = store->claim(tx, 3);
+  REQUIRE(rows.size() == 3);
+  tx.exec0("UPDATE \"" + schema.name() + "\".outbox SET attempts = attempts WHERE id = 2");  // a new version
+  store->mark_published_and_commit(tx, all_of(rows));
+  CHECK(count_where(schema.name(), "published_at IS NOT NULL") == "3");
+}
+
+TEST_CASE("a mark that fails sends no COMMIT: the batch is rolled back and its rows stay pending") {
+  testenv::ScopedSchema schema("batchtx");
+  write_rows(schema.name(), 3);
+  const std::string s = "\"" + schema.name() + "\"";
+  testenv::sql_exec("CREATE FUNCTION " + s + ".refuse() RETURNS trigger LANGUAGE plpgsql AS "
+                    "$$BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = 'P0001'; END$$");
+  testenv::sql_exec("CREATE TRIGGER refuse BEFORE UPDATE ON " + s + ".outbox FOR EACH ROW WHEN (new.id = 2) "
+                    "EXECUTE FUNCTION " + s + ".refuse()");
+  auto store = store_for(schema.name());
+  {
+    BatchTransaction tx(store->connection());
+    const auto rows = store->claim(tx, 3);
+    REQUIRE(rows.size() == 3);
+    try {
+      store->mark_published_and_commit(tx, all_of(rows));
+      FAIL("no error");
+    } catch (const pqxx::sql_error& e) {
+      CHECK(e.sqlstate() == "P0001");
+    }
+    CHECK(server_state(store->connection()) == "idle in transaction (aborted)");
+  }
+  CHECK(server_state(store->connection()) == "idle");
+  CHECK(count_where(schema.name(), "published_at IS NULL") == "3");
+}
+
+TEST_CASE("a session lost before the mark's COMMIT went out is a broken connection; after, the COMMIT is in doubt") {
+  testenv::ScopedSchema schema("batchtx");
+  write_rows(schema.name(), 4);
+  auto terminate = [](pqxx::connection& conn) {
+    testenv::sql_exec("SELECT pg_terminate_backend(" + std::to_string(conn.backendpid()) + ")");
+  };
+  SUBCASE("lost before: the session's first mark is prepared first, and that fails") {
+    auto store = store_for(schema.name());
+    BatchTransaction tx(store->connection());
+    const auto rows = store->claim(tx, 2);
+    REQUIRE(rows.size() == 2);
+    terminate(store->connection());
+    CHECK_THROWS_AS(store->mark_published_and_commit(tx, all_of(rows)), pqxx::broken_connection);
+    CHECK(count_where(schema.name(), "published_at IS NULL") == "4");
+  }
+  SUBCASE("lost after: the statement is prepared, the mark and COMMIT go out, no answer comes") {
+    auto store = store_for(schema.name());
+    {
+      BatchTransaction first(store->connection());
+      const auto rows = store->claim(first, 2);
+      store->mark_published_and_commit(first, all_of(rows));  // prepares the mark on this session
+    }
+    BatchTransaction tx(store->connection());
+    const auto rows = store->claim(tx, 2);
+    REQUIRE(rows.size() == 2);
+    terminate(store->connection());
+    CHECK_THROWS_AS(store->mark_published_and_commit(tx, all_of(rows)), pqxx::in_doubt_error);
+    // (Here the server had ended the session first: the second batch was not marked.)
+    CHECK(count_where(schema.name(), "published_at IS NULL") == "2");
+  }
 }

@@ -11,28 +11,16 @@
 #include <vector>
 
 #include "publish/outbox_store.h"
+#include "outbox_store_fixture.h"
 #include "test_env.h"
 
 using relay::ClaimedRow;
 using relay::OutboxStore;
 
+using testenv::store_for;
+using testenv::write_rows;
+
 namespace {
-
-std::unique_ptr<OutboxStore> store_for(const std::string& schema, bool delete_on_publish = false) {
-  relay::PostgresConfig config;
-  config.dsn = testenv::pg_dsn();
-  config.schema = schema;
-  auto store = std::make_unique<OutboxStore>(config);
-  store->delete_on_publish(delete_on_publish);
-  store->connect();
-  return store;
-}
-
-void write_rows(const std::string& schema, int n) {
-  testenv::sql_exec("INSERT INTO \"" + schema + "\".outbox (message_id, exchange, routing_key, message_type, payload) "
-                    "SELECT gen_random_uuid(), 'x', 'rk', 'T', convert_to(g::text, 'UTF8') "
-                    "FROM generate_series(1, " + std::to_string(n) + ") g");
-}
 
 std::vector<std::int64_t> ids_of(const std::vector<ClaimedRow>& rows) {
   std::vector<std::int64_t> ids;

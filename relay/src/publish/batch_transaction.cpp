@@ -1,5 +1,7 @@
 #include "publish/batch_transaction.h"
 
+#include "publish/pg_binary_query.h"
+
 #include <pqxx/except>
 #include <string>
 
@@ -18,10 +20,18 @@ void BatchTransaction::begin_now() {
   begun_ = true;
 }
 
+std::size_t BatchTransaction::commit_after(const std::string& name, const std::vector<std::string>& params) {
+  if (!begun_) throw pqxx::usage_error("commit_after() on a batch transaction that has not begun");
+  const std::size_t affected = PgBinaryQuery::exec_then_commit(conn(), PgBinaryQuery::Prepared{name}, params);
+  committed_ = true;
+  commit();
+  return affected;
+}
+
 // As libpqxx's own transactions: a COMMIT whose answer never came (the statement's
 // completion is unknown, or the session is gone) may or may not have committed.
 void BatchTransaction::do_commit() {
-  if (!begun_) return;  // nothing ran in a transaction: nothing to commit
+  if (!begun_ || committed_) return;  // nothing ran in a transaction, or commit_after() committed it
   try {
     direct_exec("COMMIT");
   } catch (const pqxx::statement_completion_unknown& e) {

@@ -104,7 +104,10 @@ void OutboxStore::connect() {
   // inheritance child or partition added since connect(); rows there are not found
   // by address, and the statement by id marks them.
   conn->prepare("outbox_mark_published", mark("ONLY " + schema_ + ".outbox") + "ctid = ANY($1::tid[])");
-  conn->prepare("outbox_mark_published_by_id", mark(schema_ + ".outbox") + "id = ANY($1::bigint[])");
+  mark_by_id_sql_ = mark(schema_ + ".outbox") + "id = ANY($1::bigint[])";
+  conn->prepare("outbox_mark_published_by_id", mark_by_id_sql_);
+  // The same mark, sent with the batch's COMMIT (mark_published_and_commit).
+  binary_statements_.push_back({"outbox_mark_then_commit", mark("ONLY " + schema_ + ".outbox") + "ctid = ANY($1::tid[])"});
   conn->prepare("outbox_due",
                 "SELECT EXISTS (SELECT 1 FROM " + schema_ + ".outbox "
                 "WHERE " + pending_sql() + " AND next_attempt_at <= now())");
@@ -145,24 +148,30 @@ std::vector<ClaimedRow> OutboxStore::claim_around(pqxx::transaction_base& tx, in
   return rows;
 }
 
-// Each statement is marked prepared only once its own PREPARE succeeded: one that
-// failed (a timeout behind a migration's lock) is prepared again at the next claim,
-// and one that succeeded is never prepared twice (42P05 on every claim, for good).
-PgBinaryQuery OutboxStore::run_claim(pqxx::transaction_base& tx, const char* name,
-                                     const std::vector<std::string>& params) {
+// The statement `name` of binary_statements_, prepared on this session on first use.
+// Each is marked prepared only once its own PREPARE succeeded: one that failed (a
+// timeout behind a migration's lock) is prepared again at its next use, and one that
+// succeeded is never prepared twice (42P05 at every use, for good).
+const std::string& OutboxStore::prepared_statement(pqxx::connection_base& conn, const char* name) {
   for (auto& statement : binary_statements_) {
     if (statement.name != name) continue;
     if (!statement.prepared) {
-      PgBinaryQuery::prepare(tx.conn(), statement.name, statement.sql);
+      PgBinaryQuery::prepare(conn, statement.name, statement.sql);
       statement.prepared = true;
     }
-    // A batch's transaction begins with its claim, in the same round trip.
-    auto* batch = dynamic_cast<BatchTransaction*>(&tx);
-    if (!batch || batch->begun()) return PgBinaryQuery(tx.conn(), PgBinaryQuery::Prepared{statement.name}, params);
-    batch->mark_begun();  // even if the pipeline fails: whatever BEGIN opened is rolled back
-    return PgBinaryQuery(tx.conn(), PgBinaryQuery::Prepared{statement.name}, params, PgBinaryQuery::BeginFirst{});
+    return statement.name;
   }
-  throw pqxx::usage_error(std::string("no claim statement named ") + name);
+  throw pqxx::usage_error(std::string("no statement named ") + name);
+}
+
+PgBinaryQuery OutboxStore::run_claim(pqxx::transaction_base& tx, const char* name,
+                                     const std::vector<std::string>& params) {
+  const PgBinaryQuery::Prepared statement{prepared_statement(tx.conn(), name)};
+  // A batch's transaction begins with its claim, in the same round trip.
+  auto* batch = dynamic_cast<BatchTransaction*>(&tx);
+  if (!batch || batch->begun()) return PgBinaryQuery(tx.conn(), statement, params);
+  batch->mark_begun();  // even if the pipeline fails: whatever BEGIN opened is rolled back
+  return PgBinaryQuery(tx.conn(), statement, params, PgBinaryQuery::BeginFirst{});
 }
 
 // The per_key claim is a loose index scan over outbox_pending_key_idx: a recursive
@@ -387,6 +396,29 @@ void OutboxStore::mark_published(pqxx::transaction_base& tx, const std::vector<c
   ids.reserve(rows.size());
   for (const auto* r : rows) ids.push_back(r->id);
   tx.exec_prepared("outbox_mark_published_by_id", outbox::pg::bigint_array(ids));
+}
+
+void OutboxStore::mark_published_and_commit(BatchTransaction& tx, const std::vector<const ClaimedRow*>& rows) {
+  if (rows.empty() || !mark_by_address_ || !tx.begun()) {
+    mark_published(tx, rows);
+    tx.commit();
+    return;
+  }
+  std::vector<std::string> ctids;
+  ctids.reserve(rows.size());
+  for (const auto* r : rows) ctids.push_back(r->ctid);
+  const auto marked = tx.commit_after(prepared_statement(tx.conn(), "outbox_mark_then_commit"),
+                                      {outbox::pg::text_array(ctids)});
+  if (marked == rows.size()) return;
+  std::vector<std::int64_t> ids;
+  ids.reserve(rows.size());
+  for (const auto* r : rows) ids.push_back(r->id);
+  // Best effort, on its own (committed at once): a row it misses stays pending and is
+  // published again, which at-least-once allows; the batch itself has committed.
+  try {
+    PgBinaryQuery(tx.conn(), mark_by_id_sql_, {outbox::pg::bigint_array(ids)});
+  } catch (const std::exception&) {
+  }
 }
 
 void OutboxStore::mark_failed(pqxx::transaction_base& tx, const std::vector<FailedRow>& rows,

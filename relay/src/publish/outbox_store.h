@@ -75,6 +75,8 @@ struct KeyCursor {
 // locks of a relay that hangs or vanishes.
 //
 // Thread safety: none; one thread owns the store. Not copyable.
+class BatchTransaction;
+
 class OutboxStore {
  public:
   explicit OutboxStore(PostgresConfig config);
@@ -138,6 +140,15 @@ class OutboxStore {
   // partitions, whose ctids are not unique, the mark goes by id only.
   // REQUIRES: `tx` is the transaction that claimed `rows`.
   void mark_published(pqxx::transaction_base& tx, const std::vector<const ClaimedRow*>& rows);
+  // mark_published() and then tx.commit(), in one round trip where the rows are
+  // marked by address (BatchTransaction::commit_after). A row `tx` changed since its
+  // claim (never in the relay's own flow) is then marked by id after the commit, in
+  // a statement of its own: no longer locked by then, it may be claimed and published
+  // again by another relay meanwhile (at-least-once). Throws as commit_after():
+  // pqxx::sql_error leaves `tx` to be rolled back, pqxx::in_doubt_error means the
+  // marks may or may not have committed. REQUIRES: `tx` claimed `rows` and has
+  // nothing else left to do.
+  void mark_published_and_commit(BatchTransaction& tx, const std::vector<const ClaimedRow*>& rows);
   // attempts+1, next_attempt_at, last_error; parks rows reaching `max_attempts`.
   void mark_failed(pqxx::transaction_base& tx, const std::vector<FailedRow>& rows, int max_attempts);
   PendingStats stats(pqxx::transaction_base& tx);
@@ -160,6 +171,7 @@ class OutboxStore {
   // row version within one table only, so with inheritance children or partitions
   // (not supported, but the table is a public contract) the mark goes by id.
   bool mark_by_address_ = false;
+  std::string mark_by_id_sql_;  // the mark by id, as text (mark_published_and_commit's fallback)
   std::size_t max_payload_bytes_ = 16 * 1024 * 1024;
   struct ClaimColumns;
   static std::string claim_select_list();
@@ -169,6 +181,7 @@ class OutboxStore {
     bool prepared = false;
   };
   std::vector<BinaryStatement> binary_statements_;
+  const std::string& prepared_statement(pqxx::connection_base& conn, const char* name);
   PgBinaryQuery run_claim(pqxx::transaction_base& tx, const char* name, const std::vector<std::string>& params);
   std::vector<ClaimedRow> decode_claim(const PgBinaryQuery& q);
   static void decode_message_columns(const PgBinaryQuery& q, int i, const ClaimColumns& c, ClaimedRow& row);

@@ -2,7 +2,10 @@
 
 #include <libpq-fe.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <optional>
 
 #include <pqxx/except>
 
@@ -87,33 +90,80 @@ PgBinaryQuery::PgBinaryQuery(pqxx::connection_base& conn, const Prepared& statem
   check(conn, statement.name);
 }
 
+namespace {
+
+using ResultPtr = std::unique_ptr<PGresult, void (*)(PGresult*)>;
+
+// Reads a pipeline's results up to its sync, so that the session is idle again
+// (each statement's result is followed by a NULL; several NULLs in a row mean nothing
+// more will come). Returns them, the sync's last; nullopt if the sync never came.
+std::optional<std::vector<ResultPtr>> pipeline_results(PGconn* pg) {
+  std::vector<ResultPtr> results;
+  for (int nulls = 0; nulls < 3 && PQstatus(pg) == CONNECTION_OK;) {
+    PGresult* res = PQgetResult(pg);
+    nulls = res ? 0 : nulls + 1;
+    if (!res) continue;
+    results.emplace_back(res, PQclear);
+    if (PQresultStatus(res) == PGRES_PIPELINE_SYNC) return results;
+  }
+  return std::nullopt;
+}
+
+// Queues `sends` in one pipeline and sends it with its sync. Returns how many were
+// queued; all of them and the sync went out if it returns sends.size() + 1.
+std::size_t send_pipeline(PGconn* pg, const std::vector<std::function<int()>>& sends) {
+  if (PQenterPipelineMode(pg) != 1) throw pqxx::broken_connection(outbox::one_line(PQerrorMessage(pg)));
+  std::size_t queued = 0;
+  for (const auto& send : sends) {
+    if (send() != 1) return queued;
+    ++queued;
+  }
+  return PQpipelineSync(pg) == 1 ? queued + 1 : queued;
+}
+
+}  // namespace
+
 PgBinaryQuery::PgBinaryQuery(pqxx::connection_base& conn, const Prepared& statement,
                              const std::vector<std::string>& params, BeginFirst)
     : result_(std::make_unique<Result>()) {
   PGconn* pg = open_session(conn);
   const auto values = c_strings(params);
-  if (PQenterPipelineMode(pg) != 1) throw pqxx::broken_connection(outbox::one_line(PQerrorMessage(pg)));
-  const bool sent = PQsendQueryParams(pg, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0) == 1 &&
-                    PQsendQueryPrepared(pg, statement.name.c_str(), static_cast<int>(values.size()), values.data(),
-                                        nullptr, nullptr, /*resultFormat=*/1) == 1 &&
-                    PQpipelineSync(pg) == 1;
-  // Each statement's result is followed by a NULL, and the pipeline ends with its
-  // sync; read up to it, so that the session is idle again. Several NULLs in a row
-  // mean nothing more will come.
-  std::vector<std::unique_ptr<PGresult, void (*)(PGresult*)>> results;
-  bool synced = false;
-  for (int nulls = 0; sent && !synced && nulls < 3 && PQstatus(pg) == CONNECTION_OK;) {
-    PGresult* res = PQgetResult(pg);
-    nulls = res ? 0 : nulls + 1;
-    if (res && PQresultStatus(res) == PGRES_PIPELINE_SYNC) synced = true;
-    if (res) results.emplace_back(res, PQclear);
-  }
-  if (!synced || results.size() != 3 || PQexitPipelineMode(pg) != 1)
+  const bool sent = 3 == send_pipeline(
+      pg, {[&] { return PQsendQueryParams(pg, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0); },
+           [&] {
+             return PQsendQueryPrepared(pg, statement.name.c_str(), static_cast<int>(values.size()), values.data(),
+                                        nullptr, nullptr, /*resultFormat=*/1);
+           }});
+  auto results = sent ? pipeline_results(pg) : std::nullopt;
+  if (!results || results->size() != 3 || PQexitPipelineMode(pg) != 1)
     throw pqxx::broken_connection("PostgreSQL session lost in a BEGIN + claim pipeline: " +
                                   outbox::one_line(PQerrorMessage(pg)));
-  check_result(pg, results[0].get(), "BEGIN");
-  result_->res = results[1].release();
+  check_result(pg, (*results)[0].get(), "BEGIN");
+  result_->res = (*results)[1].release();
   check(conn, statement.name);
+}
+
+std::size_t PgBinaryQuery::exec_then_commit(pqxx::connection_base& conn, const Prepared& statement,
+                                            const std::vector<std::string>& params) {
+  PGconn* pg = open_session(conn);
+  const auto values = c_strings(params);
+  const std::size_t queued = send_pipeline(
+      pg, {[&] {
+             return PQsendQueryPrepared(pg, statement.name.c_str(), static_cast<int>(values.size()), values.data(),
+                                        nullptr, nullptr, 0);
+           },
+           [&] { return PQsendQueryParams(pg, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 0); }});
+  // COMMIT never queued: nothing can have committed, and the session is unusable.
+  if (queued < 2) throw pqxx::broken_connection(outbox::one_line(PQerrorMessage(pg)));
+  auto results = pipeline_results(pg);
+  if (!results || results->size() != 3 || PQexitPipelineMode(pg) != 1) {
+    // COMMIT was on its way: it may or may not have reached the server and run.
+    throw pqxx::in_doubt_error("PostgreSQL session lost during " + statement.name + " + COMMIT: " +
+                               outbox::one_line(PQerrorMessage(pg)));
+  }
+  check_result(pg, (*results)[0].get(), statement.name);  // COMMIT was not run: the transaction is aborted
+  check_result(pg, (*results)[1].get(), "COMMIT");       // the server ended the transaction without committing
+  return static_cast<std::size_t>(std::strtoull(PQcmdTuples((*results)[0].get()), nullptr, 10));
 }
 
 void PgBinaryQuery::prepare(pqxx::connection_base& conn, const std::string& name, const std::string& sql) {

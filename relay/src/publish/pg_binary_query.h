@@ -45,6 +45,14 @@ class PgBinaryQuery {
   struct BeginFirst {};
   PgBinaryQuery(pqxx::connection_base& conn, const Prepared& statement, const std::vector<std::string>& params,
                 BeginFirst);
+  // Runs the prepared statement and then COMMIT in one pipeline (one round trip for
+  // both: BatchTransaction::commit_after); returns how many rows the statement
+  // affected. The statement's error throws pqxx::sql_error and leaves the
+  // transaction aborted, for its owner to roll back; once COMMIT was sent, a lost
+  // session throws pqxx::in_doubt_error (it may or may not have committed).
+  // REQUIRES: a transaction is open on the session.
+  static std::size_t exec_then_commit(pqxx::connection_base& conn, const Prepared& statement,
+                                      const std::vector<std::string>& params);
   // Prepares `sql` as `name` on the session (a protocol-level statement: it outlives
   // the transaction, and dies with the session). Throws as the constructor does.
   static void prepare(pqxx::connection_base& conn, const std::string& name, const std::string& sql);

@@ -453,9 +453,7 @@ void RelayLoop::finish_batch(InflightBatch& b) {
     }
     {
       const StageCpu::Scope cpu(CpuStage::kMark);
-      b.store->mark_published(*b.tx, acked);
-      b.store->mark_failed(*b.tx, failed, config_.relay.max_attempts);
-      if (!commit_batch(b, acked.size(), failed.size())) return;
+      if (!commit_batch(b, acked, failed)) return;
     }
     observe_stages(b);
     if (!acked.empty()) note_progress();
@@ -489,9 +487,19 @@ void RelayLoop::finish_batch(InflightBatch& b) {
   b.store->disconnect();
 }
 
-bool RelayLoop::commit_batch(InflightBatch& b, std::size_t acked, std::size_t failed) {
+// Marks the batch's rows and commits: with no failures (the common case) the mark
+// and COMMIT travel together, one round trip (OutboxStore::mark_published_and_commit).
+bool RelayLoop::commit_batch(InflightBatch& b, const std::vector<const ClaimedRow*>& acked_rows,
+                             const std::vector<FailedRow>& failed_rows) {
+  const std::size_t acked = acked_rows.size(), failed = failed_rows.size();
   try {
-    b.tx->commit();
+    if (failed_rows.empty()) {
+      b.store->mark_published_and_commit(*b.tx, acked_rows);
+    } else {
+      b.store->mark_published(*b.tx, acked_rows);
+      b.store->mark_failed(*b.tx, failed_rows, config_.relay.max_attempts);
+      b.tx->commit();
+    }
   } catch (const pqxx::in_doubt_error& e) {
     ++counters_.commit_unknown;
     metrics_->commit_unknown();

@@ -103,7 +103,8 @@ class RelayLoop {
   void finish_batch(InflightBatch& batch);
   void settle(InflightBatch& batch, std::vector<const ClaimedRow*>& acked, std::vector<FailedRow>& failed);
   FailedRow failed_row(const ClaimedRow& row, const Settlement& settlement, const std::string& why);
-  bool commit_batch(InflightBatch& batch, std::size_t acked, std::size_t failed);
+  bool commit_batch(InflightBatch& batch, const std::vector<const ClaimedRow*>& acked_rows,
+                    const std::vector<FailedRow>& failed_rows);
   void observe_stages(const InflightBatch& batch);  // after its commit: each published row's stages
   void note_retries(const std::vector<FailedRow>& failed);
   void sleep_until_work();
