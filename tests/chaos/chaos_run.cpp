@@ -126,8 +126,7 @@ void ChaosRun::set_up() {
   p.threads = options_.producers;
   p.rate = options_.rate;
   p.seed = options_.seed;
-  producers_ = std::make_unique<ProducerPool>(p);
-  producers_->set_paused(true);
+  producers_ = std::make_unique<ProducerPool>(p);  // paused until the baseline
 
   relays_ = std::make_unique<RelayFleet>(options_.relay_bin, relay_config_, log_dir_, options_.relays);
   relays_->start_all();

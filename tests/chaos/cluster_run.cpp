@@ -111,9 +111,8 @@ void ClusterRun::set_up() {
   p.threads = options_.producers;
   p.rate = options_.rate;
   p.seed = options_.seed;
-  producers_ = std::make_unique<ProducerPool>(p);
-  producers_->set_orders_only(true);  // the cluster run is about the servers, not poison rows
-  producers_->set_paused(true);
+  p.orders_only = true;  // the cluster run is about the servers, not poison rows
+  producers_ = std::make_unique<ProducerPool>(p);  // paused until the run starts
   relays_ = std::make_unique<RelayFleet>(options_.relay_bin, write_config("relay.yaml", false), log_dir_,
                                          options_.relays);
   relays_->start_all();

@@ -38,6 +38,8 @@ ProducerPool::ProducerPool(ProducerOptions options) : options_(std::move(options
     tx.exec("CREATE TABLE IF NOT EXISTS \"" + options_.schema +
             "\".chaos_orders (id bigserial PRIMARY KEY, total numeric NOT NULL)");
   }
+  paused_ = options_.start_paused;
+  orders_only_ = options_.orders_only;
   for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this, i] { run(i); });
 }
 

@@ -34,6 +34,10 @@ struct ProducerOptions {
   double missing_share = 0.001;
   double late_share = 0.001;
   unsigned seed = 1;
+  // How the pool starts. Its threads run from construction, so these hold before the
+  // first transaction (set_paused()/set_orders_only() after it would race with it).
+  bool start_paused = true;
+  bool orders_only = false;
 };
 
 struct ProducerStats {
