@@ -7,6 +7,7 @@
 #include <pqxx/pqxx>
 #include <thread>
 
+#include "http_scrape.h"
 #include "outbox/outbox_writer.h"
 #include "relay_process.h"
 #include "test_env.h"
@@ -44,6 +45,14 @@ bool relay_armed(const ScopedSchema& schema) {
                    schema.name() + "')::oid") == "1";
 }
 
+// The session holding that lock and when it last started a statement ("" if none holds it).
+std::string lock_holder_and_last_statement(const ScopedSchema& schema) {
+  return sql_value("SELECT coalesce(max(a.pid || ' ' || a.query_start::text), '') FROM pg_locks l "
+                   "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+                   "AND l.mode = 'ExclusiveLock' AND l.classid = 1868724338 AND l.objid = hashtext('" +
+                   schema.name() + "')::oid");
+}
+
 void wait_armed(const ScopedSchema& schema, RelayProcess& relay) {
   REQUIRE_MESSAGE(testenv::eventually(std::chrono::seconds(10), [&] { return relay_armed(schema); }), relay.log());
 }
@@ -57,7 +66,8 @@ std::string quiet_yaml(const ScopedSchema& schema, const std::string& app, const
              : " application_name=" + app;
   return "postgres:\n  dsn: \"" + dsn + "\"\n  schema: " + schema.name() +
          "\namqp:\n  uri: ${OUTBOX_AMQP_URI}\n  heartbeat_s: 5\n  confirm_timeout_ms: 10000\n"
-         "relay:\n  batch_size: 500\n" + relay_lines + "log:\n  level: debug\n";
+         "relay:\n" + (relay_lines.find("batch_size:") == std::string::npos ? "  batch_size: 500\n" : "") +
+         relay_lines + "log:\n  level: debug\n";
 }
 
 }  // namespace
@@ -140,4 +150,57 @@ TEST_CASE("a relay retries its own failed row when it is due, not at its next fa
                              "\".outbox WHERE parked_at IS NOT NULL AND attempts = 3";
   CHECK_MESSAGE(testenv::eventually(std::chrono::seconds(10), [&] { return sql_value(parked) == "1"; }),
                 relay.log());  // three attempts within seconds, not minutes
+}
+
+TEST_CASE("a relay publishing rows one at a time keeps its waiting lock and claims once per message") {
+  ScopedSchema schema;
+  TestBroker broker;
+  RelayProcess relay(quiet_yaml(schema, testenv::unique_name("armed"),
+                                "  poll_interval_ms: 30000\n  listen_poll_interval_ms: 30000\n") +
+                     "http:\n  listen: 127.0.0.1:0\n");
+  const auto address = testenv::wait_for_http_address([&] { return relay.log(); }, std::chrono::seconds(20));
+  auto claims = [&] {
+    return testenv::parse_prometheus(testenv::http_request(address, "/metrics").body)
+        ["outbox_relay_claim_duration_seconds_count"];
+  };
+  wait_armed(schema, relay);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its claim after arming
+  const std::string before = lock_holder_and_last_statement(schema);
+  REQUIRE(!before.empty());
+  const double claims_before = claims();
+  constexpr int kMessages = 5;
+  for (int i = 0; i < kMessages; ++i) {
+    auto id = enqueue(schema, event_for(broker));
+    auto got = broker.receive(1, std::chrono::milliseconds(5000));
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].message_id == id);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the relay is idle again
+    // Still the same session holding the lock, and it ran nothing since: each
+    // message cost the relay no unlock and lock on the listener.
+    CHECK_MESSAGE(lock_holder_and_last_statement(schema) == before, relay.log());
+  }
+  // And one claim each: woken by its notification, the claim took it; the relay
+  // then waited for the next notification rather than claim again to find nothing.
+  CHECK_MESSAGE(claims() - claims_before == kMessages, relay.log());
+}
+
+TEST_CASE("a relay working through a backlog gives the waiting lock back, and takes it again when idle") {
+  ScopedSchema schema;
+  TestBroker broker;
+  RelayProcess relay(quiet_yaml(schema, testenv::unique_name("busy"),
+                                "  batch_size: 5\n  poll_interval_ms: 30000\n  listen_poll_interval_ms: 30000\n"));
+  wait_armed(schema, relay);
+  constexpr int kRows = 3000;
+  {
+    pqxx::connection conn(testenv::pg_dsn());
+    pqxx::work tx(conn);
+    OutboxWriter writer({schema.name(), {}});
+    for (int i = 0; i < kRows; ++i) writer.enqueue(tx, event_for(broker));
+    tx.commit();  // one notification wakes the relay
+  }
+  // Batches of 5 follow each other: once its claims reach ListenArmPolicy::kBusyRows
+  // the relay lets go, and producers' commits stop notifying while it drains.
+  CHECK_MESSAGE(testenv::eventually(std::chrono::seconds(20), [&] { return !relay_armed(schema); }), relay.log());
+  CHECK(broker.receive(kRows, std::chrono::milliseconds(10000)).size() == static_cast<std::size_t>(kRows));
+  wait_armed(schema, relay);
 }

@@ -36,6 +36,11 @@ struct InflightBatch {
   // this same transaction, which still holds their locks, until the one at fault
   // closes the channel alone. The batch commits only once this is empty.
   std::deque<std::size_t> suspects;
+  // Its claim took every due row it could see (not full, alone, no per_key lanes) while
+  // this relay held the listener's lock, so every row committed since notifies:
+  // after a clean commit the relay waits for a notification instead of claiming
+  // again (RelayLoop::finish_batch).
+  bool claimed_all_due = false;
   std::chrono::steady_clock::time_point claimed_at, publish_done_at;
   double claim_ms = 0;
 };

@@ -18,7 +18,7 @@ namespace relay {
 //
 // Protocol for the relay: when it runs out of work, arm(); if kArmed, claim once more
 // (every insert that did not notify has ended by now), then wait on socket() and
-// call take_notifications(); after a claim that found rows, disarm().
+// call take_notifications(); once it is busy (ListenArmPolicy), disarm().
 //
 // Thread safety: none; the relay loop's thread owns it. Owns a connection: not copyable.
 class NotifyListener {

@@ -18,6 +18,7 @@
 #include "publish/failure_policy.h"
 #include "publish/inflight_batch.h"
 #include "publish/lane_manager.h"
+#include "publish/listen_arm_policy.h"
 #include "publish/notify_listener.h"
 #include "publish/outbox_store.h"
 #include "publish/relay_metrics.h"
@@ -121,6 +122,7 @@ class RelayLoop {
   std::vector<std::unique_ptr<OutboxStore>> stores_;  // one per batch in flight
   AmqpPublisher amqp_;
   NotifyListener listener_;
+  ListenArmPolicy arm_policy_;  // when an armed listener gives its lock back
   Backoff backoff_;
   Backoff reconnect_backoff_;
   RelayCounters counters_;

@@ -48,6 +48,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
     const StageCpu::Scope cpu(CpuStage::kClaim);
     if (probe_first && !store->has_due_rows()) {
       last_claim_empty_ = true;
+      arm_policy_.release_after_claim(0);
       return 0;
     }
     batch->tx = std::make_unique<BatchTransaction>(store->connection());
@@ -70,15 +71,17 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
   }
   const std::size_t n = batch->rows.size();
   last_claim_empty_ = n == 0;
+  const bool release_lock = arm_policy_.release_after_claim(n);
   caught_up_ = n < static_cast<std::size_t>(limit);
   if (n == 0) return 0;
+  batch->claimed_all_due = caught_up_ && inflight_.empty() && !lanes_ && listener_.armed() && !release_lock;
   batch->claimed_at = Clock::now();
   batch->claim_ms = std::chrono::duration<double, std::milli>(batch->claimed_at - t0).count();
   batch->timeline.claimed(n, batch->claimed_at);
   batch->tracker.reset(n);
   inflight_.push_back(std::move(batch));
   publish_some(*inflight_.back());
-  if (listener_.armed()) {  // busy: producers need not notify any more
+  if (listener_.armed() && release_lock) {  // busy: producers need not notify any more
     try {
       listener_.disarm();
     } catch (const std::exception& e) {
