@@ -233,7 +233,11 @@ bool RelayLoop::publish_some(InflightBatch& b) {
   const StageCpu::Scope cpu(CpuStage::kPublish);  // acks read meanwhile go to kSettle
   const auto window = static_cast<std::size_t>(config_.amqp.publish_window);
   std::size_t sent = 0;
-  amqp_.set_corked(true);  // full TCP segments: fewer sends for the relay, fewer receives for the broker
+  // Full TCP segments: fewer sends for the relay, fewer receives for the broker. A
+  // lone message needs no cork (rabbitmq-c sends its frames with MSG_MORE but the
+  // last); corking it would cost two system calls for nothing.
+  const bool cork = b.rows.size() - b.published > 1;
+  if (cork) amqp_.set_corked(true);
   while (b.published < b.rows.size() && !b.publishing_done) {
     if (solo_ || isolating()) break;  // a channel close came in meanwhile: suspects first
     // A blocked connection (resource alarm) is not read by the broker: publish no
@@ -259,7 +263,7 @@ bool RelayLoop::publish_some(InflightBatch& b) {
     }
     if (++sent % 64 == 0) pump_events();  // read acks as they come, so the socket never backs up
   }
-  amqp_.set_corked(false);  // flush before anything waits for the broker
+  if (cork) amqp_.set_corked(false);  // flush before anything waits for the broker
   if (b.published == b.rows.size()) b.publishing_done = true;
   if (b.publishing_done && b.publish_done_at == Clock::time_point{}) b.publish_done_at = Clock::now();
   return sent > 0 || solo_;
