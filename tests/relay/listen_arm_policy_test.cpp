@@ -37,3 +37,11 @@ TEST_CASE("a claim that finds nothing starts the count again") {
   CHECK_FALSE(policy.release_after_claim(ListenArmPolicy::kBusyRows - 1));
   CHECK(policy.release_after_claim(1));
 }
+
+TEST_CASE("a relay that waits for a notification between batches keeps the lock, with no empty claim") {
+  ListenArmPolicy policy;
+  for (int i = 0; i < 1000; ++i) {
+    CHECK_FALSE(policy.release_after_claim(1));
+    policy.went_idle();
+  }
+}

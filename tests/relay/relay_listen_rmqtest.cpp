@@ -9,6 +9,7 @@
 
 #include "http_scrape.h"
 #include "outbox/outbox_writer.h"
+#include "publish/listen_arm_policy.h"
 #include "relay_process.h"
 #include "test_env.h"
 
@@ -168,13 +169,14 @@ TEST_CASE("a relay publishing rows one at a time keeps its waiting lock and clai
   const std::string before = lock_holder_and_last_statement(schema);
   REQUIRE(!before.empty());
   const double claims_before = claims();
-  constexpr int kMessages = 5;
+  // More than ListenArmPolicy::kBusyRows: the relay is idle between them, not busy.
+  constexpr int kMessages = static_cast<int>(relay::ListenArmPolicy::kBusyRows) + 4;
   for (int i = 0; i < kMessages; ++i) {
     auto id = enqueue(schema, event_for(broker));
     auto got = broker.receive(1, std::chrono::milliseconds(5000));
     REQUIRE(got.size() == 1);
     CHECK(got[0].message_id == id);
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the relay is idle again
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the relay is idle again
     // Still the same session holding the lock, and it ran nothing since: each
     // message cost the relay no unlock and lock on the listener.
     CHECK_MESSAGE(lock_holder_and_last_statement(schema) == before, relay.log());

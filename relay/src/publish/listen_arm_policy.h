@@ -14,8 +14,8 @@ namespace relay {
 // a millisecond later was three of its seven round trips per message, and saved
 // producers nothing: they notified again as soon as the lock was back.
 //
-// So an armed relay keeps the lock while the claims since it last found nothing
-// add up to fewer than kBusyRows rows, and gives it back once they reach it (a
+// So an armed relay keeps the lock while the claims since it was last idle add
+// up to fewer than kBusyRows rows, and gives it back once they reach it (a
 // backlog, or a rate high enough that batches follow each other): then producers
 // stop notifying, as before. A relay that keeps the lock wakes at once for the
 // notifications of rows committed during its batch; the claim after the batch
@@ -24,7 +24,7 @@ namespace relay {
 // Thread safety: none; the relay loop's thread owns it.
 class ListenArmPolicy {
  public:
-  // Rows claimed since the last claim that found nothing after which an armed
+  // Rows claimed since the relay was last idle after which an armed
   // relay gives the lock back: producers then notify at most this many times
   // while the relay is busy.
   static constexpr std::size_t kBusyRows = 16;
@@ -32,9 +32,12 @@ class ListenArmPolicy {
   // After every claim (including a probe that found nothing: `rows` 0). True when
   // an armed relay should give the lock back now.
   bool release_after_claim(std::size_t rows);
+  // The relay waits for work (it need not have claimed nothing first: see
+  // RelayLoop::finish_batch). Starts the count again, as an empty claim does.
+  void went_idle() { rows_since_idle_ = 0; }
 
  private:
-  std::size_t rows_since_empty_ = 0;
+  std::size_t rows_since_idle_ = 0;
 };
 
 }  // namespace relay

@@ -24,6 +24,7 @@ void RelayLoop::sleep_until_work() {
   using Arm = NotifyListener::Arm;
   auto poll = milliseconds(config_.relay.poll_interval_ms);
   bool fallback_poll = false;
+  arm_policy_.went_idle();
   if (config_.relay.listen && listener_ready()) {
     try {
       if (!listener_.armed()) {
