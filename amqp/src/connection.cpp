@@ -50,6 +50,7 @@ void AmqpConnection::open() {
   const auto [text, key] = next_uri();
   const AmqpUri uri = AmqpUri::parse(*text, key);
   endpoint_ = uri.endpoint();
+  tls_ = uri.tls();
   conn_ = amqp_new_connection();
   amqp_socket_t* socket = nullptr;
   try {

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -104,6 +105,13 @@ int AmqpPublisher::socket() const { return conn_.socket(); }
 
 bool AmqpPublisher::has_buffered_data() const {
   return conn_.is_open() && (amqp_frames_enqueued(conn_.get()) || amqp_data_in_buffer(conn_.get()));
+}
+
+bool AmqpPublisher::readable_now() const {
+  if (!conn_.is_open()) return false;
+  if (conn_.tls() || has_buffered_data()) return true;
+  pollfd fd{conn_.socket(), POLLIN, 0};
+  return ::poll(&fd, 1, 0) != 0;  // -1: let rabbitmq-c find the error and report it
 }
 
 void AmqpPublisher::disconnect() {

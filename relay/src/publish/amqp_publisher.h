@@ -96,6 +96,10 @@ class AmqpPublisher {
   void set_corked(bool corked);
   // Frames rabbitmq-c has already read: poll() on socket() would not see them.
   bool has_buffered_data() const;
+  // Whether next_event(0) may find something: buffered frames, or bytes (or an
+  // error) on the socket; always true over TLS (see AmqpConnection::tls). One
+  // poll() instead of the receive, poll and clock reads of an empty next_event(0).
+  bool readable_now() const;
 
   // True between connection.blocked and connection.unblocked (a broker resource alarm).
   bool blocked() const { return blocked_; }

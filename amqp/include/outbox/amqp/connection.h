@@ -56,6 +56,9 @@ class AmqpConnection {
   const std::string& endpoint() const { return endpoint_; }
   // The socket's file descriptor, for poll(); -1 when not open.
   int socket() const;
+  // The last open() was over TLS: bytes already taken off the socket may wait in
+  // the TLS layer, where poll() on socket() does not see them.
+  bool tls() const { return tls_; }
 
  private:
   // The URI of the next attempt and the key naming it in errors.
@@ -65,6 +68,7 @@ class AmqpConnection {
   EndpointRotation rotation_;
   std::size_t current_ = 0;  // index into settings_.uris of the last attempt
   std::string endpoint_;
+  bool tls_ = false;
   amqp_connection_state_t conn_ = nullptr;
 };
 
