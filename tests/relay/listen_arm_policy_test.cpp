@@ -5,43 +5,76 @@
 #include "publish/listen_arm_policy.h"
 
 using relay::ListenArmPolicy;
+using std::chrono::milliseconds;
 
-TEST_CASE("a relay that goes idle after every small batch keeps the lock") {
+namespace {
+const ListenArmPolicy::Clock::time_point t0 = ListenArmPolicy::Clock::now();
+}
+
+TEST_CASE("a relay that goes idle after every small batch, at 300 rows/s, keeps the lock") {
   ListenArmPolicy policy;
-  for (int i = 0; i < 1000; ++i) {
-    CHECK_FALSE(policy.release_after_claim(3));  // a few rows, published
-    CHECK_FALSE(policy.release_after_claim(0));  // the claim after the batch: nothing
+  auto now = t0;
+  for (int i = 0; i < 1000; ++i, now += milliseconds(10)) {
+    CHECK_FALSE(policy.release_after_claim(3, now));  // a few rows, published
+    CHECK_FALSE(policy.release_after_claim(0, now));  // the claim after the batch: nothing
+  }
+}
+
+TEST_CASE("a relay that waits for a notification between batches keeps the lock, with no empty claim") {
+  ListenArmPolicy policy;
+  auto now = t0;
+  for (int i = 0; i < 1000; ++i, now += milliseconds(2)) {  // 500 rows/s
+    CHECK_FALSE(policy.release_after_claim(1, now));
+    policy.went_idle();
   }
 }
 
 TEST_CASE("claims that find rows back to back give the lock back once they reach the busy mark") {
   ListenArmPolicy policy;
   std::size_t rows = 0;
+  auto now = t0;
   while (rows + 5 < ListenArmPolicy::kBusyRows) {
-    CHECK_FALSE(policy.release_after_claim(5));
+    CHECK_FALSE(policy.release_after_claim(5, now));
     rows += 5;
+    now += milliseconds(5);
   }
-  CHECK(policy.release_after_claim(5));  // the claim that reaches it
-  CHECK(policy.release_after_claim(1));  // still busy: (re-armed or not) give it back
+  CHECK(policy.release_after_claim(5, now));  // the claim that reaches it
+  CHECK(policy.release_after_claim(1, now));  // still busy: (re-armed or not) give it back
 }
 
 TEST_CASE("a claim of a whole backlog's batch gives the lock back at once") {
   ListenArmPolicy policy;
-  CHECK(policy.release_after_claim(500));
+  CHECK(policy.release_after_claim(500, t0));
 }
 
-TEST_CASE("a claim that finds nothing starts the count again") {
+TEST_CASE("a claim that finds nothing, or a wait, starts the count since idle again") {
   ListenArmPolicy policy;
-  CHECK_FALSE(policy.release_after_claim(ListenArmPolicy::kBusyRows - 1));
-  CHECK_FALSE(policy.release_after_claim(0));
-  CHECK_FALSE(policy.release_after_claim(ListenArmPolicy::kBusyRows - 1));
-  CHECK(policy.release_after_claim(1));
+  CHECK_FALSE(policy.release_after_claim(ListenArmPolicy::kBusyRows - 1, t0));
+  CHECK_FALSE(policy.release_after_claim(0, t0 + milliseconds(50)));
+  CHECK_FALSE(policy.release_after_claim(ListenArmPolicy::kBusyRows - 1, t0 + milliseconds(100)));
+  policy.went_idle();
+  CHECK_FALSE(policy.release_after_claim(ListenArmPolicy::kBusyRows - 1, t0 + milliseconds(200)));
+  CHECK(policy.release_after_claim(1, t0 + milliseconds(200)));
 }
 
-TEST_CASE("a relay that waits for a notification between batches keeps the lock, with no empty claim") {
+TEST_CASE("small batches with waits between them, at over 1 000 rows/s, give the lock back") {
   ListenArmPolicy policy;
-  for (int i = 0; i < 1000; ++i) {
-    CHECK_FALSE(policy.release_after_claim(1));
+  auto now = t0;
+  bool released = false;
+  int claims = 0;
+  for (; claims < 1000 && !released; ++claims, now += milliseconds(1)) {  // 2 rows per ms: 2 000 rows/s
+    released = policy.release_after_claim(2, now);
+    policy.went_idle();
+  }
+  CHECK(released);
+  CHECK(claims == static_cast<int>(ListenArmPolicy::kWindowRows / 2));  // within the first window
+}
+
+TEST_CASE("the rate is counted per window: 1 000 rows/s spread over windows stays under it") {
+  ListenArmPolicy policy;
+  auto now = t0;
+  for (int i = 0; i < 1000; ++i, now += milliseconds(10)) {  // 9 rows per 10 ms: 900 rows/s
+    CHECK_FALSE(policy.release_after_claim(9, now));
     policy.went_idle();
   }
 }

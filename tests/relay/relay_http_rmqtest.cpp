@@ -153,6 +153,22 @@ TEST_CASE("/healthz and /readyz answer 200 when connected and claiming; other pa
   CHECK(relay.wait() == 0);
 }
 
+TEST_CASE("an idle relay stays ready: a fallback poll that finds nothing due counts as a claim") {
+  ScopedSchema schema;
+  RelayProcess relay(testenv::relay_config_yaml(schema.name(), "  listen_poll_interval_ms: 300\n") +
+                     "http:\n  listen: 127.0.0.1:0\n  ready_max_claim_age_s: 2\n");
+  auto address = testenv::wait_for_http_address([&] { return relay.log(); }, std::chrono::seconds(20));
+  CHECK(testenv::eventually(std::chrono::seconds(10),
+                            [&] { return testenv::http_request(address, "/readyz").status == 200; }));
+  // Idle (listening, nothing enqueued) for twice the claim age: still ready.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  while (std::chrono::steady_clock::now() < until) {
+    auto ready = testenv::http_request(address, "/readyz");
+    REQUIRE_MESSAGE(ready.status == 200, ready.body);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+}
+
 TEST_CASE("/readyz is 503 naming the broker while RabbitMQ is unreachable, and /healthz stays 200") {
   ScopedSchema schema;
   auto yaml = http_yaml(schema.name());

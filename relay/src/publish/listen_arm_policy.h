@@ -1,43 +1,54 @@
 #pragma once
 // ListenArmPolicy: when an armed relay gives up the "a relay is waiting" lock.
 
+#include <chrono>
 #include <cstddef>
 
 namespace relay {
 
 // While a relay holds the lock of migration 0004, every producer commit notifies
-// (and notifying commits queue on one lock in the server); taking the lock and
-// giving it back costs the relay two round trips on its listener session, and
-// taking it again a probe claim. A relay at a low rate goes idle after nearly
-// every batch: a claim finds a row or a few, the claim after the batch finds none,
+// (and notifying commits queue on one lock in the server: with 8 producer
+// connections committing single rows this machine's enqueue rate halves, see
+// docs/PERFORMANCE.md); taking the lock and giving it back costs the relay two
+// round trips on its listener session, and taking it again a probe claim. A relay
+// at a low rate goes idle after nearly every batch: a claim finds a row or a few,
 // and it waits again. Giving the lock back at each such claim and taking it again
 // a millisecond later was three of its seven round trips per message, and saved
-// producers nothing: they notified again as soon as the lock was back.
+// producers little: they notified again as soon as the lock was back.
 //
-// So an armed relay keeps the lock while the claims since it was last idle add
-// up to fewer than kBusyRows rows, and gives it back once they reach it (a
-// backlog, or a rate high enough that batches follow each other): then producers
-// stop notifying, as before. A relay that keeps the lock wakes at once for the
-// notifications of rows committed during its batch; the claim after the batch
-// usually took them already, so such a wake costs a claim that finds nothing.
+// So an armed relay keeps the lock while it is idle between small batches, and
+// gives it back, as before, once it is busy: the claims since it was last idle
+// add up to kBusyRows rows (a backlog, or batches that follow each other), or the
+// rows it claimed within kWindow reach kWindowRows (a rate at which the
+// producers' notifications would cost more than the relay's round trips save).
+// A relay that keeps the lock wakes at once for the notifications of rows
+// committed during its batch.
 //
 // Thread safety: none; the relay loop's thread owns it.
 class ListenArmPolicy {
  public:
-  // Rows claimed since the relay was last idle after which an armed
-  // relay gives the lock back: producers then notify at most this many times
-  // while the relay is busy.
+  using Clock = std::chrono::steady_clock;
+
+  // Rows claimed since the relay was last idle after which it gives the lock back.
   static constexpr std::size_t kBusyRows = 16;
+  // Rows claimed within one window after which it gives the lock back: 1 000 rows/s.
+  // In outbox-bench's latency phase keeping the lock saved the machine a fifth of a
+  // core at 500 msg/s, and nothing at 1 000 msg/s, where the producers'
+  // notifications cost what the relay saved (docs/PERFORMANCE.md, "Round seven").
+  static constexpr std::size_t kWindowRows = 100;
+  static constexpr std::chrono::milliseconds kWindow{100};
 
   // After every claim (including a probe that found nothing: `rows` 0). True when
   // an armed relay should give the lock back now.
-  bool release_after_claim(std::size_t rows);
+  bool release_after_claim(std::size_t rows, Clock::time_point now);
   // The relay waits for work (it need not have claimed nothing first: see
-  // RelayLoop::finish_batch). Starts the count again, as an empty claim does.
+  // RelayLoop::finish_batch). Starts the count since idle again, as an empty claim does.
   void went_idle() { rows_since_idle_ = 0; }
 
  private:
   std::size_t rows_since_idle_ = 0;
+  Clock::time_point window_start_{};
+  std::size_t window_rows_ = 0;
 };
 
 }  // namespace relay

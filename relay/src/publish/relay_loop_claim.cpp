@@ -47,8 +47,9 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
   try {
     const StageCpu::Scope cpu(CpuStage::kClaim);
     if (probe_first && !store->has_due_rows()) {
+      metrics_->probed();  // an idle relay stays ready: it checked, and nothing is due
       last_claim_empty_ = true;
-      arm_policy_.release_after_claim(0);
+      arm_policy_.release_after_claim(0, Clock::now());
       return 0;
     }
     batch->tx = std::make_unique<BatchTransaction>(store->connection());
@@ -71,7 +72,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
   }
   const std::size_t n = batch->rows.size();
   last_claim_empty_ = n == 0;
-  const bool release_lock = arm_policy_.release_after_claim(n);
+  const bool release_lock = arm_policy_.release_after_claim(n, Clock::now());
   caught_up_ = n < static_cast<std::size_t>(limit);
   if (n == 0) return 0;
   batch->claimed_all_due = caught_up_ && inflight_.empty() && !lanes_ && listener_.armed() && !release_lock;

@@ -156,10 +156,14 @@ void RelayMetrics::connected_to(const char* peer) {
   if (seen.exchange(true)) (pg ? reconnects_pg_ : reconnects_amqp_).inc();
 }
 
-void RelayMetrics::claimed(std::size_t rows, double claim_seconds) {
+void RelayMetrics::probed() {
   last_claim_ns_ = now_ns();
   last_claim_.set(std::chrono::duration<double>(
                       std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+void RelayMetrics::claimed(std::size_t rows, double claim_seconds) {
+  probed();
   claim_seconds_.observe(claim_seconds);
   if (rows > 0) batch_size_.observe(static_cast<double>(rows));
 }

@@ -44,6 +44,9 @@ class RelayMetrics {
   // A connection was (re)established; the first one of each peer is not a reconnect.
   void connected_to(const char* peer);  // "postgres" or "amqp"
   void claimed(std::size_t rows, double claim_seconds);
+  // A probe (OutboxStore::has_due_rows) found nothing due: as good as a claim that
+  // found nothing for /readyz and the last-claim gauge, not counted as a claim.
+  void probed();
   void marked(double mark_and_commit_seconds);
   void committed(std::size_t published, std::size_t failed);
   void failure(FailureReason reason, std::size_t rows = 1);
