@@ -86,7 +86,14 @@ std::string show_by_second(const std::vector<double>& p99s) {
 
 json to_json(const StepCpu& c) {
   return json{{"machine", c.machine}, {"producers_pg", c.producers_pg}, {"relay_pg", c.relay_pg},
-              {"broker", c.broker}, {"relay", c.relay}, {"bench", c.bench}};
+              {"broker", c.broker}, {"relay", c.relay}, {"per_relay", c.per_relay}, {"bench", c.bench}};
+}
+
+// " (0.11, 0.14)": each relay's share, when there are several.
+std::string per_relay(const std::vector<double>& cores) {
+  std::string out;
+  for (double c : cores) out += (out.empty() ? " (" : ", ") + fmt(c, 2);
+  return out.empty() ? out : out + ")";
 }
 
 // Cores of the machine's CPUs (there are `cpus`) each part used during a latency step.
@@ -94,7 +101,8 @@ std::string show(const StepCpu& c, unsigned cpus) {
   auto part = [](const char* name, double v) { return v < 0 ? std::string() : std::string(" ") + name + " " + fmt(v, 2); };
   return "  CPU in cores of " + std::to_string(cpus) + ":" + part("machine", c.machine) +
          part("= producers' sessions", c.producers_pg) + part("+ relay's sessions", c.relay_pg) +
-         part("+ broker", c.broker) + part("+ relay", c.relay) + part("+ bench clients", c.bench) +
+         part("+ broker", c.broker) + part(c.per_relay.empty() ? "+ relay" : "+ relays", c.relay) +
+         per_relay(c.per_relay) + part("+ bench clients", c.bench) +
          " + the rest (WAL writer, kernel threads, interrupts)\n";
 }
 
@@ -250,6 +258,12 @@ class Bench {
     auto settings = spec_.settings;
     settings.push_back("http.listen=" + metrics_at);
     RelayRunner relay(spec_.binary, relay_yaml(env.schema(), spec_.batch_size, settings), false);
+    std::vector<std::unique_ptr<RelayRunner>> more;  // --latency-relays: the same relay, no /metrics
+    for (int i = 1; i < o_.latency_relays; ++i)
+      more.push_back(std::make_unique<RelayRunner>(spec_.binary, relay_yaml(env.schema(), spec_.batch_size,
+                                                                            spec_.settings), false));
+    std::vector<pid_t> pids{relay.pid()};
+    for (const auto& r : more) pids.push_back(r->pid());
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // connect
     // Warm-up, not counted: the relay's first seconds (connections, plans, the
     // broker's queue process) are not its steady state.
@@ -262,8 +276,7 @@ class Bench {
       if (std::labs(rate - 1000) < std::labs(headline - 1000)) headline = rate;
     for (long rate : o_.rates) {
       const auto before = scrape_metrics_settled(metrics_at);
-      auto r = measure_latency(env, rate, o_.latency_seconds, o_.message_bytes, o_.latency_per_transaction,
-                               relay.pid());
+      auto r = measure_latency(env, rate, o_.latency_seconds, o_.message_bytes, o_.latency_per_transaction, pids);
       const auto stages = stage_breakdown(before, scrape_metrics_settled(metrics_at));
       all.push_back(json{{"rate", r.rate}, {"achieved_rate", r.achieved_rate}, {"producers", r.producers},
                          {"messages_per_transaction", r.per_transaction},
@@ -278,6 +291,7 @@ class Bench {
                           "figures are at the achieved rate\n"
                         : "")
                 << show_by_second(r.p99_by_second_ms) << show(r.cpu, std::thread::hardware_concurrency())
+                << (more.empty() ? "" : "  the first relay's stages and CPU (the others have no /metrics):\n")
                 << show(stages) << std::flush;
       if (rate == headline) {
         report_["latency_p50_ms"] = r.to_confirm_ms.p50;
@@ -291,6 +305,11 @@ class Bench {
     double idle = measure_idle_queries(env, o_.idle_seconds);
     report_["idle_queries_per_s"] = idle;
     std::cout << "idle relay: " << fmt(idle, 2) << " statements/s over " << fmt(o_.idle_seconds, 0) << " s\n";
+    for (auto& r : more) {
+      r->stop();
+      auto u = r->wait_for(std::chrono::seconds(30));
+      if (!u || u->exit_code != 0) throw BenchError("a latency relay did not stop cleanly; log tail:\n" + r->log_tail());
+    }
     relay.sample_rss();  // its high-water mark, before it goes
     relay.stop();
     auto usage = relay.wait_for(std::chrono::seconds(30));

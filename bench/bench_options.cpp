@@ -87,6 +87,7 @@ std::string bench_usage() {
          "  --latency-seconds S       producing time per rate (default 20)\n"
          "  --latency-per-transaction N  messages per producer transaction in the latency phase\n"
          "                            (default: ceil(rate / 1000), at most 1 000 commits/s)\n"
+         "  --latency-relays N        relay processes in the latency phase (default 1)\n"
          "  --idle-seconds S          idle query counting time (default 20)\n"
          "  --sweep-batch-sizes LIST  extra one-relay drains at these batch sizes\n"
          "  --sweep-message-bytes LIST  extra ceiling + drain at these payload sizes\n"
@@ -137,6 +138,7 @@ BenchOptions parse_bench_options(int argc, char** argv) {
     else if (a == "--rates") o.rates = parse_list(a, v, 1, 1000000);
     else if (a == "--latency-seconds") o.latency_seconds = parse_seconds(a, v);
     else if (a == "--latency-per-transaction") o.latency_per_transaction = static_cast<int>(parse_long(a, v, 1, 1000));
+    else if (a == "--latency-relays") o.latency_relays = static_cast<int>(parse_long(a, v, 1, 16));
     else if (a == "--idle-seconds") o.idle_seconds = parse_seconds(a, v);
     else if (a == "--sweep-batch-sizes") o.sweep_batch_sizes = parse_list(a, v, 1, 100000);
     else if (a == "--sweep-message-bytes") o.sweep_message_bytes = parse_list(a, v, 1, 1024 * 1024);

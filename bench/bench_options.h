@@ -39,6 +39,9 @@ struct BenchOptions {
   // --latency-per-transaction: messages each producer transaction commits in the
   // latency phase; 0: ceil(rate / 1000), so at most 1 000 commits/s.
   int latency_per_transaction = 0;
+  // --latency-relays: relay processes on the run's schema in the latency phase (a
+  // deployment scaled out at a low rate); the first one's /metrics gives the stages.
+  int latency_relays = 1;
   // --idle-seconds: how long the idle relay's queries are counted.
   double idle_seconds = 20;
   // --sweep-batch-sizes, --sweep-message-bytes, --sweep-backlogs: extra drain

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <pqxx/pqxx>
 #include <thread>
@@ -115,14 +116,16 @@ void wait_until(Pred done, std::chrono::seconds limit, const std::string& what) 
 
 // CPU seconds of the processes a latency step splits its CPU between.
 struct CpuClock {
-  explicit CpuClock(pid_t relay_pid)
+  explicit CpuClock(const std::vector<pid_t>& relay_pids)
       : at(std::chrono::steady_clock::now()),
         machine(machine_busy_seconds()),
         broker(broker_pid() ? process_cpu_seconds(*broker_pid()) : std::nullopt),
-        relay(relay_pid > 0 ? process_cpu_seconds(relay_pid) : std::nullopt),
-        self(process_cpu_seconds(getpid())) {}
+        self(process_cpu_seconds(getpid())) {
+    for (pid_t pid : relay_pids) relays.push_back(process_cpu_seconds(pid));
+  }
   std::chrono::steady_clock::time_point at;
-  std::optional<double> machine, broker, relay, self;
+  std::optional<double> machine, broker, self;
+  std::vector<std::optional<double>> relays;
 };
 
 double cores(const std::optional<double>& from, const std::optional<double>& to, double seconds) {
@@ -131,7 +134,8 @@ double cores(const std::optional<double>& from, const std::optional<double>& to,
 
 }  // namespace
 
-LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int bytes, int per_tx, pid_t relay_pid) {
+LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int bytes, int per_tx,
+                              const std::vector<pid_t>& relay_pids) {
   Receiver receiver(env);
   // A commit with its WAL flush takes about a millisecond here, more under load: one
   // connection per 250 transactions/s keeps the schedule (open loop).
@@ -146,7 +150,7 @@ LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int byte
   BackendCpu producers_pg(env.admin(), producer_app), relay_pg(env.admin(), env.relay_application_name());
   std::vector<std::unique_ptr<pqxx::connection>> conns;
   for (int p = 0; p < producers; ++p) conns.push_back(std::make_unique<pqxx::connection>(env.dsn_for(producer_app)));
-  const CpuClock cpu_before(relay_pid);
+  const CpuClock cpu_before(relay_pids);
   std::vector<std::thread> threads;
   std::mutex error_mutex;
   std::string error;
@@ -163,7 +167,7 @@ LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int byte
     });
   for (auto& t : threads) t.join();
   if (!error.empty()) throw BenchError("latency producer: " + error);
-  const CpuClock cpu_after(relay_pid);
+  const CpuClock cpu_after(relay_pids);
   producers_pg.sample();
   relay_pg.sample();
   conns.clear();
@@ -194,7 +198,17 @@ LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int byte
   result.cpu.producers_pg = producers_pg.total_seconds() / step;
   result.cpu.relay_pg = relay_pg.total_seconds() / step;
   result.cpu.broker = cores(cpu_before.broker, cpu_after.broker, step);
-  result.cpu.relay = cores(cpu_before.relay, cpu_after.relay, step);
+  for (std::size_t i = 0; i < relay_pids.size(); ++i) {
+    const double c = cores(cpu_before.relays[i], cpu_after.relays[i], step);
+    if (c < 0) {
+      result.cpu.per_relay.clear();
+      break;
+    }
+    result.cpu.per_relay.push_back(c);
+  }
+  if (!result.cpu.per_relay.empty())
+    result.cpu.relay = std::accumulate(result.cpu.per_relay.begin(), result.cpu.per_relay.end(), 0.0);
+  if (result.cpu.per_relay.size() < 2) result.cpu.per_relay.clear();
   result.cpu.bench = cores(cpu_before.self, cpu_after.self, step);
   result.per_transaction = per_tx;
   std::vector<double> to_confirm, to_receipt;

@@ -91,7 +91,8 @@ struct StepCpu {
   double producers_pg = -1;   // the producers' PostgreSQL sessions: their INSERTs and commits
   double relay_pg = -1;       // the relay's PostgreSQL sessions: claims, marks, commits
   double broker = -1;         // the RabbitMQ node
-  double relay = -1;          // the relay process
+  double relay = -1;          // the relay processes, together
+  std::vector<double> per_relay;  // each relay process, in the order started (when more than one)
   double bench = -1;          // this process: the producers' and the consumer's client side
 };
 
@@ -113,10 +114,10 @@ struct LatencyResult {
 // message per transaction; above, ceil(rate / 1 000) per transaction, so the
 // producers commit at most 1 000 transactions/s (a 2-core machine commits about
 // 4 000 single-message transactions/s with nothing else running: docs/PERFORMANCE.md).
-// `per_tx` > 0: that many messages per transaction instead. `relay_pid`: the relay's
-// process, for its CPU (-1: not measured).
+// `per_tx` > 0: that many messages per transaction instead. `relay_pids`: the relay
+// processes, for their CPU (none: not measured).
 LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int bytes, int per_tx = 0,
-                              pid_t relay_pid = -1);
+                              const std::vector<pid_t>& relay_pids = {});
 
 // Statements per second the sessions of the run's relays start while nothing is
 // pending (pg_stat_activity sampled every 10 ms for `seconds`).

@@ -259,3 +259,28 @@ TEST_CASE("outbox-bench --broker-cpus runs the broker on its own CPU for the run
   CHECK(run.exit_code == 2);
   CHECK(run.output.find("--broker-cpus: must be between 0 and 1023, got 4096") != std::string::npos);
 }
+
+TEST_CASE("outbox-bench --latency-relays runs that many relays in the latency phase and shows each one's CPU") {
+  const std::string json_path = testenv::write_temp_file("", ".json");
+  auto run = run_bench({"--smoke", "--phases", "latency", "--latency-relays", "3", "--json", json_path});
+  if (run.exit_code != 0) MESSAGE(run.output);
+  REQUIRE(run.exit_code == 0);
+  std::ifstream in(json_path);
+  auto report = nlohmann::json::parse(in);
+  ::unlink(json_path.c_str());
+  REQUIRE(!report["latency"].empty());
+  CHECK(report["latency"][0]["to_confirm_ms"]["count"].get<long>() > 0);
+  const auto& cpu = report["latency"][0]["cpu_cores"];
+  REQUIRE(cpu["per_relay"].size() == 3);
+  double sum = 0;
+  for (const auto& c : cpu["per_relay"]) {
+    CHECK(c.get<double>() >= 0);
+    sum += c.get<double>();
+  }
+  CHECK(cpu["relay"].get<double>() == doctest::Approx(sum));
+  CHECK(run.output.find("+ relays ") != std::string::npos);
+
+  run = run_bench({"--latency-relays", "17"});
+  CHECK(run.exit_code == 2);
+  CHECK(run.output.find("--latency-relays: must be between 1 and 16, got 17") != std::string::npos);
+}

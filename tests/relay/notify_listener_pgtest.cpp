@@ -73,9 +73,10 @@ TEST_CASE("an insert notifies the schema's channel only while a relay holds the 
   REQUIRE(relay.arm() == Arm::kArmed);
   enqueue(schema);
   CHECK(notifications(*observer, std::chrono::milliseconds(500)) == 1);
-  CHECK(relay.take_notifications());
+  for (int i = 0; i < 100 && !relay.take_notifications().producer; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // (the observer saw it first)
 
-  relay.disarm();  // busy again: producers stop notifying
+  relay.disarm(NotifyListener::Release::kQuiet);  // busy again: producers stop notifying
   enqueue(schema);
   CHECK(notifications(*observer, std::chrono::milliseconds(300)) == 0);
 }
@@ -108,19 +109,56 @@ TEST_CASE("arming waits for an open producer transaction that did not notify, an
   CHECK(relay.arm() == Arm::kArmed);  // from now on every insert notifies
 }
 
-TEST_CASE("a second idle relay sees the first one armed and is woken by the same notification") {
+namespace {
+
+// What `listener` took within `wait`, all of it.
+NotifyListener::Wake wake_of(NotifyListener& listener, std::chrono::milliseconds wait) {
+  NotifyListener::Wake all;
+  const auto until = std::chrono::steady_clock::now() + wait;
+  while (std::chrono::steady_clock::now() < until) {
+    const auto w = listener.take_notifications();
+    all.producer = all.producer || w.producer;
+    all.handover = all.handover || w.handover;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return all;
+}
+
+// Two relays' listeners on one schema, the first holding the waiting lock.
+struct TwoRelays {
+  TwoRelays() {
+    first.connect();
+    second.connect();
+    REQUIRE(first.arm() == Arm::kArmed);
+    REQUIRE(second.arm() == Arm::kOtherRelay);
+  }
   ScopedSchema schema;
-  NotifyListener first(config_for(schema), std::chrono::milliseconds(200));
-  NotifyListener second(config_for(schema), std::chrono::milliseconds(200));
-  first.connect();
-  second.connect();
-  REQUIRE(first.arm() == Arm::kArmed);
-  CHECK(second.arm() == Arm::kOtherRelay);
+  NotifyListener first{config_for(schema), std::chrono::milliseconds(200)};
+  NotifyListener second{config_for(schema), std::chrono::milliseconds(200)};
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(TwoRelays,
+                  "the holder giving the lock back with a handover wakes the other relays, not itself, and frees the lock") {
+  first.disarm(NotifyListener::Release::kHandOver);
+  const auto woken = wake_of(second, std::chrono::milliseconds(500));
+  CHECK(woken.handover);
+  CHECK_FALSE(woken.producer);  // a handover is not an insert
+  const auto own = wake_of(first, std::chrono::milliseconds(100));
+  CHECK_FALSE(own.any());  // its own handover is left out
+  CHECK(second.arm() == Arm::kArmed);  // the lock was free when the notification came
+
+  second.disarm(NotifyListener::Release::kQuiet);  // a quiet release wakes nobody
+  CHECK_FALSE(wake_of(first, std::chrono::milliseconds(300)).any());
+}
+
+TEST_CASE_FIXTURE(TwoRelays, "both listeners receive an insert's notification; only the holder's relay loop answers it") {
   enqueue(schema);
   bool first_woken = false, second_woken = false;
   for (int i = 0; i < 100 && !(first_woken && second_woken); ++i) {
-    first_woken = first.take_notifications() || first_woken;
-    second_woken = second.take_notifications() || second_woken;
+    first_woken = first.take_notifications().producer || first_woken;
+    second_woken = second.take_notifications().producer || second_woken;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   CHECK(first_woken);

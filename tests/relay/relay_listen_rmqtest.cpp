@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <csignal>
 #include <map>
+#include <memory>
 #include <pqxx/pqxx>
 #include <thread>
 
@@ -205,4 +207,57 @@ TEST_CASE("a relay working through a backlog gives the waiting lock back, and ta
   CHECK_MESSAGE(testenv::eventually(std::chrono::seconds(20), [&] { return !relay_armed(schema); }), relay.log());
   CHECK(broker.receive(kRows, std::chrono::milliseconds(10000)).size() == static_cast<std::size_t>(kRows));
   wait_armed(schema, relay);
+}
+
+TEST_CASE("of two idle relays only the lock holder claims each row, and the other takes over at once when it stops") {
+  ScopedSchema schema;
+  TestBroker broker;
+  const std::string apps[2] = {testenv::unique_name("herd_a"), testenv::unique_name("herd_b")};
+  const std::string lines = "  poll_interval_ms: 30000\n  listen_poll_interval_ms: 30000\n";
+  std::unique_ptr<RelayProcess> relays[2];
+  std::string addresses[2];
+  for (int i = 0; i < 2; ++i) {
+    relays[i] = std::make_unique<RelayProcess>(quiet_yaml(schema, apps[i], lines) + "http:\n  listen: 127.0.0.1:0\n");
+    addresses[i] = testenv::wait_for_http_address([&] { return relays[i]->log(); }, std::chrono::seconds(20));
+  }
+  auto claims = [&](int i) {
+    return testenv::parse_prometheus(testenv::http_request(addresses[i], "/metrics").body)
+        ["outbox_relay_claim_duration_seconds_count"];
+  };
+  const std::string holder_app = "SELECT coalesce(max(a.application_name), '') FROM pg_locks l JOIN pg_stat_activity a "
+                                 "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.mode = "
+                                 "'ExclusiveLock' AND l.classid = 1868724338 AND l.objid = hashtext('" +
+                                 schema.name() + "')::oid";
+  wait_armed(schema, *relays[0]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // both have claimed after starting
+  const int holder = sql_value(holder_app) == apps[0] ? 0 : 1, other = 1 - holder;
+  REQUIRE(sql_value(holder_app) == apps[holder]);
+  const double before[2] = {claims(0), claims(1)};
+  constexpr int kMessages = 20;
+  for (int i = 0; i < kMessages; ++i) {
+    auto id = enqueue(schema, event_for(broker));
+    auto got = broker.receive(1, std::chrono::milliseconds(5000));
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].message_id == id);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const double holder_claims = claims(holder) - before[holder], other_claims = claims(other) - before[other];
+  MESSAGE("claims for " << kMessages << " rows: holder " << holder_claims << ", the other " << other_claims);
+  CHECK(holder_claims >= kMessages);
+  // Woken by every insert, the other relay would claim for nothing once per row.
+  CHECK_MESSAGE(other_claims <= 2, relays[other]->log());
+
+  // The holder stops: it hands the lock over, so the other waits for inserts at once,
+  // not after its 30 s fallback poll.
+  relays[holder]->signal(SIGTERM);
+  REQUIRE(relays[holder]->wait() == 0);
+  const auto t0 = Clock::now();
+  REQUIRE_MESSAGE(testenv::eventually(std::chrono::seconds(3), [&] { return sql_value(holder_app) == apps[other]; }),
+                  relays[other]->log());
+  MESSAGE("the other relay took the lock " << std::chrono::duration<double, std::milli>(Clock::now() - t0).count()
+                                           << " ms after the holder exited");
+  auto id = enqueue(schema, event_for(broker));
+  auto got = broker.receive(1, std::chrono::milliseconds(3000));
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].message_id == id);
 }

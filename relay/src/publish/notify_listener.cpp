@@ -1,6 +1,7 @@
 #include "publish/notify_listener.h"
 
 #include <algorithm>
+#include <utility>
 #include <pqxx/pqxx>
 
 #include "publish/outbox_store.h"
@@ -14,10 +15,25 @@ constexpr const char* kLockKey = "1868724338, hashtext($1)";
 
 }  // namespace
 
+// Sorts what arrives on the channel (libpqxx calls it from get_notifs()).
+class NotifyListener::Receiver : public pqxx::notification_receiver {
+ public:
+  Receiver(pqxx::connection& conn, const std::string& channel)
+      : pqxx::notification_receiver(conn, channel), own_pid_(conn.backendpid()) {}
+  void operator()(const std::string& payload, int backend_pid) override {
+    if (payload != kHandoverPayload) wake.producer = true;
+    else if (backend_pid != own_pid_) wake.handover = true;
+  }
+  Wake wake;
+
+ private:
+  int own_pid_;
+};
+
 NotifyListener::NotifyListener(PostgresConfig config, std::chrono::milliseconds lock_wait)
     : config_(std::move(config)), lock_wait_(lock_wait) {}
 
-NotifyListener::~NotifyListener() = default;
+NotifyListener::~NotifyListener() { disconnect(); }
 
 std::string NotifyListener::channel_of(const std::string& schema) {
   return ("outbox_" + schema).substr(0, 63);
@@ -26,6 +42,10 @@ std::string NotifyListener::channel_of(const std::string& schema) {
 bool NotifyListener::connected() const { return conn_ && conn_->is_open(); }
 
 void NotifyListener::disconnect() {
+  // Closed first, so the receiver's removal sends no UNLISTEN (and libpqxx does not
+  // reconnect a broken session to send it).
+  if (conn_) conn_->disconnect();
+  receiver_.reset();
   conn_.reset();  // the server releases the session's lock with it
   armed_ = false;
 }
@@ -38,17 +58,21 @@ void NotifyListener::connect() {
   pqxx::nontransaction setup(*conn);
   setup.exec("SET statement_timeout = " + std::to_string(config_.statement_timeout_ms));
   setup.exec("SET lock_timeout = " + std::to_string(std::max<long long>(1, lock_wait_.count())));
-  setup.exec("LISTEN " + conn->quote_name(channel_of(config_.schema)));
   setup.commit();
+  auto receiver = std::make_unique<Receiver>(*conn, channel_of(config_.schema));  // LISTENs
   conn->prepare("notify_try_lock", std::string("SELECT pg_try_advisory_lock(") + kLockKey + ")");
   conn->prepare("notify_lock", std::string("SELECT pg_advisory_lock(") + kLockKey + ")");
   conn->prepare("notify_unlock", std::string("SELECT pg_advisory_unlock(") + kLockKey + ")");
+  // One statement: the notification goes out when the lock is already free.
+  conn->prepare("notify_hand_over", std::string("SELECT pg_advisory_unlock(") + kLockKey + "), pg_notify($2, '" +
+                                        kHandoverPayload + "')");
   conn->prepare("notify_other_relay",
                 "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
                 "AND mode = 'ExclusiveLock' AND objsubid = 2 AND classid = 1868724338 "
                 "AND objid = hashtext($1)::oid "
                 "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))");
   conn_ = std::move(conn);
+  receiver_ = std::move(receiver);
 }
 
 NotifyListener::Arm NotifyListener::arm() {
@@ -76,16 +100,18 @@ NotifyListener::Arm NotifyListener::arm() {
   }
 }
 
-void NotifyListener::disarm() {
+void NotifyListener::disarm(Release how) {
   if (!armed_) return;
   armed_ = false;
   pqxx::nontransaction tx(*conn_);
-  tx.exec_prepared("notify_unlock", config_.schema);
+  if (how == Release::kHandOver) tx.exec_prepared("notify_hand_over", config_.schema, channel_of(config_.schema));
+  else tx.exec_prepared("notify_unlock", config_.schema);
 }
 
-bool NotifyListener::take_notifications() {
-  if (!connected()) return false;
-  return conn_->get_notifs() > 0;
+NotifyListener::Wake NotifyListener::take_notifications() {
+  if (!connected()) return {};
+  conn_->get_notifs();  // calls receiver_
+  return std::exchange(receiver_->wake, Wake{});
 }
 
 }  // namespace relay

@@ -18,7 +18,13 @@ namespace relay {
 //
 // Protocol for the relay: when it runs out of work, arm(); if kArmed, claim once more
 // (every insert that did not notify has ended by now), then wait on socket() and
-// call take_notifications(); once it is busy (ListenArmPolicy), disarm().
+// call take_notifications(); once it is busy (ListenArmPolicy), or cannot work,
+// disarm(kHandOver).
+//
+// Only the holder of the lock answers producers' notifications; the other relays
+// (kOtherRelay) wait for a handover: the holder's NOTIFY with payload
+// kHandoverPayload, sent in the statement that gives the lock back, so one of them
+// takes it at once (docs/ARCHITECTURE.md, "Idle protocol").
 //
 // Thread safety: none; the relay loop's thread owns it. Owns a connection: not copyable.
 class NotifyListener {
@@ -36,21 +42,34 @@ class NotifyListener {
 
   enum class Arm {
     kArmed,           // this relay holds the lock: every insert from now on notifies
-    kOtherRelay,      // another idle relay holds it: inserts notify all listeners
+    kOtherRelay,      // another idle relay holds it and answers the inserts
     kProducerBusy,    // a producer transaction that did not notify is still open
   };
   // Takes the lock, waiting at most `lock_wait` for producer transactions still open.
   // REQUIRES: connected(). Throws pqxx errors when the session fails.
   Arm arm();
+  enum class Release {
+    kQuiet,     // nobody else need wake: the session is going, or a test
+    kHandOver,  // wake the other relays' listeners: one of them takes the lock
+  };
   // Releases the lock (producers stop notifying). No-op when not armed.
-  void disarm();
+  void disarm(Release how = Release::kHandOver);
   bool armed() const { return armed_; }
 
   // The session's socket, for poll(); -1 when not connected.
   int socket() const;
-  // Reads what arrived on the socket; true if any notification came since the last
-  // call. Throws pqxx::broken_connection when the session is gone.
-  bool take_notifications();
+  // What arrived on the socket since the last call.
+  struct Wake {
+    bool producer = false;  // an insert's notification (or any other payload)
+    bool handover = false;  // another relay gave the lock back
+    bool any() const { return producer || handover; }
+  };
+  // Reads what arrived on the socket. The session's own handovers are left out.
+  // Throws pqxx::broken_connection when the session is gone.
+  Wake take_notifications();
+
+  // The payload of a handover NOTIFY; producers' notifications carry ''.
+  static constexpr const char* kHandoverPayload = "relay-handover";
 
   // The channel of a schema: left('outbox_' || schema, 63), as the trigger computes it.
   static std::string channel_of(const std::string& schema);
@@ -58,7 +77,9 @@ class NotifyListener {
  private:
   PostgresConfig config_;
   std::chrono::milliseconds lock_wait_;
+  class Receiver;
   std::unique_ptr<pqxx::connection> conn_;
+  std::unique_ptr<Receiver> receiver_;  // registered on conn_: destroyed first
   bool armed_ = false;
 };
 

@@ -21,6 +21,11 @@ using std::chrono::milliseconds;
 // notify) before it takes the listener's lock; it polls meanwhile if they last.
 constexpr milliseconds kArmLockWait{200};
 
+// A relay holding the waiting lock (it alone answers producers' notifications)
+// whose oldest batch waits longer than this for its confirms gives the lock back,
+// so rows committed meanwhile go to an idle relay. A batch takes milliseconds.
+constexpr milliseconds kHolderPatience{250};
+
 // Large payloads are fetched in chunks of at most this many bytes, and each is
 // dropped once published: with the claim's inline limit this bounds the memory a
 // batch holds, whatever its payload sizes.
@@ -93,20 +98,24 @@ int RelayLoop::run(bool exit_when_idle) {
     }
     if (finished) continue;  // another may be settled already
     if (!inflight_.empty()) {
+      if (Clock::now() - inflight_.front()->claimed_at > kHolderPatience) give_back_listen_lock();
       await_broker();
       continue;
     }
     if (amqp_.blocked()) {  // a resource alarm: claim nothing until it clears
+      give_back_listen_lock();
       idle_wait(milliseconds(config_.relay.poll_interval_ms));
       continue;
     }
     if (held()) {  // backing off after a channel close nobody is to blame for
+      give_back_listen_lock();
       idle_wait(std::min(milliseconds(100), std::chrono::duration_cast<milliseconds>(hold_until_ - Clock::now())));
       continue;
     }
     if (exit_when_idle || stop_) break;
     sleep_until_work();
   }
+  give_back_listen_lock();  // an idle relay takes over now, not at its fallback poll
   maybe_log_summary(true);
   spdlog::info("relay stopped: {} published, {} failed, {} parked", counters_.published,
                counters_.failed, counters_.parked);
@@ -156,6 +165,7 @@ bool RelayLoop::ensure_connected() {
   bool all = amqp_.connected();
   for (const auto& s : stores_) all = all && s->connected();
   if (all) return true;
+  give_back_listen_lock();  // before a reconnect that may take long
   // A connection lost within a second of being made (a peer that accepts and then
   // drops, a fault that recurs at once) must not turn into a hot reconnect loop.
   if (last_connected_at_ != Clock::time_point{} && Clock::now() - last_connected_at_ < std::chrono::seconds(1)) {

@@ -110,7 +110,10 @@ class RelayLoop {
   void note_retries(const std::vector<FailedRow>& failed);
   void sleep_until_work();
   bool listener_ready();
-  bool wait_for_work(Clock::time_point until);
+  // `handover_only`: a relay that does not hold the waiting lock sleeps through
+  // producers' notifications (the holder answers them) and wakes on a handover.
+  bool wait_for_work(Clock::time_point until, bool handover_only);
+  void give_back_listen_lock();  // this relay cannot work now: another may take the lock
   void idle_wait(std::chrono::milliseconds total);
   void maybe_log_summary(bool force);
   void note_state();  // heartbeat and connection gauges for /healthz, /readyz

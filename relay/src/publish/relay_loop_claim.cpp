@@ -67,6 +67,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
     // primary, or a DSN without target_session_attrs=read-write). A new session
     // lets libpq find the primary; the reconnect backs off.
     if (!sql || !store->connected() || sql->sqlstate() == "25006") store->disconnect();
+    give_back_listen_lock();
     last_claim_empty_ = true;  // sleep a poll interval rather than spin on a fault
     return 0;
   }
@@ -82,14 +83,9 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
   batch->tracker.reset(n);
   inflight_.push_back(std::move(batch));
   publish_some(*inflight_.back());
-  if (listener_.armed() && release_lock) {  // busy: producers need not notify any more
-    try {
-      listener_.disarm();
-    } catch (const std::exception& e) {
-      spdlog::warn("PostgreSQL listener session failed, polling until it is back: {}", outbox::one_line(e.what()));
-      listener_.disconnect();
-    }
-  }
+  // Busy: producers need not notify any more, and an idle relay, woken by the
+  // handover, claims beside this one.
+  if (release_lock) give_back_listen_lock();
   return n;
 }
 

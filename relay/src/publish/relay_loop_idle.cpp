@@ -49,7 +49,11 @@ void RelayLoop::sleep_until_work() {
   auto until = Clock::now() + poll;
   if (next_retry_at_ && *next_retry_at_ < until) until = *next_retry_at_;
   if (lanes_ && next_rebalance_ < until) until = std::max(next_rebalance_, Clock::now());
-  const bool notified = wait_for_work(until);
+  // Another idle relay holds the lock and answers the producers' notifications;
+  // waking for them too would be N relays claiming for one row. With per_key lanes
+  // the row's lane may be this relay's, so it stays woken.
+  const bool handover_only = fallback_poll && !listener_.armed() && !lanes_;
+  const bool notified = wait_for_work(until, handover_only);
   if (next_retry_at_ && Clock::now() >= *next_retry_at_) next_retry_at_.reset();
   last_claim_empty_ = false;
   probe_first_ = fallback_poll && !notified;  // a notification means rows: claim at once
@@ -93,11 +97,12 @@ bool RelayLoop::listener_ready() {
 
 // Sleeps until `until`, waiting on both sockets: a notification on the listener's
 // session ends the wait (true); broker frames and AMQP heartbeats are serviced.
-bool RelayLoop::wait_for_work(Clock::time_point until) {
+bool RelayLoop::wait_for_work(Clock::time_point until, bool handover_only) {
   while (!stop_) {
     note_state();
     try {
-      if (listener_.take_notifications()) return true;
+      const auto wake = listener_.take_notifications();
+      if (wake.handover || (wake.producer && !handover_only)) return true;
     } catch (const std::exception& e) {
       spdlog::warn("PostgreSQL listener session lost, polling until it is back: {}", outbox::one_line(e.what()));
       listener_.disconnect();
@@ -116,9 +121,24 @@ bool RelayLoop::wait_for_work(Clock::time_point until) {
       if (!ev) break;
       if (ev->kind == BrokerEvent::Kind::kConnectionClosed) spdlog::warn("AMQP {}", ev->reason);
     }
+    if (!amqp_.connected()) give_back_listen_lock();  // it cannot publish what it is woken for
     if (n == 0) std::this_thread::sleep_for(std::min(left, milliseconds(100)));
   }
   return false;
+}
+
+// The holder of the waiting lock is the one relay producers' notifications wake
+// (sleep_until_work): one that cannot publish (no broker, an alarm, a hold, a failed
+// claim, a batch waiting long for its confirms, a stop) gives it back with a
+// handover, so an idle relay takes it and the rows at once, not at its fallback poll.
+void RelayLoop::give_back_listen_lock() {
+  if (!listener_.armed()) return;
+  try {
+    listener_.disarm(NotifyListener::Release::kHandOver);
+  } catch (const std::exception& e) {
+    spdlog::warn("PostgreSQL listener session failed, polling until it is back: {}", outbox::one_line(e.what()));
+    listener_.disconnect();
+  }
 }
 
 // Sleeps up to `total`, servicing AMQP heartbeats and broker events, and wakes
