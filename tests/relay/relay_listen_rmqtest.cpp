@@ -2,6 +2,8 @@
 // never stranding a row behind a long fallback poll.
 #include <doctest/doctest.h>
 
+#include <amqp.h>
+
 #include <chrono>
 #include <csignal>
 #include <map>
@@ -13,6 +15,7 @@
 #include "outbox/outbox_writer.h"
 #include "publish/listen_arm_policy.h"
 #include "relay_process.h"
+#include "tcp_proxy.h"
 #include "test_env.h"
 
 using namespace outbox;
@@ -54,6 +57,13 @@ std::string lock_holder_and_last_statement(const ScopedSchema& schema) {
                    "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
                    "AND l.mode = 'ExclusiveLock' AND l.classid = 1868724338 AND l.objid = hashtext('" +
                    schema.name() + "')::oid");
+}
+
+// The application_name of the session holding the waiting lock ("" if none).
+std::string lock_holder_app(const ScopedSchema& schema) {
+  return sql_value("SELECT coalesce(max(a.application_name), '') FROM pg_locks l JOIN pg_stat_activity a "
+                   "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.mode = "
+                   "'ExclusiveLock' AND l.classid = 1868724338 AND l.objid = hashtext('" + schema.name() + "')::oid");
 }
 
 void wait_armed(const ScopedSchema& schema, RelayProcess& relay) {
@@ -224,14 +234,10 @@ TEST_CASE("of two idle relays only the lock holder claims each row, and the othe
     return testenv::parse_prometheus(testenv::http_request(addresses[i], "/metrics").body)
         ["outbox_relay_claim_duration_seconds_count"];
   };
-  const std::string holder_app = "SELECT coalesce(max(a.application_name), '') FROM pg_locks l JOIN pg_stat_activity a "
-                                 "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.mode = "
-                                 "'ExclusiveLock' AND l.classid = 1868724338 AND l.objid = hashtext('" +
-                                 schema.name() + "')::oid";
   wait_armed(schema, *relays[0]);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // both have claimed after starting
-  const int holder = sql_value(holder_app) == apps[0] ? 0 : 1, other = 1 - holder;
-  REQUIRE(sql_value(holder_app) == apps[holder]);
+  const int holder = lock_holder_app(schema) == apps[0] ? 0 : 1, other = 1 - holder;
+  REQUIRE(lock_holder_app(schema) == apps[holder]);
   const double before[2] = {claims(0), claims(1)};
   constexpr int kMessages = 20;
   for (int i = 0; i < kMessages; ++i) {
@@ -252,7 +258,7 @@ TEST_CASE("of two idle relays only the lock holder claims each row, and the othe
   relays[holder]->signal(SIGTERM);
   REQUIRE(relays[holder]->wait() == 0);
   const auto t0 = Clock::now();
-  REQUIRE_MESSAGE(testenv::eventually(std::chrono::seconds(3), [&] { return sql_value(holder_app) == apps[other]; }),
+  REQUIRE_MESSAGE(testenv::eventually(std::chrono::seconds(3), [&] { return lock_holder_app(schema) == apps[other]; }),
                   relays[other]->log());
   MESSAGE("the other relay took the lock " << std::chrono::duration<double, std::milli>(Clock::now() - t0).count()
                                            << " ms after the holder exited");
@@ -260,4 +266,60 @@ TEST_CASE("of two idle relays only the lock holder claims each row, and the othe
   auto got = broker.receive(1, std::chrono::milliseconds(3000));
   REQUIRE(got.size() == 1);
   CHECK(got[0].message_id == id);
+}
+
+namespace {
+
+// Two idle relays, the holder of the waiting lock reaching the broker through a
+// proxy the test breaks; both poll every 30 s only.
+struct HolderBehindProxy {
+  HolderBehindProxy() {
+    std::string uri = testenv::amqp_uri();
+    amqp_connection_info info;
+    REQUIRE(amqp_parse_url(uri.data(), &info) == AMQP_STATUS_OK);
+    proxy = std::make_unique<testenv::TcpProxy>("127.0.0.1", static_cast<std::uint16_t>(info.port));
+    const std::string lines = "  poll_interval_ms: 30000\n  listen_poll_interval_ms: 30000\n";
+    std::string yaml = quiet_yaml(schema, holder_app, lines);
+    const std::string var = "${OUTBOX_AMQP_URI}";
+    yaml.replace(yaml.find(var), var.size(), "amqp://guest:guest@127.0.0.1:" + std::to_string(proxy->port()) + "/%2f");
+    holder = std::make_unique<RelayProcess>(yaml);
+    REQUIRE_MESSAGE(testenv::eventually(std::chrono::seconds(10), [&] { return lock_holder_app(schema) == holder_app; }),
+                    holder->log());
+    other = std::make_unique<RelayProcess>(quiet_yaml(schema, other_app, lines));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // it claimed, found the lock taken, sleeps
+    REQUIRE(lock_holder_app(schema) == holder_app);
+  }
+  // A row committed now reaches the broker within `limit`.
+  bool published_within(std::chrono::milliseconds limit) {
+    auto id = enqueue(schema, event_for(broker));
+    auto got = broker.receive(1, limit);
+    return got.size() == 1 && got[0].message_id == id;
+  }
+  ScopedSchema schema;
+  TestBroker broker;
+  const std::string holder_app = testenv::unique_name("holder"), other_app = testenv::unique_name("other");
+  std::unique_ptr<testenv::TcpProxy> proxy;
+  std::unique_ptr<RelayProcess> holder, other;
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(HolderBehindProxy, "a lock holder that loses its broker hands the lock over, and the other relay publishes at once") {
+  proxy->set_refusing(true);
+  REQUIRE(proxy->cut_all() >= 1);
+  CHECK_MESSAGE(testenv::eventually(std::chrono::seconds(5), [&] { return lock_holder_app(schema) == other_app; }),
+                holder->log());
+  CHECK_MESSAGE(published_within(std::chrono::milliseconds(3000)), other->log());  // not at its 30 s poll
+}
+
+TEST_CASE_FIXTURE(HolderBehindProxy, "a lock holder whose batch waits for confirms hands the lock over, and rows committed meanwhile go out") {
+  proxy->set_stalled(true);  // its publish goes nowhere, and no confirm comes back
+  auto stuck = enqueue(schema, event_for(broker));
+  CHECK_MESSAGE(testenv::eventually(std::chrono::seconds(5), [&] { return lock_holder_app(schema) == other_app; }),
+                holder->log());
+  CHECK_MESSAGE(published_within(std::chrono::milliseconds(3000)), other->log());
+  proxy->set_stalled(false);  // and the first row follows (its batch times out, or is confirmed)
+  auto got = broker.receive(1, std::chrono::milliseconds(20000));
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].message_id == stuck);
 }

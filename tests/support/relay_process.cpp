@@ -49,6 +49,9 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& out_path) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  // Nothing of the test's own (a proxy's sockets, another relay's connection) stays
+  // open in the relay: a connection the test cuts must close for its peer.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
