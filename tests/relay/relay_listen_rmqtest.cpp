@@ -323,3 +323,30 @@ TEST_CASE_FIXTURE(HolderBehindProxy, "a lock holder whose batch waits for confir
   REQUIRE(got.size() == 1);
   CHECK(got[0].message_id == stuck);
 }
+
+TEST_CASE("a relay answers producers itself once it finds that the lock holder does not") {
+  ScopedSchema schema;
+  TestBroker broker;
+  // A session holding the waiting lock that no relay reads: a holder's session left
+  // behind by a network partition, which the server keeps until its keepalive ends it.
+  pqxx::connection orphan(testenv::pg_dsn());
+  pqxx::nontransaction(orphan).exec("SELECT pg_advisory_lock(1868724338, hashtext('" + schema.name() + "'))");
+  RelayProcess relay(quiet_yaml(schema, testenv::unique_name("bystander"),
+                                "  poll_interval_ms: 30000\n  listen_poll_interval_ms: 3000\n"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // it found the lock taken
+  // The first row waits for the relay's fallback poll (3 s): that is how it finds out.
+  auto first = enqueue(schema, event_for(broker));
+  auto got = broker.receive(1, std::chrono::milliseconds(6000));
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].message_id == first);
+  // From then on each row goes out on its notification, not 3 s later.
+  for (int i = 0; i < 4; ++i) {
+    const auto t0 = Clock::now();
+    auto id = enqueue(schema, event_for(broker));
+    got = broker.receive(1, std::chrono::milliseconds(5000));
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].message_id == id);
+    CHECK_MESSAGE(Clock::now() - t0 < std::chrono::milliseconds(1500), relay.log());
+  }
+  CHECK(testenv::lines_with(relay.log(), "does not answer") == 1);
+}

@@ -114,6 +114,9 @@ class RelayLoop {
   // producers' notifications (the holder answers them) and wakes on a handover.
   bool wait_for_work(Clock::time_point until, bool handover_only);
   void give_back_listen_lock();  // this relay cannot work now: another may take the lock
+  // After each claim: whether the holder of the waiting lock answers the producers
+  // (see answer_for_holder_).
+  void judge_lock_holder(const std::vector<ClaimedRow>& rows);
   void idle_wait(std::chrono::milliseconds total);
   void maybe_log_summary(bool force);
   void note_state();  // heartbeat and connection gauges for /healthz, /readyz
@@ -138,6 +141,14 @@ class RelayLoop {
   bool probe_first_ = false;       // next claim: ask has_due_rows() first (fallback poll)
   NotifyListener::Arm arm_state_ = NotifyListener::Arm::kProducerBusy;
   bool listener_failed_ = false;   // logged once until it works again
+  // The last wake: the fallback poll of a relay that did not hold the waiting lock,
+  // or a notification. Read by judge_lock_holder() at the claim that follows.
+  bool polled_as_bystander_ = false, woke_on_notification_ = false;
+  // A fallback poll found new rows (never attempted) due though another relay holds
+  // the lock: that holder does not answer (a session orphaned by a partition, a
+  // process stopped without exiting). Until a claim on a notification finds nothing
+  // again, this relay answers the producers' notifications too.
+  bool answer_for_holder_ = false;
   std::optional<Clock::time_point> next_retry_at_;  // earliest retry this relay scheduled
   Clock::time_point last_broker_progress_;          // last publish or broker event
   // A probe (suspects of an isolation, or a row refused before) is outstanding:

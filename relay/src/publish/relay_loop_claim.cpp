@@ -48,6 +48,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
     const StageCpu::Scope cpu(CpuStage::kClaim);
     if (probe_first && !store->has_due_rows()) {
       metrics_->probed();  // an idle relay stays ready: it checked, and nothing is due
+      judge_lock_holder({});
       last_claim_empty_ = true;
       arm_policy_.release_after_claim(0, Clock::now());
       return 0;
@@ -68,10 +69,12 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
     // lets libpq find the primary; the reconnect backs off.
     if (!sql || !store->connected() || sql->sqlstate() == "25006") store->disconnect();
     give_back_listen_lock();
+    polled_as_bystander_ = woke_on_notification_ = false;  // no verdict on the holder
     last_claim_empty_ = true;  // sleep a poll interval rather than spin on a fault
     return 0;
   }
   const std::size_t n = batch->rows.size();
+  judge_lock_holder(batch->rows);
   last_claim_empty_ = n == 0;
   const bool release_lock = arm_policy_.release_after_claim(n, Clock::now());
   caught_up_ = n < static_cast<std::size_t>(limit);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <pqxx/pqxx>
 #include <thread>
+#include <utility>
 
 #include "outbox/one_line.h"
 #include "publish/relay_loop.h"
@@ -30,6 +31,7 @@ void RelayLoop::sleep_until_work() {
       if (!listener_.armed()) {
         arm_state_ = listener_.arm();
         if (arm_state_ == Arm::kArmed) {
+          answer_for_holder_ = false;  // it is the holder now
           last_claim_empty_ = false;
           probe_first_ = true;
           return;
@@ -52,11 +54,31 @@ void RelayLoop::sleep_until_work() {
   // Another idle relay holds the lock and answers the producers' notifications;
   // waking for them too would be N relays claiming for one row. With per_key lanes
   // the row's lane may be this relay's, so it stays woken.
-  const bool handover_only = fallback_poll && !listener_.armed() && !lanes_;
-  const bool notified = wait_for_work(until, handover_only);
+  const bool bystander = fallback_poll && !listener_.armed() && !lanes_;
+  const bool notified = wait_for_work(until, bystander && !answer_for_holder_);
   if (next_retry_at_ && Clock::now() >= *next_retry_at_) next_retry_at_.reset();
   last_claim_empty_ = false;
   probe_first_ = fallback_poll && !notified;  // a notification means rows: claim at once
+  polled_as_bystander_ = bystander && !notified;
+  woke_on_notification_ = notified;
+}
+
+// A bystander's fallback poll that claims rows nobody attempted yet means the holder
+// of the waiting lock left them (rows that waited up to listen_poll_interval_ms); a
+// claim on a notification that finds nothing means the holder took them first.
+void RelayLoop::judge_lock_holder(const std::vector<ClaimedRow>& rows) {
+  const bool polled = std::exchange(polled_as_bystander_, false);
+  const bool notified = std::exchange(woke_on_notification_, false);
+  if (polled && !answer_for_holder_ &&
+      std::any_of(rows.begin(), rows.end(), [](const ClaimedRow& r) { return r.attempts == 0; })) {
+    answer_for_holder_ = true;
+    spdlog::warn("{} new row(s) were due at the fallback poll though another relay holds the waiting lock and "
+                 "should have been woken for them: it does not answer (a session left by a partition, a hung "
+                 "process); answering producers' notifications too until it does", rows.size());
+  } else if (notified && rows.empty() && answer_for_holder_) {
+    answer_for_holder_ = false;
+    spdlog::info("the relay holding the waiting lock answers producers again: leaving their notifications to it");
+  }
 }
 
 // Recounts the live relays and takes or gives up lanes (logged when they move).
