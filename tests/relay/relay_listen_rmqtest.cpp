@@ -238,6 +238,14 @@ TEST_CASE("of two idle relays only the lock holder claims each row, and the othe
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // both have claimed after starting
   const int holder = lock_holder_app(schema) == apps[0] ? 0 : 1, other = 1 - holder;
   REQUIRE(lock_holder_app(schema) == apps[holder]);
+  auto role = [&](int i, const char* name) {
+    return testenv::parse_prometheus(testenv::http_request(addresses[i], "/metrics").body)
+        [std::string("outbox_relay_listen_role{role=\"") + name + "\"}"];
+  };
+  CHECK(role(holder, "holder") == 1);
+  CHECK(role(holder, "bystander") == 0);
+  CHECK(role(other, "bystander") == 1);
+  CHECK(role(other, "holder") == 0);
   const double before[2] = {claims(0), claims(1)};
   constexpr int kMessages = 20;
   for (int i = 0; i < kMessages; ++i) {
@@ -332,8 +340,15 @@ TEST_CASE("a relay answers producers itself once it finds that the lock holder d
   pqxx::connection orphan(testenv::pg_dsn());
   pqxx::nontransaction(orphan).exec("SELECT pg_advisory_lock(1868724338, hashtext('" + schema.name() + "'))");
   RelayProcess relay(quiet_yaml(schema, testenv::unique_name("bystander"),
-                                "  poll_interval_ms: 30000\n  listen_poll_interval_ms: 3000\n"));
+                                "  poll_interval_ms: 30000\n  listen_poll_interval_ms: 3000\n") +
+                     "http:\n  listen: 127.0.0.1:0\n");
+  const auto address = testenv::wait_for_http_address([&] { return relay.log(); }, std::chrono::seconds(20));
+  auto role = [&](const char* name) {
+    return testenv::parse_prometheus(testenv::http_request(address, "/metrics").body)
+        [std::string("outbox_relay_listen_role{role=\"") + name + "\"}"];
+  };
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // it found the lock taken
+  CHECK(role("bystander") == 1);
   // The first row waits for the relay's fallback poll (3 s): that is how it finds out.
   auto first = enqueue(schema, event_for(broker));
   auto got = broker.receive(1, std::chrono::milliseconds(6000));
@@ -349,4 +364,6 @@ TEST_CASE("a relay answers producers itself once it finds that the lock holder d
     CHECK_MESSAGE(Clock::now() - t0 < std::chrono::milliseconds(1500), relay.log());
   }
   CHECK(testenv::lines_with(relay.log(), "does not answer") == 1);
+  CHECK(role("answering") == 1);  // what an operator sees
+  CHECK(role("bystander") == 0);
 }

@@ -55,6 +55,10 @@ void RelayLoop::sleep_until_work() {
   // waking for them too would be N relays claiming for one row. With per_key lanes
   // the row's lane may be this relay's, so it stays woken.
   const bool bystander = fallback_poll && !listener_.armed() && !lanes_;
+  metrics_->set_listen_role(listener_.armed() ? ListenRole::kHolder
+                            : !bystander       ? ListenRole::kNone
+                            : answer_for_holder_ ? ListenRole::kAnswering
+                                                 : ListenRole::kBystander);
   const bool notified = wait_for_work(until, bystander && !answer_for_holder_);
   if (next_retry_at_ && Clock::now() >= *next_retry_at_) next_retry_at_.reset();
   last_claim_empty_ = false;
@@ -128,6 +132,7 @@ bool RelayLoop::wait_for_work(Clock::time_point until, bool handover_only) {
     } catch (const std::exception& e) {
       spdlog::warn("PostgreSQL listener session lost, polling until it is back: {}", outbox::one_line(e.what()));
       listener_.disconnect();
+      metrics_->set_listen_role(ListenRole::kNone);
     }
     auto left = std::chrono::ceil<milliseconds>(until - Clock::now());
     if (left <= milliseconds(0)) return false;
@@ -155,6 +160,7 @@ bool RelayLoop::wait_for_work(Clock::time_point until, bool handover_only) {
 // handover, so an idle relay takes it and the rows at once, not at its fallback poll.
 void RelayLoop::give_back_listen_lock() {
   if (!listener_.armed()) return;
+  metrics_->set_listen_role(ListenRole::kNone);
   try {
     listener_.disarm(NotifyListener::Release::kHandOver);
   } catch (const std::exception& e) {

@@ -44,6 +44,14 @@ outbox::metrics::Gauge& connected(outbox::metrics::Registry& r, const char* peer
                  {{"peer", peer}});
 }
 
+outbox::metrics::Gauge& listen_role(outbox::metrics::Registry& r, const char* role) {
+  return r.gauge("outbox_relay_listen_role",
+                 "1 on the role this idle relay waits in: holder (holds the waiting lock; inserts wake "
+                 "it), bystander (waits for the holder's handover), answering (answers inserts for a "
+                 "holder that does not).",
+                 {{"role", role}});
+}
+
 // One series per stage of `Stage` (label `stage`), made by `make(labels)`, in stage order.
 template <class Stage, std::size_t N, class Name, class Make>
 auto per_stage(Name name, Make make) {
@@ -122,6 +130,7 @@ RelayMetrics::RelayMetrics(outbox::metrics::Registry& r, const std::string& vers
       stage_cpu_(stage_cpu_counters(r)),
       stalled_(r.gauge("outbox_relay_publish_stalled",
                        "1 while rows are due but none was published for relay.stall_after_s.")),
+      listen_role_{&listen_role(r, "holder"), &listen_role(r, "bystander"), &listen_role(r, "answering")},
       isolations_(r.counter("outbox_relay_isolations_total",
                             "Channel closes over one of several outstanding rows, after which the relay "
                             "published those rows one at a time to find the one at fault.")),
@@ -192,6 +201,11 @@ void RelayMetrics::row_stages(const RowStages& stages) {
 }
 
 void RelayMetrics::set_lanes_owned(std::size_t lanes) { lanes_owned_.set(static_cast<double>(lanes)); }
+
+void RelayMetrics::set_listen_role(ListenRole role) {
+  const ListenRole roles[] = {ListenRole::kHolder, ListenRole::kBystander, ListenRole::kAnswering};
+  for (std::size_t i = 0; i < listen_role_.size(); ++i) listen_role_[i]->set(roles[i] == role ? 1 : 0);
+}
 
 void RelayMetrics::set_stalled(bool stalled, const std::string& why) {
   std::lock_guard<std::mutex> lock(stall_mutex_);

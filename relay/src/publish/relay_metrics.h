@@ -20,6 +20,12 @@ namespace relay {
 // Why a claimed row was not published (label `reason` of publish failures).
 enum class FailureReason { kNack, kReturned, kChannelClosed, kConnectionLost, kConfirmTimeout, kBlocked, kInvalid };
 
+// How an idle relay waits (label `role` of outbox_relay_listen_role; docs/ARCHITECTURE.md,
+// the idle protocol): it holds the waiting lock and producers' inserts wake it; another
+// relay holds it and this one waits for a handover; or it answers inserts in the place
+// of a holder that does not. kNone: listening is off, failed, or not settled yet.
+enum class ListenRole { kNone, kHolder, kBystander, kAnswering };
+
 // The relay's metrics (all names start with outbox_relay_) and the state behind
 // /healthz and /readyz. Series with labels are created up front, so every series
 // exists (at 0) from the first scrape and rate() works at once.
@@ -59,6 +65,7 @@ class RelayMetrics {
   // The counters of outbox_relay_stage_cpu_seconds_total, by CpuStage (for StageCpu).
   std::array<outbox::metrics::Counter*, kCpuStages> stage_cpu() const { return stage_cpu_; }
   void set_lanes_owned(std::size_t lanes);
+  void set_listen_role(ListenRole role);  // 1 on that role's series, 0 on the others
   // Rows are due but none was published for relay.stall_after_s: `why` (one line,
   // no secret) is what /readyz reports. set_stalled(false, "") when it resumes.
   void set_stalled(bool stalled, const std::string& why);
@@ -97,6 +104,7 @@ class RelayMetrics {
   std::array<outbox::metrics::Histogram*, kLatencyStages> stage_seconds_;  // by LatencyStage
   std::array<outbox::metrics::Counter*, kCpuStages> stage_cpu_;             // by CpuStage
   outbox::metrics::Gauge& stalled_;
+  std::array<outbox::metrics::Gauge*, 3> listen_role_;  // holder, bystander, answering
   outbox::metrics::Counter &isolations_, &isolated_rows_;
   mutable std::mutex stall_mutex_;
   std::string stall_reason_;  // guarded by stall_mutex_
