@@ -24,7 +24,7 @@ namespace relay {
 // Only the holder of the lock answers producers' notifications; the other relays
 // (kOtherRelay) wait for a handover: the holder's NOTIFY with payload
 // kHandoverPayload, sent in the statement that gives the lock back, so one of them
-// takes it at once (docs/ARCHITECTURE.md, "Idle protocol").
+// takes it at once (docs/ARCHITECTURE.md, "Processes and threads").
 //
 // Thread safety: none; the relay loop's thread owns it. Owns a connection: not copyable.
 class NotifyListener {
@@ -53,7 +53,7 @@ class NotifyListener {
     kHandOver,  // wake the other relays' listeners: one of them takes the lock
   };
   // Releases the lock (producers stop notifying). No-op when not armed.
-  void disarm(Release how = Release::kHandOver);
+  void disarm(Release how);
   bool armed() const { return armed_; }
 
   // The session's socket, for poll(); -1 when not connected.

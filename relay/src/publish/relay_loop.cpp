@@ -98,7 +98,8 @@ int RelayLoop::run(bool exit_when_idle) {
     }
     if (finished) continue;  // another may be settled already
     if (!inflight_.empty()) {
-      if (Clock::now() - inflight_.front()->claimed_at > kHolderPatience) give_back_listen_lock();
+      if (listener_.armed() && Clock::now() - inflight_.front()->claimed_at > kHolderPatience)
+        give_back_listen_lock();
       await_broker();
       continue;
     }

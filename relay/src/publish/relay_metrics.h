@@ -21,7 +21,7 @@ namespace relay {
 enum class FailureReason { kNack, kReturned, kChannelClosed, kConnectionLost, kConfirmTimeout, kBlocked, kInvalid };
 
 // How an idle relay waits (label `role` of outbox_relay_listen_role; docs/ARCHITECTURE.md,
-// the idle protocol): it holds the waiting lock and producers' inserts wake it; another
+// "Processes and threads"): it holds the waiting lock and producers' inserts wake it; another
 // relay holds it and this one waits for a handover; or it answers inserts in the place
 // of a holder that does not. kNone: listening is off, failed, or not settled yet.
 enum class ListenRole { kNone, kHolder, kBystander, kAnswering };
