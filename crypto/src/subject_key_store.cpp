@@ -167,15 +167,17 @@ SubjectKeyStore::DataKey SubjectKeyStore::fetch(pqxx::transaction_base& tx, cons
 
 bool SubjectKeyStore::erase(pqxx::transaction_base& tx, const std::string& subject) const {
   if (subject.empty()) throw ValidationError("subject", "must not be empty");
-  auto destroyed = tx.exec_params("UPDATE " + table_ +
-                                      " SET wrapped_key = NULL, wrapping_key_id = NULL, erased_at = now() "
-                                      "WHERE subject = $1 AND erased_at IS NULL RETURNING 1",
-                                  subject);
-  if (!destroyed.empty()) return true;
-  tx.exec_params("INSERT INTO " + table_ + " (subject, key_id, erased_at) VALUES ($1, $2, now()) "
-                 "ON CONFLICT (subject) DO NOTHING",
-                 subject, new_key_id());
-  return false;
+  // One statement: a first event for the subject whose key row is not committed yet
+  // makes the insert wait for it, then erase the key it committed (an UPDATE first
+  // and a tombstone after would find no row, then a conflict, and erase nothing).
+  // A row with a fresh key id is the new tombstone; no row, an erased subject.
+  const auto key_id = new_key_id();
+  auto r = tx.exec_params("INSERT INTO " + table_ + " AS k (subject, key_id, erased_at) VALUES ($1, $2, now()) "
+                          "ON CONFLICT (subject) DO UPDATE "
+                          "SET wrapped_key = NULL, wrapping_key_id = NULL, erased_at = now() "
+                          "WHERE k.erased_at IS NULL RETURNING k.key_id <> $2",
+                          subject, key_id);
+  return !r.empty() && r[0][0].as<bool>();
 }
 
 std::size_t SubjectKeyStore::rewrap(pqxx::transaction_base& tx, std::size_t limit) const {

@@ -185,6 +185,35 @@ TEST_CASE("concurrent first events for one subject end with one key that decrypt
           ada.name);
 }
 
+TEST_CASE("an erasure that races the subject's first event destroys the key that event commits") {
+  ScopedSchema schema("shred");
+  auto ring = cryptotest::keyring(cryptotest::key_texts({"k1"}), "k1");
+  auto writer = writer_for(schema, ring);
+  SubjectKeyStore store(schema.name(), ring);
+  auto ada = cryptotest::customer("a");
+  pqxx::connection first_conn(testenv::pg_dsn()), eraser_conn(testenv::pg_dsn());
+  pqxx::work first(first_conn);  // mints ada's key, not committed yet
+  writer.enqueue(first, order_event(cryptotest::order_placed(1, ada)));
+  bool destroyed = false;
+  std::thread eraser([&] {
+    pqxx::work tx(eraser_conn);  // waits on the subject's row until `first` commits
+    destroyed = store.erase(tx, ada.id);
+    tx.commit();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  first.commit();
+  eraser.join();
+  CHECK(destroyed);
+  CHECK(sql_value("SELECT count(*) FILTER (WHERE wrapped_key IS NULL AND erased_at IS NOT NULL) || '/' || count(*) "
+                  "FROM " + keys_table(schema)) == "1/1");
+  auto rows = stored_rows(schema);
+  REQUIRE(rows.size() == 1);
+  Consumer consumer(schema, ring);
+  CHECK_THROWS_AS(consumer.decryptor.decrypt("OrderPlaced", rows[0].payload, rows[0].id), SubjectErasedError);
+  pqxx::work tx(first_conn);  // and no new key is minted for the subject
+  CHECK_THROWS_AS(writer.enqueue(tx, order_event(cryptotest::order_placed(2, ada))), SubjectErasedError);
+}
+
 TEST_CASE("after master-key rotation, rewrap moves subject keys to the new key and the old one can retire") {
   ScopedSchema schema("shred");
   auto keys = cryptotest::key_texts({"k1", "k2"});

@@ -48,8 +48,10 @@ class SubjectKeyStore {
 
   // Crypto-shredding: destroys the subject's key. Returns true when a key was
   // destroyed, false when the subject had none or was already erased; a tombstone
-  // is recorded either way so that no new key is minted for it later. Commit `tx`
-  // to make it take effect, then VACUUM the table (see docs/ENCRYPTION.md).
+  // is recorded either way so that no new key is minted for it later. A first event
+  // for the subject in a transaction still open makes it wait for that transaction,
+  // then destroy the key it committed. Commit `tx` to make it take effect, then
+  // VACUUM the table (see docs/ENCRYPTION.md).
   bool erase(pqxx::transaction_base& tx, const std::string& subject) const;
 
   // Re-wraps up to `limit` keys that are wrapped by a master key other than the
