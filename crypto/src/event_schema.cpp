@@ -102,9 +102,15 @@ class SchemaParser {
     fail(t, pattern, "unsupported type " + quoted_value(t.Scalar()) + " (object, string, number, integer, boolean, array)");
   }
 
+  // yaml-cpp keeps both pairs of a key given twice but y[key] finds the first: a
+  // later `x-gdpr-sensitive: true` would leave the field in clear. So each once.
   void check_keywords(const YAML::Node& y, Kind kind, const std::string& pattern, bool root) const {
+    std::vector<std::string> seen;
     for (const auto& kv : y) {
       const auto key = kv.first.as<std::string>();
+      if (std::find(seen.begin(), seen.end(), key) != seen.end())
+        fail(kv.first, pattern, "keyword " + quoted_value(key) + " given twice; each keyword may appear once");
+      seen.push_back(key);
       bool ok = key == "type" || key == "title" || key == "description" || key == "x-gdpr-sensitive" ||
                 key == "x-gdpr-searchable";
       ok = ok || (kind == Kind::kObject && (key == "properties" || key == "required" || key == "additionalProperties"));

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
 #include "crypto_primitives.h"
 #include "outbox/crypto_errors.h"
@@ -32,10 +33,15 @@ std::string line_of(const YAML::Node& node) {
   return node.Mark().is_null() ? "" : " (line " + std::to_string(node.Mark().line + 1) + ")";
 }
 
+// Also refuses a setting given twice: yaml-cpp's map[key] finds only the first, so a
+// rotation made by appending `active: k2` would keep encrypting under the old key.
 void reject_unknown(const YAML::Node& map, std::initializer_list<const char*> allowed,
                     const std::string& where) {
+  std::set<std::string> seen;
   for (const auto& kv : map) {
     const auto name = kv.first.as<std::string>();
+    if (!seen.insert(name).second)
+      throw KeyringError(where, "setting '" + name + "' given twice; each may appear once" + line_of(kv.first));
     bool known = false;
     for (const char* a : allowed) known = known || name == a;
     if (!known)

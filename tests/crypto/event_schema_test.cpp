@@ -116,6 +116,12 @@ TEST_CASE("schema mistakes are caught at load time with the schema path") {
   CHECK(contains(schema_error("type: string\n"), "must be an object"));
   CHECK(contains(schema_error("type: object\nrequired: [{a: 1}]\nproperties: {a: {type: string}}\n"), "malformed"));
   CHECK(contains(schema_error("type: object\nproperties: {\"a.b\": {type: string}}\n"), "is not [A-Za-z_]"));
+  // yaml-cpp would keep the first of two: the field would stay in clear.
+  CHECK(contains(schema_error(head + "  email:\n    type: string\n    x-gdpr-sensitive: false\n    x-gdpr-sensitive: true\n"),
+                 "$.email: keyword 'x-gdpr-sensitive' given twice"));
+  CHECK(contains(schema_error("type: object\nadditionalProperties: true\nproperties: {a: {type: string}}\n"
+                              "properties: {b: {type: string, x-gdpr-sensitive: true}}\n"),
+                 "keyword 'properties' given twice"));
 }
 
 TEST_CASE("a registry refuses two schemas for one event type") {

@@ -91,6 +91,12 @@ TEST_CASE("keyring settings are checked: active key listed, no unknown settings,
   CHECK_FALSE(contains(as_id, k));
   CHECK(contains(error_of([&] { Keyring::parse("active: k1\nkeys: {k1: [" + k + "]}\n", "t"); }), "key 'k1'"));
   CHECK(contains(error_of([&] { Keyring::parse("{{{", "t"); }), "not valid YAML"));
+  // A rotation made by appending a second `active:` must not keep the first.
+  CHECK(contains(error_of([&] { Keyring::parse("active: k1\nkeys:\n  k1: " + k + "\n  k2: " + k + "\nactive: k2\n", "t"); }),
+                 "setting 'active' given twice"));
+  CHECK(contains(error_of([&] { Keyring::parse("active: k1\nkeys:\n  k1: " + k + "\nblind_index: {active: b, active: c, "
+                                               "keys: {b: " + cryptotest::random_key_text() + "}}\n", "t"); }),
+                 "blind_index: setting 'active' given twice"));
   CHECK(contains(error_of([&] { Keyring::parse("active: k1\nkeys:\n  [a]: " + k + "\n", "t"); }), "malformed"));
 }
 
