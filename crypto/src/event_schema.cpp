@@ -339,9 +339,20 @@ std::string EventSchema::subject_of(const nlohmann::json& payload) const {
     path += "." + name;
     v = &v->at(name);
   }
-  std::string subject = v->is_string()        ? v->get<std::string>()
-                        : v->is_number_float() ? std::to_string(static_cast<long long>(v->get<double>()))
-                                               : v->dump();
+  std::string subject;
+  if (v->is_string()) {
+    subject = v->get<std::string>();
+  } else if (v->is_number_float()) {
+    // 5.0 is the subject of 5; past 2^53 a double no longer names one integer, so
+    // two customers could share (and erase) one key.
+    const double d = v->get<double>();
+    if (!(std::fabs(d) <= 9007199254740992.0) || d != std::trunc(d))
+      throw SchemaValidationError(path, "the subject (x-gdpr-subject) must be a string or an integer "
+                                        "(a number past 2^53 is not exact: send it as a string)");
+    subject = std::to_string(static_cast<long long>(d));
+  } else {
+    subject = v->dump();
+  }
   if (subject.empty()) throw SchemaValidationError(path, "the subject (x-gdpr-subject) must not be empty");
   return subject;
 }

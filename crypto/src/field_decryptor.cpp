@@ -5,6 +5,7 @@
 #include "outbox/error_text.h"
 #include "outbox/crypto_errors.h"
 #include "outbox/field_envelope.h"
+#include "outbox/payload_json.h"
 
 namespace outbox {
 
@@ -16,10 +17,10 @@ FieldDecryptor::FieldDecryptor(std::shared_ptr<const Keyring> keyring, std::shar
 
 std::string FieldDecryptor::decrypt(const std::string& type, std::string_view payload,
                                     const MessageId& message_id) const {
-  auto json = nlohmann::json::parse(payload, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) throw DecryptionError("$", "the payload is not JSON");
-  decrypt(type, json, message_id);
-  return json.dump();
+  PayloadJson parsed(payload, /*exact_numbers=*/true);  // serialised again below
+  if (!parsed.ok()) throw DecryptionError(parsed.path(), "the payload: " + parsed.problem());
+  decrypt(type, parsed.value(), message_id);
+  return parsed.value().dump();
 }
 
 void FieldDecryptor::decrypt(const std::string& type, nlohmann::json& payload, const MessageId& message_id) const {

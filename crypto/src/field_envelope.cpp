@@ -9,6 +9,7 @@
 #include "outbox/error_text.h"
 #include "outbox/crypto_errors.h"
 #include "outbox/keyring.h"
+#include "outbox/payload_json.h"
 
 namespace outbox {
 namespace {
@@ -101,10 +102,10 @@ nlohmann::json FieldEnvelope::open(const SecretKey& key, const MessageId& messag
   if (!plaintext)
     throw DecryptionError(path, "authentication failed for key " + quoted_value(key_id_) +
                                     " (tampered envelope, or one moved from another message or field)");
-  auto value = nlohmann::json::parse(*plaintext, nullptr, /*allow_exceptions=*/false);
+  PayloadJson parsed(*plaintext, /*exact_numbers=*/true);  // put back into a payload serialised again
   OPENSSL_cleanse(plaintext->data(), plaintext->size());
-  if (value.is_discarded()) throw DecryptionError(path, "decrypted field is not JSON");
-  return value;
+  if (!parsed.ok()) throw DecryptionError(path, "decrypted field: " + parsed.problem());
+  return std::move(parsed.value());
 }
 
 std::string FieldEnvelope::blind_index(const SecretKey& key, const std::string& index_name,

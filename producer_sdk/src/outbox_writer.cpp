@@ -6,6 +6,7 @@
 #include "outbox/error_text.h"
 #include "outbox/crypto_errors.h"
 #include "outbox/field_encryptor.h"
+#include "outbox/payload_json.h"
 #include "outbox/pg_array.h"
 #include "outbox/schema_registry.h"
 #include "outbox/sql_identifier.h"
@@ -94,9 +95,11 @@ std::vector<std::optional<std::string>> OutboxWriter::prepare_payloads(pqxx::tra
         throw ValidationError("type", "no event schema describes " + quoted_value(type) + " (event schemas are required)");
       continue;
     }
-    auto json = nlohmann::json::parse(messages[i].payload, nullptr, /*allow_exceptions=*/false);
-    if (json.is_discarded())
-      throw SchemaValidationError("$", "the payload of a " + quoted_value(type) + " event must be JSON");
+    // A payload with sensitive fields is serialised again after encryption.
+    PayloadJson parsed(messages[i].payload, /*exact_numbers=*/schema->has_sensitive_fields());
+    if (!parsed.ok())
+      throw SchemaValidationError(parsed.path(), "the payload of a " + quoted_value(type) + " event: " + parsed.problem());
+    auto json = std::move(parsed.value());
     schema->validate(json);
     if (!schema->has_sensitive_fields()) continue;
     if (!options_.encryptor)

@@ -125,6 +125,31 @@ TEST_CASE("sensitive fields are never written in clear: no encryptor, no JSON or
   CHECK(s.count() == "0");
 }
 
+TEST_CASE("an amount a double cannot carry, or a payload nested too deep, is refused before anything is written") {
+  Setup s;
+  OutboxWriter writer(s.options());
+  auto good = order_event(cryptotest::order_placed(1, cryptotest::customer("g")));
+  auto big = order_event(cryptotest::order_placed(2, cryptotest::customer("b")));
+  const auto at = big.payload.find("\"price_cents\":");
+  REQUIRE(at != std::string::npos);
+  big.payload.insert(at + 14, "123456789012345678901");  // then the original digits: still one number
+  auto deep = order_event(cryptotest::order_placed(3, cryptotest::customer("d")));
+  deep.payload = "{\"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  pqxx::work tx(s.conn);
+  try {
+    writer.enqueue_batch(tx, {good, big});
+    FAIL("accepted an amount that encryption would have rounded");
+  } catch (const SchemaValidationError& e) {
+    CHECK(e.path() == "$.lines[0].price_cents");
+    CHECK_FALSE(contains(e.what(), "123456789012345678901"));
+  }
+  CHECK_THROWS_WITH_AS(writer.enqueue_batch(tx, {good, deep}), doctest::Contains("nested deeper than 128 levels"),
+                       SchemaValidationError);
+  tx.commit();
+  CHECK(s.count() == "0");
+  CHECK(s.count("outbox_subject_keys") == "0");
+}
+
 TEST_CASE("a type without a schema passes unchanged when schemas are optional") {
   Setup s;
   OutboxWriter writer(s.options());

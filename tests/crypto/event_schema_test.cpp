@@ -124,6 +124,19 @@ TEST_CASE("schema mistakes are caught at load time with the schema path") {
                  "keyword 'properties' given twice"));
 }
 
+TEST_CASE("an integer subject names one subject however it is written, and one past 2^53 is refused") {
+  auto schema = EventSchema::parse("x-gdpr-subject: n\ntype: object\nrequired: [n]\nproperties:\n"
+                                   "  n: {type: integer}\n  s: {type: string, x-gdpr-sensitive: true}\n", "t.yaml");
+  CHECK(schema.subject_of(json::parse(R"({"n": 5})")) == "5");
+  CHECK(schema.subject_of(json::parse(R"({"n": 5.0})")) == "5");
+  CHECK(schema.subject_of(json::parse(R"({"n": -42})")) == "-42");
+  CHECK(schema.subject_of(json::parse(R"({"n": 18446744073709551615})")) == "18446744073709551615");
+  // Each of these used to become -9223372036854775808: three customers, one key.
+  for (const char* text : {R"({"n": 1e19})", R"({"n": 5e20})", R"({"n": -9.3e18})", R"({"n": 9007199254740994.0})"})
+    CHECK_THROWS_WITH_AS(schema.subject_of(json::parse(text)), doctest::Contains("must be a string or an integer"),
+                         SchemaValidationError);
+}
+
 TEST_CASE("a registry refuses two schemas for one event type") {
   SchemaRegistry r;
   r.add(EventSchema::parse("x-event-type: A\ntype: object\n", "a1.yaml"));

@@ -254,6 +254,26 @@ TEST_CASE("a plain value, a malformed envelope or an unexpected envelope is refu
   }
 }
 
+TEST_CASE("a payload nested too deep or with a number a double cannot carry is refused, not crashed on or changed") {
+  Fixture f;
+  const std::string deep = "{\"customer_id\": 1, \"x\": " + std::string(40000, '[') + std::string(40000, ']') + "}";
+  CHECK_THROWS_WITH_AS(f.decryptor.decrypt("ProfileChanged", deep, f.id), doctest::Contains("nested deeper than 128"),
+                       DecryptionError);
+  CHECK_THROWS_WITH_AS(f.decryptor.decrypt("NoSchema", deep, f.id), doctest::Contains("nested deeper than 128"),
+                       DecryptionError);
+  auto sealed = f.sealed().dump();
+  const auto at = sealed.find("\"customer_id\":77");
+  REQUIRE(at != std::string::npos);
+  sealed.replace(at, 16, "\"customer_id\":123456789012345678901");
+  try {
+    f.decryptor.decrypt("ProfileChanged", sealed, f.id);
+    FAIL("decrypted a payload whose customer_id would have changed");
+  } catch (const DecryptionError& e) {
+    CHECK(e.path() == "$.customer_id");
+    CHECK_FALSE(contains(e.what(), "123456789012345678901"));
+  }
+}
+
 TEST_CASE("without a schema every envelope found is opened with its own path") {
   Fixture f;
   auto sealed = f.sealed();
