@@ -8,7 +8,6 @@
 #include "outbox/errors.h"
 #include "outbox/log_fields.h"
 #include "outbox/one_line.h"
-#include "outbox/pg_connection.h"
 
 namespace outbox::detail {
 namespace {
@@ -39,7 +38,7 @@ ConsumerWorker::ConsumerWorker(SharedState& shared, int index)
 ConsumerWorker::~ConsumerWorker() = default;
 
 void ConsumerWorker::connect() {
-  if (!pg_) pg_ = open_pg_connection(shared_.options.pg_dsn);
+  if (!pg_) pg_ = open_watched_connection(shared_.options.pg_dsn);
   if (!amqp_.connected()) {
     amqp_.connect();
     amqp_.consume(shared_.options.queue, shared_.options.prefetch);
@@ -108,7 +107,7 @@ void ConsumerWorker::handle(InboundMessage& m) {
 
 ConsumerWorker::Outcome ConsumerWorker::run_transaction(const Delivery& d, std::string& error) {
   try {
-    if (!pg_) pg_ = open_pg_connection(shared_.options.pg_dsn);
+    if (!pg_) pg_ = open_watched_connection(shared_.options.pg_dsn);
     pqxx::work tx(*pg_, "outbox_consumer");
     if (shared_.inbox && shared_.inbox->record(tx, d.message_id, d.type) == InboxOutcome::kDuplicate) {
       tx.abort();
@@ -121,13 +120,9 @@ ConsumerWorker::Outcome ConsumerWorker::run_transaction(const Delivery& d, std::
     error = e.what();
     return Outcome::kPermanent;
   } catch (const pqxx::in_doubt_error& e) {
-    error = std::string("commit outcome unknown: ") + e.what();
-    pg_.reset();
-    return Outcome::kConnectionLost;
+    return session_lost(std::string("commit outcome unknown: ") + e.what(), error);
   } catch (const pqxx::broken_connection& e) {
-    error = std::string("PostgreSQL connection lost: ") + e.what();
-    pg_.reset();
-    return Outcome::kConnectionLost;
+    return session_lost(std::string("PostgreSQL connection lost: ") + e.what(), error);
   } catch (const std::exception& e) {
     error = e.what();
     return Outcome::kFailed;
@@ -135,6 +130,22 @@ ConsumerWorker::Outcome ConsumerWorker::run_transaction(const Delivery& d, std::
     error = "handler threw a non-standard exception";
     return Outcome::kFailed;
   }
+}
+
+// A lost session is the environment's fault (an outage, a restart, a terminated
+// backend): the message is requeued without counting a try. Except when the server
+// said it closed the session because the handler held the transaction too long: that
+// is the message's try (the transaction was rolled back, never committed), or a slow
+// handler would be retried forever, repeating any outside effect without limit.
+ConsumerWorker::Outcome ConsumerWorker::session_lost(std::string what, std::string& error) {
+  std::string slow = pg_ ? slow_transaction_reason(pg_->server_fatal_sqlstate()) : std::string();
+  pg_.reset();
+  if (!slow.empty()) {
+    error = std::move(slow);
+    return Outcome::kFailed;
+  }
+  error = std::move(what);
+  return Outcome::kConnectionLost;
 }
 
 void ConsumerWorker::settle_failure(const Delivery& d, std::uint64_t tag, Outcome outcome, const std::string& error) {

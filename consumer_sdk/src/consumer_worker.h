@@ -3,7 +3,6 @@
 
 #include <memory>
 #include <optional>
-#include <pqxx/connection>
 #include <string>
 
 #include "amqp_consumer.h"
@@ -12,6 +11,7 @@
 #include "outbox/inbox.h"
 #include "retry_tracker.h"
 #include "stop_signal.h"
+#include "watched_connection.h"
 
 namespace outbox::detail {
 
@@ -47,6 +47,7 @@ class ConsumerWorker {
   void consume_until_stopped();
   void handle(InboundMessage& message);
   Outcome run_transaction(const Delivery& delivery, std::string& error);
+  Outcome session_lost(std::string what, std::string& error);
   void settle_failure(const Delivery& delivery, std::uint64_t tag, Outcome outcome, const std::string& error);
   void note_late_delivery(const Delivery& delivery);
 
@@ -54,7 +55,7 @@ class ConsumerWorker {
   int index_;
   std::string name_;  // "consumer#index", for logs
   AmqpConsumer amqp_;
-  std::unique_ptr<pqxx::connection> pg_;
+  std::unique_ptr<WatchedConnection> pg_;
 };
 
 }  // namespace outbox::detail

@@ -246,6 +246,37 @@ TEST_CASE("a lost PostgreSQL connection requeues the message without counting a 
   CHECK(f.effects() == 2);
 }
 
+TEST_CASE("a handler slower than idle_in_transaction_session_timeout is a counted try, dead-lettered after max_attempts") {
+  // The server closes such a session itself (SQLSTATE 25P03): were that taken for an
+  // outage, the handler, and any outside effect it has, would be rerun forever.
+  Fixture f;
+  auto options = f.options();
+  auto dsn = outbox::PgConnInfo::parse(options.pg_dsn);
+  dsn.set("options", "-c idle_in_transaction_session_timeout=200");
+  options.pg_dsn = dsn.to_string();
+  options.max_attempts = 2;
+  bool query_after = true;
+  SUBCASE("the handler's next statement finds the session closed") { query_after = true; }
+  SUBCASE("the commit finds the session closed") { query_after = false; }
+  std::atomic<int> calls{0};
+  outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
+    ++calls;
+    f.record_effect(tx, d);
+    std::this_thread::sleep_for(400ms);  // the gateway call, with the transaction idle
+    if (query_after) tx.exec("SELECT 1");
+  });
+  runner.start();
+  f.publish("slow");
+  REQUIRE(testenv::eventually(10s, [&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == 1; }));
+  runner.stop();
+  runner.wait();
+  CHECK(calls == 2);
+  CHECK(runner.counters().dead_lettered == 1);
+  CHECK(runner.counters().retried == 1);
+  CHECK(f.effects() == 0);
+  CHECK(f.inbox_rows() == 0);
+}
+
 TEST_CASE("SIGTERM lets the in-flight message commit and be acked; the rest stay queued") {
   Fixture f;
   std::promise<void> started;

@@ -1,0 +1,67 @@
+#include "watched_connection.h"
+
+#include <libpq-events.h>
+#include <libpq-fe.h>
+
+#include <pqxx/except>
+
+#include "outbox/pg_conninfo.h"
+#include "outbox/secret_scrubber.h"
+
+namespace outbox::detail {
+namespace {
+
+// libpq calls this for every event of the connection; a result created from a FATAL
+// ErrorResponse is the server's last word before it closes the session.
+int remember_fatal(PGEventId event, void* info, void* fatal_sqlstate) {
+  if (event != PGEVT_RESULTCREATE) return 1;  // 0 would fail the registration or the result
+  const PGresult* result = static_cast<PGEventResultCreate*>(info)->result;
+  const char* severity = PQresultErrorField(result, PG_DIAG_SEVERITY_NONLOCALIZED);
+  const char* sqlstate = PQresultErrorField(result, PG_DIAG_SQLSTATE);
+  if (severity && sqlstate && std::string_view(severity) == "FATAL")
+    *static_cast<std::string*>(fatal_sqlstate) = sqlstate;
+  return 1;
+}
+
+}  // namespace
+
+pqxx::connectionpolicy::handle WatchedConnection::Policy::do_startconnect(handle orig) {
+  handle conn = connect_direct::do_startconnect(orig);
+  // Fails only when already registered (a reactivated handle) or out of memory; then
+  // a slow handler's lost session counts as the environment's, as before.
+  PQregisterEventProc(conn, remember_fatal, "outbox-consumer-fatal-watch", &fatal_sqlstate_);
+  return conn;
+}
+
+WatchedConnection::WatchedConnection(const std::string& conninfo)
+    : connection_base(policy_), policy_(conninfo, fatal_sqlstate_) {
+  init();
+}
+
+WatchedConnection::~WatchedConnection() noexcept { close(); }
+
+std::unique_ptr<WatchedConnection> open_watched_connection(const std::string& dsn) {
+  const auto info = PgConnInfo::parse(dsn);
+  const auto scrubber = [&] { return SecretScrubber({info.get("password").value_or("")}); };
+  try {
+    return std::make_unique<WatchedConnection>(info.to_string());
+  } catch (const pqxx::sql_error& e) {
+    throw pqxx::sql_error(scrubber().scrub(e.what()), "", e.sqlstate().c_str());
+  } catch (const pqxx::broken_connection& e) {
+    throw pqxx::broken_connection(scrubber().scrub(e.what()));
+  } catch (const pqxx::failure& e) {
+    throw pqxx::failure(scrubber().scrub(e.what()));
+  }
+}
+
+std::string slow_transaction_reason(std::string_view sqlstate) {
+  if (sqlstate == "25P03")
+    return "PostgreSQL ended the session (SQLSTATE 25P03): the handler left its transaction idle longer than "
+           "idle_in_transaction_session_timeout; the transaction was rolled back";
+  if (sqlstate == "25P04")
+    return "PostgreSQL ended the session (SQLSTATE 25P04): the handler's transaction ran longer than "
+           "transaction_timeout; the transaction was rolled back";
+  return {};
+}
+
+}  // namespace outbox::detail
