@@ -32,6 +32,18 @@ bool plausible_host_list(const std::string& hosts) {
   return true;
 }
 
+// libpq ends a URI's user and password at the first '@' (or at a '/' before it): a
+// password holding a raw '@', '/', '?' or '#' leaves its tail in the host, database
+// or query, where a message or a DNS lookup would show it (user:Zq@secrethost?...@db
+// looks up "secrethost"). So a URI may hold one raw '@', and no '/', '?' or '#' before it.
+bool ambiguous_userinfo(const std::string& dsn) {
+  if (dsn.rfind("postgresql://", 0) != 0 && dsn.rfind("postgres://", 0) != 0) return false;
+  const auto rest = dsn.substr(dsn.find("://") + 3);
+  const auto at = rest.find('@');
+  if (at == std::string::npos) return false;
+  return rest.find('@', at + 1) != std::string::npos || rest.find_first_of("/?#") < at;
+}
+
 }  // namespace
 
 bool plausible_host(const std::string& host) {
@@ -41,6 +53,9 @@ bool plausible_host(const std::string& host) {
 }
 
 std::optional<std::string> pg_dsn_syntax_error(const std::string& dsn) {
+  if (ambiguous_userinfo(dsn))
+    return std::string("a URI with more than one '@', or an '@' after '/', '?' or '#' (") + kEncodeHint +
+           "; in a query value, @ as %40)";
   PgConnInfo info;
   try {
     info = PgConnInfo::parse(dsn);

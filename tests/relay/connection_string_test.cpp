@@ -123,3 +123,75 @@ TEST_CASE("the scrubber hides a password and every 4-byte piece of it, and nothi
   CHECK(outbox::SecretScrubber({"ab"}).scrub("ab cab") == "[redacted] c[redacted]");
   CHECK(outbox::SecretScrubber({""}).scrub("text") == "text");
 }
+
+TEST_CASE("an option name libpq does not know is not shown, since it may be a piece of a password") {
+  for (const auto& dsn : {std::string("host=db password=Xk9 mPq2=TOPSECRET"),
+                          std::string("postgresql://relay@db/app?mPq2TOPSECRET=1")}) {
+    CAPTURE(dsn);
+    auto why = outbox::pg_dsn_syntax_error(dsn);
+    REQUIRE(why);
+    CHECK_MESSAGE(leaked_fragment(*why, "mPq2TOPSECRET").empty(), *why);
+    CHECK_MESSAGE(contains(*why, "(not shown: it may be part of a password"), *why);
+  }
+}
+
+TEST_CASE("a URI whose password holds a raw '@', '/', '?' or '#' is refused before libpq splits it, showing no part") {
+  for (const auto& dsn : {std::string("postgresql://postgres:a/b?TOPSECRETPART=1@127.0.0.1:36432/postgres"),
+                          std::string("postgresql://postgres:Zq@secrethost?application_name=y@127.0.0.1:36432/postgres"),
+                          std::string("postgres://relay:Zq#TOPSECRETPART@db/app"),
+                          std::string("postgresql://relay:Zq?TOPSECRETPART@db/app")}) {
+    CAPTURE(dsn);
+    auto why = outbox::pg_dsn_syntax_error(dsn);
+    REQUIRE(why);
+    CHECK_MESSAGE(leaked_fragment(*why, "TOPSECRETPART").empty(), *why);
+    CHECK_MESSAGE(!contains(*why, "secrethost"), *why);
+    CHECK_MESSAGE(contains(*why, "percent-encode"), *why);
+  }
+  // One '@' after the user, and '@' percent-encoded in a query value, are fine.
+  CHECK_FALSE(outbox::pg_dsn_syntax_error("postgresql://relay:pw@db:5432/app?application_name=a%40b"));
+  CHECK_FALSE(outbox::pg_dsn_syntax_error("postgresql://db/app?host=/var/run/postgresql"));
+}
+
+namespace {
+
+// expand_conninfo_template with ${S} standing for `secret` and ${DSN} for `whole`.
+std::string expanded(const std::string& tmpl, const std::string& secret, const std::string& whole = "") {
+  return outbox::expand_conninfo_template(tmpl, [&](const std::string& name) { return name == "S" ? secret : whole; });
+}
+
+}  // namespace
+
+TEST_CASE("a ${...} password in a keyword DSN reaches libpq whole, whatever characters it holds") {
+  for (const auto& pw : {std::string("Xk9 mPq2=TOPSECRET"), std::string("sp ace'quo\"te\\Kx@:/"),
+                         std::string("'leading quote"), std::string(" "), std::string("")}) {
+    CAPTURE(pw);
+    for (const auto& tmpl : {std::string("host=db password=${S} user=relay"), std::string("host=db password = ${S}"),
+                             std::string("password=${S}\tuser=relay host=db")}) {
+      const auto dsn = expanded(tmpl, pw);
+      REQUIRE_FALSE(outbox::pg_dsn_syntax_error(dsn));
+      auto info = PgConnInfo::parse(dsn);
+      CHECK(info.get("password") == pw);
+      CHECK(info.get("host") == "db");
+    }
+    CHECK(PgConnInfo::parse(expanded("password=pre${S}\\ post", pw)).get("password") == "pre" + pw + " post");
+  }
+  // A reference that is the whole string, or a key, or part of a URI is inserted as is.
+  CHECK(expanded("${DSN}", "", "host=db user=relay") == "host=db user=relay");
+  CHECK(expanded("postgresql://relay:${S}@db/app", "pa%20ss") == "postgresql://relay:pa%20ss@db/app");
+  // Without a reference the string is left alone.
+  CHECK(expanded("host=db password=it\\'s", "") == "host=db password=it\\'s");
+}
+
+TEST_CASE("a ${...} inside quotes the DSN writes itself must be escaped already, or is refused unseen") {
+  CHECK(PgConnInfo::parse(expanded("host=db password='${S}'", "it\\'s a\\\\b")).get("password") == "it's a\\b");
+  for (const auto& pw : {std::string("TOPS' host=evil"), std::string("TOPSECRET\\")}) {
+    CAPTURE(pw);
+    try {
+      expanded("host=db password='${S}'", pw);
+      FAIL("accepted");
+    } catch (const std::invalid_argument& e) {
+      CHECK_MESSAGE(leaked_fragment(e.what(), pw).empty(), e.what());
+      CHECK(contains(e.what(), "${S} is inside a quoted value"));
+    }
+  }
+}

@@ -2,6 +2,7 @@
 // PgConnInfo: a PostgreSQL connection string (keyword form or URI) exactly as libpq
 // parses it, and the keyword string handed to libpq (the relay and the consumer SDK).
 
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -38,5 +39,17 @@ class PgConnInfo {
   std::vector<std::pair<std::string, std::string>> params_;
   bool uri_ = false;
 };
+
+// Expands the ${NAME} references in a connection string template (the relay's
+// postgres.dsn) with `lookup`, so that no inserted text changes how libpq splits the
+// string. In keyword form, a reference in an unquoted value makes that value literal
+// text, written back single-quoted and escaped: password=${file:/s} passes the
+// file's bytes as they are, spaces, quotes and backslashes included. A reference
+// inside a value the template quotes itself ('${X}') is inserted as is, so it must be
+// escaped already; text that would end the quote early is refused. Elsewhere (a
+// key, the whole string, any part of a URI) the text is inserted as is. Throws
+// std::invalid_argument naming the reference, never the text it stands for.
+std::string expand_conninfo_template(const std::string& tmpl,
+                                     const std::function<std::string(const std::string& name)>& lookup);
 
 }  // namespace outbox

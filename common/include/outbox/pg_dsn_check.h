@@ -13,7 +13,9 @@ namespace outbox {
 // in keyword form, the port (scrubbed of the password) are shown. Checks what libpq
 // parses (PQconninfoParse), that every port is a number from 1 to 65535, and that
 // no host (or, in a URI, the database name) holds what a password with a raw @, :
-// or / leaves there when the URI is split. Pure; thread-safe.
+// or / leaves there when the URI is split, and that a URI holds at most one raw @,
+// with no /, ? or # before it (the rest of a password would land in the host or
+// query). Pure; thread-safe.
 std::optional<std::string> pg_dsn_syntax_error(const std::string& dsn);
 
 // A host name, an IPv4 or IPv6 address (with a zone), or a socket directory. A

@@ -79,6 +79,21 @@ class SectionReader {
       fail(v, key_path(key), secret ? "must not be empty" : "must not be empty");
   }
 
+  // A libpq connection string (required, secret), its ${...} references expanded
+  // so that a secret with spaces or quotes cannot split it (expand_conninfo_template).
+  void conninfo(const std::string& key, std::string& out) {
+    auto v = take(key);
+    if (!v) fail(node_, key_path(key), "is required");
+    if (!v.IsScalar()) fail(v, key_path(key), "expected a string, got a " + kind(v));
+    try {
+      out = outbox::expand_conninfo_template(
+          v.Scalar(), [&](const std::string& name) { return reference_value(v, key_path(key), name); });
+    } catch (const std::invalid_argument& e) {
+      fail(v, key_path(key), e.what());
+    }
+    if (out.empty()) fail(v, key_path(key), "must not be empty");
+  }
+
   // A non-empty sequence of non-empty strings, ${...} expanded; each item a secret.
   void string_list(const std::string& key, std::vector<std::string>& out) {
     auto v = take(key);
@@ -184,21 +199,21 @@ class SectionReader {
       if (raw.compare(i, 2, "${") == 0) {
         auto end = raw.find('}', i + 2);
         if (end == std::string::npos) fail(at, key, "unterminated ${ in value");
-        auto name = raw.substr(i + 2, end - i - 2);
-        if (name.rfind("file:", 0) == 0) {
-          out += read_secret_file(at, key, name.substr(5));
-          i = end + 1;
-          continue;
-        }
-        const char* val = std::getenv(name.c_str());
-        if (name.empty() || !val) fail(at, key, "environment variable '" + name + "' is not set");
-        out += val;
+        out += reference_value(at, key, raw.substr(i + 2, end - i - 2));
         i = end + 1;
       } else {
         out += raw[i++];
       }
     }
     return out;
+  }
+
+  // The text of ${NAME}: the environment variable NAME, or the file of ${file:PATH}.
+  std::string reference_value(const YAML::Node& at, const std::string& key, const std::string& name) const {
+    if (name.rfind("file:", 0) == 0) return read_secret_file(at, key, name.substr(5));
+    const char* val = std::getenv(name.c_str());
+    if (name.empty() || !val) fail(at, key, "environment variable '" + name + "' is not set");
+    return val;
   }
 
   // ${file:PATH}: a mounted secret (Kubernetes Secret, systemd credential). The
@@ -294,7 +309,7 @@ std::optional<std::string> sslmode_of(const std::string& dsn) {
 void read_postgres(const YAML::Node& n, const std::string& origin, PostgresConfig& c,
                    std::vector<std::string>& warnings) {
   SectionReader r(n, "postgres", origin);
-  r.string("dsn", c.dsn, true, true);
+  r.conninfo("dsn", c.dsn);
   r.string("schema", c.schema, false);
   try {
     outbox::quoted_identifier(c.schema, "postgres.schema");
