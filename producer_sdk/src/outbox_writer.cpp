@@ -28,6 +28,16 @@ std::string headers_json(const Message& m) {
 
 OutboxWriter::OutboxWriter(WriterOptions options) : options_(std::move(options)) {
   const auto schema = quoted_identifier(options_.schema, "schema");
+  // Schemas decide what is checked and which fields are encrypted: a writer asked to
+  // require them or to encrypt, but given none, would write every payload unchecked
+  // and in clear.
+  if (!options_.event_schemas && (options_.require_event_schema || options_.encryptor)) {
+    std::string asked = options_.require_event_schema ? "require_event_schema is true" : "";
+    if (options_.encryptor) asked += std::string(asked.empty() ? "" : " and ") + "an encryptor is set";
+    throw ValidationError("event_schemas", "not set, but " + asked +
+                                               ": without event schemas no payload would be checked and no field "
+                                               "encrypted (load them with SchemaRegistry::load_directory)");
+  }
   // One statement for any number of rows: each column travels as one array.
   insert_sql_ = "INSERT INTO " + schema +
                 ".outbox (message_id, exchange, routing_key, message_type, ordering_key, "

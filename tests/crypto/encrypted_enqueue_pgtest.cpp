@@ -189,3 +189,25 @@ TEST_CASE("a searchable field carries a blind index a consumer can match without
   CHECK(sql_value("SELECT count(*) FROM \"" + s.schema.name() +
                   "\".outbox WHERE convert_from(payload, 'UTF8') LIKE '%ann@%'") == "0");
 }
+
+TEST_CASE("a writer asked to require schemas or to encrypt, but given no event schemas, refuses to be built") {
+  // It would accept any payload and write every field in clear.
+  Setup s;
+  auto strict = s.options();
+  strict.event_schemas = nullptr;
+  strict.require_event_schema = true;
+  CHECK_THROWS_WITH_AS(OutboxWriter{strict},
+                       doctest::Contains("event_schemas: not set, but require_event_schema is true and an encryptor"),
+                       ValidationError);
+  auto encrypting = s.options();
+  encrypting.event_schemas = nullptr;
+  CHECK_THROWS_WITH_AS(OutboxWriter{encrypting}, doctest::Contains("event_schemas: not set, but an encryptor is set"),
+                       ValidationError);
+  auto plain = s.options(false);
+  plain.event_schemas = nullptr;
+  plain.require_event_schema = true;
+  CHECK_THROWS_WITH_AS(OutboxWriter{plain}, doctest::Contains("event_schemas: not set, but require_event_schema"),
+                       ValidationError);
+  plain.require_event_schema = false;
+  CHECK_NOTHROW(OutboxWriter{plain});  // plain messages, no schemas: as before
+}

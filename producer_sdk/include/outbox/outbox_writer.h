@@ -23,10 +23,13 @@ struct WriterOptions {
   // type has a schema must be JSON that passes it; SchemaValidationError names the
   // JSON path otherwise, and nothing is written.
   std::shared_ptr<const SchemaRegistry> event_schemas = nullptr;
-  // With event_schemas: refuse a message whose type has no schema.
+  // With event_schemas: refuse a message whose type has no schema. Without
+  // event_schemas the writer refuses to be constructed.
   bool require_event_schema = false;
   // Encrypts the fields a schema marks x-gdpr-sensitive, bound to the message id.
   // Without it, a type with sensitive fields is refused: never written in clear.
+  // Needs event_schemas (they say which fields): without them the writer refuses
+  // to be constructed.
   std::shared_ptr<const FieldEncryptor> encryptor = nullptr;
 };
 
@@ -38,7 +41,8 @@ struct WriterOptions {
 // the same schema.
 class OutboxWriter {
  public:
-  // Throws ValidationError when options.schema is not a plain identifier.
+  // Throws ValidationError when options.schema is not a plain identifier, or when
+  // require_event_schema or an encryptor is set without event_schemas.
   explicit OutboxWriter(WriterOptions options = {});
 
   // Validates, assigns the message id (when absent), validates the payload against
