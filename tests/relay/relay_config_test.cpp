@@ -351,3 +351,22 @@ TEST_CASE("a ${file:} password with spaces, quotes and '=' stays whole in a keyw
   CHECK_MESSAGE(!contains(e, "mPq2"), e);
   std::remove(path.c_str());
 }
+
+TEST_CASE("a key that is a sequence or mapping is a configuration error naming the line, not an abort") {
+  SecretEnv env;
+  CHECK(error_of(kValid + "? [a, b]\n: 1\n") == "relay.yaml:11: a key must be a plain name, not a sequence");
+  CHECK(error_of(kValid + "? {x: 1}\n: 1\n") == "relay.yaml:11: a key must be a plain name, not a mapping");
+  CHECK(error_of(replace(kValid, "  batch_size: 250\n", "  ? [a, b]\n  : 1\n")) ==
+        "relay.yaml:9: relay: a key must be a plain name, not a sequence");
+  CHECK(error_of(replace(kValid, "  schema: outbox\n", "  ? [a, b]\n  : 1\n")) ==
+        "relay.yaml:3: postgres: a key must be a plain name, not a sequence");
+}
+
+TEST_CASE("a second YAML document is refused, naming its line, so its settings cannot be silently ignored") {
+  SecretEnv env;
+  CHECK(error_of(kValid + "---\npostgres:\n  require_tls: true\n") ==
+        "relay.yaml:12: a second YAML document ('---' or '...' then more): the file must hold one document");
+  CHECK(contains(error_of(kValid + "...\nrelay:\n  batch_size: 1\n"), "relay.yaml:12: a second YAML document"));
+  // One document, with its optional start and end markers, is fine.
+  CHECK(parse_config("---\n" + kValid + "...\n", "relay.yaml").relay.batch_size == 250);
+}

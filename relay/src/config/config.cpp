@@ -162,7 +162,7 @@ class SectionReader {
 
   void finish() const {
     for (const auto& kv : node_) {
-      auto key = kv.first.as<std::string>();
+      const auto& key = kv.first.Scalar();  // a plain name: the constructor checked
       if (!seen_.count(key)) fail(kv.first, key_path(key), "unknown key");
     }
   }
@@ -173,11 +173,20 @@ class SectionReader {
   // yaml-cpp keeps every pair of a mapping, but node[key] finds only the first: a
   // second `require_tls: true` or a second `relay:` section would be silently
   // ignored. So each key may appear once; the error names both lines.
+  // A key that is a sequence or mapping (`? [a, b]`) names no setting, and yaml-cpp
+  // throws when it is read as a string: refused here, before anything reads it.
   void reject_duplicate_keys() const {
     if (!node_.IsMap()) return;
     std::map<std::string, YAML::Node> first;
     for (const auto& kv : node_) {
-      if (!kv.first.IsScalar()) continue;  // not a setting name: finish() refuses it
+      if (!kv.first.IsScalar()) {
+        std::ostringstream msg;
+        msg << origin_;
+        if (kv.first.Mark().line >= 0) msg << ":" << kv.first.Mark().line + 1;
+        msg << ": " << (path_.empty() ? "" : path_ + ": ") << "a key must be a plain name, not a "
+            << (kv.first.IsNull() ? "null" : kind(kv.first));
+        throw ConfigError(msg.str());
+      }
       auto [it, fresh] = first.emplace(kv.first.Scalar(), kv.first);
       if (fresh) continue;
       const auto& before = it->second.Mark();
@@ -469,15 +478,21 @@ void read_log(const YAML::Node& n, const std::string& origin, LogConfig& c) {
   r.finish();
 }
 
-}  // namespace
-
-RelayConfig parse_config(const std::string& yaml_text, const std::string& origin) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(origin + ":" + std::to_string(e.mark.line + 1) + ": malformed YAML: " + e.msg);
+// yaml-cpp reads one document, so a second one ('---', or '...' then more) would
+// be ignored: its settings (a `require_tls: true`) would silently not apply.
+std::string second_document(const std::string& text, const YAML::Node& second, const std::string& origin) {
+  int line = second.Mark().line;
+  if (line < 0) {  // an empty document has no mark: the last line starting '---' or '...'
+    int n = 0;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l); ++n)
+      if (l.rfind("---", 0) == 0 || l.rfind("...", 0) == 0) line = n;
   }
+  return origin + (line >= 0 ? ":" + std::to_string(line + 1) : "") +
+         ": a second YAML document ('---' or '...' then more): the file must hold one document";
+}
+
+RelayConfig read_config(const YAML::Node& root, const std::string& origin) {
   if (!root || root.IsNull()) throw ConfigError(origin + ": the file is empty");
   if (!root.IsMap()) throw ConfigError(origin + ": the top level must be a mapping of sections");
 
@@ -491,7 +506,7 @@ RelayConfig parse_config(const std::string& yaml_text, const std::string& origin
   read_retention(section(top, "retention", false), origin, c.retention);
   static const std::set<std::string> kSections = {"postgres", "amqp", "relay", "log", "http", "retention"};
   for (const auto& kv : root) {
-    auto key = kv.first.as<std::string>();
+    const auto& key = kv.first.Scalar();  // a plain name: SectionReader checked
     if (!kSections.count(key))
       top.fail(kv.first, key, "unknown section (expected postgres, amqp, relay, log, http, retention)");
   }
@@ -514,6 +529,27 @@ RelayConfig parse_config(const std::string& yaml_text, const std::string& origin
   if (auto w = TlsPolicy::unverified_warning(TlsPolicy::pg_verified(mode), mode, c.amqp))
     c.warnings.push_back(origin + ": " + *w);
   return c;
+}
+
+}  // namespace
+
+RelayConfig parse_config(const std::string& yaml_text, const std::string& origin) {
+  // Every exception of yaml-cpp is a configuration error (exit 2), never an abort.
+  auto refuse = [&](const YAML::Exception& e, const std::string& what) -> ConfigError {
+    return ConfigError(origin + (e.mark.line >= 0 ? ":" + std::to_string(e.mark.line + 1) : "") + ": " + what + e.msg);
+  };
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw refuse(e, "malformed YAML: ");
+  }
+  if (documents.size() > 1) throw ConfigError(second_document(yaml_text, documents[1], origin));
+  try {
+    return read_config(documents.empty() ? YAML::Node() : documents[0], origin);
+  } catch (const YAML::Exception& e) {
+    throw refuse(e, "cannot read this YAML: ");
+  }
 }
 
 RelayConfig load_config(const std::string& path) {
