@@ -1,6 +1,7 @@
 #include "outbox/schema_registry.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <vector>
 
@@ -14,7 +15,10 @@ SchemaRegistry SchemaRegistry::load_directory(const std::string& dir) {
   if (!fs::is_directory(dir, ec)) throw ValidationError("event schema directory " + dir, "not a directory");
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(dir)) {
-    const auto ext = entry.path().extension();
+    // Any case (Signup.YAML, Refund.Yml): a schema skipped for its name's case would
+    // let its type through unchecked and its sensitive fields in clear.
+    std::string ext = entry.path().extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
     if (entry.is_regular_file() && (ext == ".yaml" || ext == ".yml")) files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());  // deterministic: duplicate errors name the same file each run
