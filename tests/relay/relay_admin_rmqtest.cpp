@@ -139,6 +139,21 @@ TEST_CASE("replay refuses unknown, pending and parked ids and then changes nothi
   CHECK(run_relay_command({"replay", "--config", config_file(schema), "--since", "yesterday"}).exit_code == 2);
 }
 
+TEST_CASE("replay --id with --type refuses an id of another type and then changes nothing") {
+  ScopedSchema schema;
+  auto a = enqueue(schema, "ex", "rk", "TypeA", 1);
+  auto b = enqueue(schema, "ex", "rk", "TypeB", 1);
+  sql_exec("UPDATE " + table(schema) + " SET published_at = now()");
+  auto r = run_relay_command({"replay", "--config", config_file(schema), "--id", a[0], b[0], "--type", "TypeA"});
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(contains(r.output, b[0] + " is of type 'TypeB', not --type 'TypeA'"), r.output);
+  CHECK(contains(r.output, "nothing changed"));
+  CHECK(sql_value("SELECT count(*) FROM " + table(schema) + " WHERE published_at IS NULL") == "0");
+  auto ok = run_relay_command({"replay", "--config", config_file(schema), "--id", a[0], "--type", "TypeA", "--json"});
+  CHECK(ok.exit_code == 0);
+  CHECK(json_of(ok)["replayed"] == 1);
+}
+
 TEST_CASE("replay --since selects by publication time and type, honours --max and --dry-run") {
   ScopedSchema schema;
   enqueue(schema, "ex", "rk", "OrderPlaced", 3);

@@ -93,10 +93,12 @@ pqxx::result exec_selection(pqxx::work& tx, const std::string& sql, const Select
                         s.since, s.since_age_s, s.type);
 }
 
-// For --id: every id must name a published, unparked row. Returns the problems.
+// For --id: every id must name a published, unparked row, of --type when given (a
+// row of another type would otherwise be skipped while the rest are replayed).
+// Returns the problems.
 std::vector<std::string> check_ids(pqxx::work& tx, const std::string& table, const Selection& s) {
   auto found = tx.exec_params(
-      "SELECT id, message_id::text, published_at IS NOT NULL, parked_at IS NOT NULL FROM " + table +
+      "SELECT id, message_id::text, published_at IS NOT NULL, parked_at IS NOT NULL, message_type FROM " + table +
           " WHERE id = ANY($1::bigint[]) OR message_id = ANY($2::uuid[])",
       outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids));
   std::vector<std::string> problems;
@@ -105,6 +107,9 @@ std::vector<std::string> check_ids(pqxx::work& tx, const std::string& table, con
       if (!match(r)) continue;
       if (r[3].as<bool>()) problems.push_back(given + " is parked (use 'dead requeue')");
       else if (!r[2].as<bool>()) problems.push_back(given + " is not published yet (pending)");
+      else if (s.type && *s.type != r[4].c_str())
+        problems.push_back(given + " is of type '" + outbox::one_line(r[4].c_str(), 80) + "', not --type '" +
+                           outbox::one_line(*s.type, 80) + "'");
       return;
     }
     problems.push_back(given + " not found");
