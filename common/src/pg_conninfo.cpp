@@ -2,6 +2,7 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <cctype>
 #include <memory>
 
@@ -124,7 +125,11 @@ class TemplateScan {
         literal += t_[i_++];
       }
     }
-    out_ += expanded ? quoted_literal(literal) : t_.substr(start, i_ - start);
+    // Quoted only when it must be, so a plain secret leaves the string as written.
+    const bool plain = !literal.empty() && std::none_of(literal.begin(), literal.end(), [](char c) {
+      return c == '\'' || c == '\\' || std::isspace(static_cast<unsigned char>(c));
+    });
+    out_ += !expanded ? t_.substr(start, i_ - start) : plain ? literal : quoted_literal(literal);
   }
 
   void quoted_value() {

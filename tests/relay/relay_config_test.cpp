@@ -56,7 +56,7 @@ struct SecretEnv {
 TEST_CASE("a valid file is parsed with defaults for what it leaves out and ${ENV} expanded") {
   SecretEnv env;
   auto c = parse_config(kValid, "relay.yaml");
-  CHECK(c.postgres.dsn == "host=db user=relay password='s3cr3t-value'");  // quoted for libpq
+  CHECK(c.postgres.dsn == "host=db user=relay password=s3cr3t-value");
   CHECK(c.amqp.heartbeat_s == 10);
   CHECK(c.relay.batch_size == 250);
   CHECK(c.relay.backoff_factor == doctest::Approx(1.5));
@@ -369,4 +369,14 @@ TEST_CASE("a second YAML document is refused, naming its line, so its settings c
   CHECK(contains(error_of(kValid + "...\nrelay:\n  batch_size: 1\n"), "relay.yaml:12: a second YAML document"));
   // One document, with its optional start and end markers, is fine.
   CHECK(parse_config("---\n" + kValid + "...\n", "relay.yaml").relay.batch_size == 250);
+}
+
+TEST_CASE("a ${file:} that is a directory or missing is an error naming the path, not an empty secret") {
+  SecretEnv env;
+  for (const auto& [ref, why] : {std::pair<std::string, std::string>{"/tmp", "it is a directory"},
+                                 {"/nonexistent/pg_password", "it does not exist"},
+                                 {"/dev/null", "it is not a regular file"}}) {
+    auto e = error_of(replace(kValid, "${TEST_PG_SECRET}", "${file:" + ref + "}"));
+    CHECK_MESSAGE(e == "relay.yaml:2: postgres.dsn: cannot read secret file '" + ref + "': " + why, e);
+  }
 }

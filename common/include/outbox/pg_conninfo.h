@@ -43,8 +43,8 @@ class PgConnInfo {
 // Expands the ${NAME} references in a connection string template (the relay's
 // postgres.dsn) with `lookup`, so that no inserted text changes how libpq splits the
 // string. In keyword form, a reference in an unquoted value makes that value literal
-// text, written back single-quoted and escaped: password=${file:/s} passes the
-// file's bytes as they are, spaces, quotes and backslashes included. A reference
+// text, written back single-quoted and escaped when it is empty or holds a space, a
+// quote or a backslash: password=${file:/s} passes the file's bytes as they are. A reference
 // inside a value the template quotes itself ('${X}') is inserted as is, so it must be
 // escaped already; text that would end the quote early is refused. Elsewhere (a
 // key, the whole string, any part of a URI) the text is inserted as is. Throws

@@ -4,7 +4,9 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <optional>
@@ -229,11 +231,18 @@ class SectionReader {
   // path may be named in messages; the contents never are.
   std::string read_secret_file(const YAML::Node& at, const std::string& key, const std::string& path) const {
     if (path.empty()) fail(at, key, "${file:} needs a path");
+    // A directory opens, and reads as nothing: an empty password, not an error.
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) {
+      const auto type = std::filesystem::status(path, ec).type();
+      fail(at, key, "cannot read secret file '" + path + "': " +
+                        (type == std::filesystem::file_type::directory ? "it is a directory"
+                         : type == std::filesystem::file_type::not_found ? "it does not exist"
+                                                                         : "it is not a regular file"));
+    }
     std::ifstream in(path, std::ios::binary);
-    if (!in) fail(at, key, "cannot read secret file '" + path + "'");
-    std::stringstream buf;
-    buf << in.rdbuf();
-    std::string text = buf.str();
+    std::string text(std::istreambuf_iterator<char>(in), {});
+    if (!in.is_open() || in.bad()) fail(at, key, "cannot read secret file '" + path + "'");
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
     return text;
   }
