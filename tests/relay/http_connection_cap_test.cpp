@@ -49,17 +49,25 @@ TEST_CASE("with no idle connection the one that has had the longest to send its 
   CHECK(cap.victim() == newer);
 }
 
-TEST_CASE("a response being written is shed last, the oldest first") {
-  HttpConnectionCap cap(3);
+TEST_CASE("a connection stuck writing is shed before a fresh one, the oldest first; an idle one before both") {
+  HttpConnectionCap cap(4);
   auto a = cap.add();
   auto b = cap.add();
-  auto c = cap.add();
-  cap.enter(a, Phase::writing);
+  cap.enter(a, Phase::writing);  // clients that do not read their responses
   cap.enter(b, Phase::writing);
-  cap.enter(c, Phase::reading);
-  CHECK(cap.victim() == c);
-  cap.enter(c, Phase::writing);
+  auto slow = cap.add();
+  cap.enter(slow, Phase::reading);
+  auto probe = cap.add();  // fresh: just accepted, its request in flight
   CHECK(cap.victim() == a);
+  cap.enter(a, Phase::idle);
+  CHECK(cap.victim() == a);  // idle goes first
+  cap.remove(a);
+  cap.add();
+  CHECK(cap.victim() == b);
+  cap.remove(b);
+  cap.add();
+  CHECK(cap.victim() == slow);  // then those with no whole request yet, the probe last
+  (void)probe;
 }
 
 TEST_CASE("a new connection always fits: shedding the victim makes room, whatever the others do") {

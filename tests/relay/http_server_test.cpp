@@ -1,16 +1,24 @@
-// HttpServer under attack, served in this process on loopback: idle floods and
-// slowloris clients never delay a probe, and every hostile connection is closed
-// within the server's timeouts.
+// HttpServer under attack, served in this process on loopback: idle floods, slowloris
+// clients and clients that pipeline requests without reading the answers never delay a
+// probe, and every hostile connection is closed within the server's timeouts.
 #include "ops/http_server.h"
 
+#include <arpa/inet.h>
 #include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <atomic>
 #include <future>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "http_attack.h"
 #include "loopback_http_server.h"
@@ -21,6 +29,7 @@ namespace {
 
 const auto kIdleTimeout = relay::HttpLimits{}.idle_timeout;
 const auto kHeaderTimeout = relay::HttpLimits{}.header_read_timeout;
+const auto kWriteTimeout = relay::HttpLimits{}.write_timeout;
 // What the client side adds to a close it observes (its poll loop, scheduling).
 constexpr double kSlackMs = 300;
 constexpr double kProbeLimitMs = 100;
@@ -33,6 +42,44 @@ class ServedOnLoopback : public testenv::LoopbackHttpServer {
                                              [] { return std::optional<std::string>(); },
                                              [] { return std::optional<std::string>(); }}) {}
 };
+
+// An HttpServer on 127.0.0.1 whose /metrics is 32 KiB (far more than a small receive
+// window takes) and counts its renders.
+class CountingRenders : public testenv::LoopbackHttpServer {
+ public:
+  explicit CountingRenders(std::atomic<int>& renders)
+      : LoopbackHttpServer(relay::HttpRoutes{[&renders] {
+                                               ++renders;
+                                               return std::string(32 * 1024, '#') + "\nup 1\n";
+                                             },
+                                             [] { return std::optional<std::string>(); },
+                                             [] { return std::optional<std::string>(); }}) {}
+};
+
+// A client that never reads: a 1 KiB receive buffer (a window the kernel cannot send a
+// response into), then `requests` pipelined GET /metrics, sent at once. Returns the socket.
+int pipeline_without_reading(const std::string& address, int requests) {
+  const auto colon = address.rfind(':');
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  REQUIRE(inet_pton(AF_INET, address.substr(0, colon).c_str(), &sa.sin_addr) == 1);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  const int rcvbuf = 1024;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0);
+  std::string pipelined;
+  for (int i = 0; i < requests; ++i) pipelined += "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  ::send(fd, pipelined.data(), pipelined.size(), MSG_NOSIGNAL | MSG_DONTWAIT);  // fits the send buffer
+  return fd;
+}
+
+// Whether the server has closed `fd` (FIN or RST), waiting up to `limit`; the client reads nothing.
+bool closed_by_server(int fd, std::chrono::milliseconds limit) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, static_cast<int>(limit.count())) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
 
 void check_probes(const testenv::ProbeStats& probes) {
   MESSAGE("probes: " << probes.probes << ", failed: " << probes.failures << ", p50 " << probes.quantile_ms(0.5)
@@ -132,4 +179,84 @@ TEST_CASE("a keep-alive connection is served request after request, and closed o
   CHECK(ec == boost::asio::error::eof);
   CHECK(waited >= kIdleTimeout - 50ms);
   CHECK(waited < kIdleTimeout + 300ms);
+}
+
+TEST_CASE("a client pipelining 200 GET /metrics and reading no answer gets one rendered, and is cut off at the write timeout") {
+  std::atomic<int> renders{0};
+  CountingRenders server(renders);
+  const auto opened = std::chrono::steady_clock::now();
+  const int fd = pipeline_without_reading(server.address(), 200);
+  auto probes = std::async(std::launch::async, [&] {
+    return testenv::probe_series(server.address(), "/healthz", 20ms, 2500ms);
+  });
+  const bool closed = closed_by_server(fd, 5s);
+  const auto lived = std::chrono::steady_clock::now() - opened;
+  ::close(fd);
+
+  check_probes(probes.get());
+  MESSAGE("renders for 200 pipelined requests: " << renders.load() << ", closed after "
+                                                 << std::chrono::duration<double, std::milli>(lived).count() << " ms");
+  // The next request waits for the answer before it to leave, which it never does: a
+  // render, not one per request the kernel's send buffer would take (the attack's gain).
+  CHECK(renders.load() == 1);
+  CHECK(closed);
+  CHECK(lived >= kWriteTimeout - 50ms);
+  CHECK(lived < kWriteTimeout + std::chrono::milliseconds(static_cast<int>(kSlackMs)));
+}
+
+TEST_CASE("150 clients pipelining GET /metrics without reading, past the connection cap, never lock out /healthz") {
+  REQUIRE(testenv::raise_open_file_limit(2048));
+  std::atomic<int> renders{0};
+  CountingRenders server(renders);
+  auto probes = std::async(std::launch::async, [&] {
+    return testenv::probe_series(server.address(), "/healthz", 20ms, 2500ms);
+  });
+  // 100 a second, each stuck for the 1 s write timeout: more than the cap of 64 at once,
+  // so new connections, probes among them, arrive while the cap is full of these.
+  std::vector<int> clients;
+  for (int i = 0; i < 150; ++i) {
+    clients.push_back(pipeline_without_reading(server.address(), 200));
+    std::this_thread::sleep_for(10ms);
+  }
+  auto stats = probes.get();
+  int closed = 0;
+  for (int fd : clients) {
+    closed += closed_by_server(fd, 3s) ? 1 : 0;
+    ::close(fd);
+  }
+
+  check_probes(stats);
+  MESSAGE("renders for 150 clients pipelining 200 requests each: " << renders.load());
+  CHECK(renders.load() <= 150);  // one each at most (a shed one may not have got its first)
+  CHECK(closed == 150);
+}
+
+// 1000 requests, 50 KiB: more than the server reads ahead (16 KiB), the rest waiting in TCP.
+TEST_CASE("a client that pipelines 1000 requests and reads the answers gets every one, in order") {
+  namespace beast = boost::beast;
+  namespace http = beast::http;
+  ServedOnLoopback server;
+  const auto address = server.address();
+  const auto colon = address.rfind(':');
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::resolver resolver(io);
+  beast::tcp_stream stream(io);
+  stream.connect(resolver.resolve(address.substr(0, colon), address.substr(colon + 1)));
+  const std::vector<std::pair<std::string, http::status>> asked = {
+      {"GET /metrics", http::status::ok},       {"GET /healthz", http::status::ok},
+      {"GET /nowhere", http::status::not_found}, {"POST /metrics", http::status::method_not_allowed},
+      {"GET /readyz", http::status::ok}};
+  std::string pipelined;
+  for (int round = 0; round < 200; ++round)
+    for (const auto& [line, status] : asked) pipelined += line + " HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n";
+  boost::asio::write(stream, boost::asio::buffer(pipelined));
+  beast::flat_buffer buffer;
+  stream.expires_after(5s);
+  for (int round = 0; round < 200; ++round)
+    for (const auto& [line, status] : asked) {
+      http::response<http::string_body> res;
+      http::read(stream, buffer, res);
+      INFO(line << " (round " << round << ")");
+      CHECK(res.result() == status);
+    }
 }

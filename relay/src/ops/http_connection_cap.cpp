@@ -13,7 +13,7 @@ HttpConnectionCap::HttpConnectionCap(std::size_t max_connections) : max_(max_con
 std::optional<HttpConnectionCap::Id> HttpConnectionCap::victim() const {
   if (entries_.size() < max_) return std::nullopt;
   // Tiers of victims in the order of the class comment; the oldest of a tier goes.
-  auto tier = [](Phase p) { return p == Phase::idle ? 0 : p == Phase::writing ? 2 : 1; };
+  auto tier = [](Phase p) { return p == Phase::idle ? 0 : p == Phase::writing ? 1 : 2; };
   const Entry* victim = &entries_.front();
   for (const auto& e : entries_)
     if (tier(e.phase) < tier(victim->phase) || (tier(e.phase) == tier(victim->phase) && e.since < victim->since))

@@ -15,13 +15,19 @@ namespace relay {
 // them must not lock out the kubelet's probe. The victim is, in this order:
 //   1. the keep-alive connection idle the longest (it finished a request and has
 //      no other in progress: closing it costs its client a reconnect);
-//   2. of the connections that have not yet sent a whole request (fresh ones, which
+//   2. the connection whose response has been writing the longest. The server counts
+//      a response as writing until the client's TCP has acknowledged it, so one still
+//      writing when a connection arrives is most likely stuck: its client does not
+//      read (an attacker pipelining requests it never reads the answers to). Were it
+//      shed last, such clients would fill the cap and every new connection, a probe
+//      too, would be shed for the next;
+//   3. of the connections that have not yet sent a whole request (fresh ones, which
 //      sent nothing yet, and ones whose request is still arriving), the one that has
 //      had the longest to send it. A fresh connection is not shed before an older
-//      slow one: a probe's request is in flight when it is accepted;
-//   3. the connection whose response has been writing the longest.
+//      slow one: a probe's request is in flight when it is accepted.
 // A probe's request arrives whole and is answered in microseconds, so a probe is shed
-// only if `max_connections` newer connections arrive before its request is read.
+// only if `max_connections` newer connections arrive before its request is read; a
+// probe shed while writing its answer still gets it (the kernel holds the bytes).
 //
 // Pure bookkeeping, no I/O: the server closes the victim. Not thread-safe (the
 // server uses it on its strand). REQUIRES max_connections >= 1.

@@ -1,7 +1,12 @@
 #include "ops/http_server.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/ioctl.h>
+#ifdef __linux__
+#include <linux/sockios.h>  // SIOCOUTQNSD
+#endif
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -28,6 +33,17 @@ using Phase = HttpConnectionCap::Phase;
 // After a failed accept (out of file descriptors, say): try again this much later
 // rather than spin on the error.
 constexpr auto kAcceptRetry = std::chrono::milliseconds(50);
+
+// Bytes of request (and of requests pipelined after it) read ahead per connection: room
+// for one request at the parser's limits (8 KiB header, 4 KiB body). A client sending
+// more waits in TCP until the requests before are answered.
+constexpr std::size_t kMaxBuffered = 16 * 1024;
+
+// How often a written response is checked for delivery (see Session::await_delivery):
+// the first check soon, for a client a round trip away, then backing off so a client that
+// does not read costs a few checks a second until the write timeout.
+constexpr auto kDeliveryPollFirst = std::chrono::milliseconds(1);
+constexpr auto kDeliveryPollMax = std::chrono::milliseconds(32);
 
 class Session;
 
@@ -70,17 +86,42 @@ http::response<http::string_body> respond(const Shared& shared,
   return res;
 }
 
+// Bytes written to the socket that the kernel has not sent yet: the peer's receive window
+// has no room for them (or, for a round trip, its congestion window). 0 where unknown.
+// Not the unacknowledged bytes: a client's delayed ACK would hold each response ~40 ms.
+std::size_t unsent_bytes(tcp::socket& socket) {
+#ifdef SIOCOUTQNSD
+  int n = 0;
+  if (::ioctl(socket.native_handle(), SIOCOUTQNSD, &n) == 0 && n > 0) return static_cast<std::size_t>(n);
+#else
+  (void)socket;
+#endif
+  return 0;
+}
+
 // One client connection: wait for a request's first byte (idle timeout), read it whole
-// (header-read timeout), answer (write timeout), repeat while keep-alive. Each phase is reported
-// to the cap, which may have the listener shed the connection for a newer one.
-// Runs on the server's strand.
+// (header-read timeout), answer and wait until the client has taken the answer (write
+// timeout), repeat while keep-alive. Each phase is reported to the cap, which may have the
+// listener shed the connection for a newer one. Runs on the server's strand.
+//
+// One response at a time: a request pipelined behind another is not parsed, let alone
+// rendered, until the previous response has left for the client (its TCP had room for
+// it). The kernel would otherwise take response after response into its send buffer for a
+// client that never reads, each a /metrics render: a few bytes of the attacker's CPU for
+// much of ours. A client that does not read gets at most its receive window's worth.
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, std::shared_ptr<Shared> shared, HttpConnectionCap::Id id)
-      : stream_(std::move(socket)), shared_(std::move(shared)), id_(id) {}
+      : stream_(std::move(socket)), delivery_(stream_.get_executor()), shared_(std::move(shared)), id_(id) {}
   ~Session() { forget(); }
 
-  void start() { wait_for_request(); }
+  void start() {
+    // A response goes out in one write; Nagle would hold its last segment for an ACK that a
+    // delayed-ACK client sends only after its timer (and so delay await_delivery).
+    beast::error_code ignored;
+    stream_.socket().set_option(tcp::no_delay(true), ignored);
+    wait_for_request();
+  }
 
   // Closes the connection at once to make room for a newer one; the pending
   // operation then ends with operation_aborted.
@@ -155,22 +196,46 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void write() {
     shared_->cap.enter(id_, Phase::writing);
+    write_deadline_ = std::chrono::steady_clock::now() + shared_->limits.write_timeout;
     stream_.expires_after(shared_->limits.write_timeout);
     http::async_write(stream_, response_, beast::bind_front_handler(&Session::on_write, shared_from_this()));
   }
 
   void on_write(beast::error_code ec, std::size_t) {
     if (closed_) return;
-    if (ec || !response_.keep_alive()) {
+    if (ec || !response_.keep_alive()) {  // a last response is delivered by the kernel after the close
       close();
       return;
     }
-    shared_->cap.enter(id_, Phase::idle);
-    wait_for_request();
+    delivery_poll_ = kDeliveryPollFirst;
+    await_delivery({});
+  }
+
+  // Still writing (as the cap counts it) until the kernel has sent the whole response: it
+  // is in the client's socket buffer, if not yet read. A client that does not take it
+  // within the write timeout (from the start of the write) is cut off; until then it is
+  // stuck here, next in line to be shed after the idle. There is no readiness event for
+  // an empty send queue, hence the polling.
+  void await_delivery(beast::error_code ec) {
+    if (closed_ || ec) return;  // closed, or the timer was cancelled by close()
+    if (unsent_bytes(stream_.socket()) == 0) {
+      shared_->cap.enter(id_, Phase::idle);
+      wait_for_request();
+      return;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= write_deadline_) {
+      close();
+      return;
+    }
+    delivery_.expires_at(std::min(now + delivery_poll_, write_deadline_));
+    delivery_poll_ = std::min(delivery_poll_ * 2, kDeliveryPollMax);
+    delivery_.async_wait(beast::bind_front_handler(&Session::await_delivery, shared_from_this()));
   }
 
   void close() {
     closed_ = true;
+    delivery_.cancel();
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream_.close();
@@ -183,7 +248,10 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   beast::tcp_stream stream_;
-  beast::flat_buffer buffer_;
+  net::steady_timer delivery_;  // await_delivery's polls
+  std::chrono::steady_clock::time_point write_deadline_;
+  std::chrono::milliseconds delivery_poll_ = kDeliveryPollFirst;
+  beast::flat_buffer buffer_{kMaxBuffered};
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> response_;
   std::shared_ptr<Shared> shared_;

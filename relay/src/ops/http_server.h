@@ -34,7 +34,9 @@ struct HttpLimits {
   // From a request's first byte to its last (header and body), as a whole: a client
   // trickling bytes is cut off at this deadline however often it sends one.
   std::chrono::milliseconds header_read_timeout{500};
-  // Writing one response.
+  // Writing one response, until the kernel has sent all of it (into the client's receive
+  // window): a client that does not read its answers is cut off, and until then the next
+  // request it pipelined is not read.
   std::chrono::milliseconds write_timeout{1000};
   // Connections open at once; a new one beyond sheds an old one (HttpConnectionCap).
   std::size_t max_connections = 64;
@@ -47,10 +49,11 @@ class HttpServerError : public std::runtime_error {
 
 // Serves GET /metrics (Prometheus text format 0.0.4), /healthz and /readyz (200
 // "ok"/"ready", or 503 with the reason), 404 for other paths and 405 for other
-// methods. Keep-alive; requests are capped at 8 KiB of header and 4 KiB of body and
-// bounded in time by `HttpLimits`. At the connection cap a new connection is always
-// accepted and an old one shed (HttpConnectionCap picks it), so probes are answered
-// while hostile clients hold connections.
+// methods. Keep-alive and pipelining, one response at a time; requests are capped at
+// 8 KiB of header and 4 KiB of body (16 KiB read ahead) and bounded in time by
+// `HttpLimits`. At the connection cap a new connection is always accepted and an old
+// one shed (HttpConnectionCap picks it), so probes are answered while hostile clients
+// hold connections.
 //
 // Thread safety: construct and start() on one thread; every handler then runs on one
 // strand of `io` (any number of threads may run io). stop() may be called from any
