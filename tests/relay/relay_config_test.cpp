@@ -380,3 +380,15 @@ TEST_CASE("a ${file:} that is a directory or missing is an error naming the path
     CHECK_MESSAGE(e == "relay.yaml:2: postgres.dsn: cannot read secret file '" + ref + "': " + why, e);
   }
 }
+
+TEST_CASE("an integer with a leading zero or in hex or octal is refused, naming the key and value") {
+  SecretEnv env;
+  CHECK(contains(error_of(replace(kValid, "batch_size: 250", "batch_size: 0o17")), "relay.batch_size: expected an"));
+  for (const std::string bad : {"011", "0x1F", "-01", "00"}) {
+    auto e = error_of(replace(kValid, "batch_size: 250", "batch_size: " + bad));
+    CHECK_MESSAGE(e == "relay.yaml:9: relay.batch_size: expected a decimal integer without leading zeros, got '" + bad + "'", e);
+  }
+  CHECK(parse_config(replace(kValid, "batch_size: 250", "batch_size: 10"), "relay.yaml").relay.batch_size == 10);
+  CHECK(parse_config(replace(kValid, "heartbeat_s: 10", "heartbeat_s: 0"), "relay.yaml").amqp.heartbeat_s == 0);
+  CHECK(parse_config(replace(kValid, "heartbeat_s: 10", "heartbeat_s: +5"), "relay.yaml").amqp.heartbeat_s == 5);
+}

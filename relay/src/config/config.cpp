@@ -50,6 +50,9 @@ class SectionReader {
     long long n = 0;
     if (!v.IsScalar() || !YAML::convert<long long>::decode(v, n))
       fail(v, key_path(key), "expected an integer, got " + shown(v));
+    // yaml-cpp reads 011 as octal (9) and 0x1F as hex: only plain decimal is taken.
+    if (!plain_decimal(v.Scalar()))
+      fail(v, key_path(key), "expected a decimal integer without leading zeros, got " + shown(v));
     if (n < min || n > max)
       fail(v, key_path(key), "must be between " + std::to_string(min) + " and " +
                                  std::to_string(max) + ", got " + std::to_string(n));
@@ -245,6 +248,12 @@ class SectionReader {
     if (!in.is_open() || in.bad()) fail(at, key, "cannot read secret file '" + path + "'");
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
     return text;
+  }
+
+  static bool plain_decimal(const std::string& text) {
+    const auto digits = text.find_first_not_of("+-") == 1 ? text.substr(1) : text;
+    return !digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos &&
+           (digits == "0" || digits[0] != '0');
   }
 
   static std::string kind(const YAML::Node& v) {
