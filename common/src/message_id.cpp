@@ -2,6 +2,7 @@
 
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <stdexcept>
@@ -83,6 +84,21 @@ MessageId MessageId::parse(std::string_view text, const std::string& field) {
     ++nibble;
   }
   return id;
+}
+
+MessageId MessageId::parse_distinct(std::string_view text, const std::string& field) {
+  MessageId id = parse(text, field);
+  if (id.is_sentinel())
+    throw ValidationError(field, "is the " + std::string(id.bytes_[0] == 0 ? "nil" : "max") + " UUID " +
+                                     quoted_value(text, 64) +
+                                     ", which names no message: an inbox would take every later message "
+                                     "carrying it for a duplicate");
+  return id;
+}
+
+bool MessageId::is_sentinel() const {
+  auto all = [&](std::uint8_t v) { return std::all_of(bytes_.begin(), bytes_.end(), [v](auto b) { return b == v; }); };
+  return all(0x00) || all(0xFF);
 }
 
 std::string MessageId::to_string() const {

@@ -77,7 +77,7 @@ void ConsumerWorker::consume_until_stopped() {
 void ConsumerWorker::handle(InboundMessage& m) {
   Delivery& d = m.delivery;
   try {
-    d.message_id = MessageId::parse(m.message_id, "message_id");
+    d.message_id = MessageId::parse_distinct(m.message_id, "message_id");
   } catch (const ValidationError& e) {
     // Without an id the inbox cannot deduplicate it: never process it blindly.
     LogFields fields{{"type", one_line(d.type, 100)}, {"routing_key", one_line(d.routing_key, 255)},

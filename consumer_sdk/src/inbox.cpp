@@ -2,6 +2,7 @@
 
 #include <pqxx/pqxx>
 
+#include "outbox/errors.h"
 #include "outbox/sql_identifier.h"
 
 namespace outbox {
@@ -19,6 +20,10 @@ Inbox::Inbox(InboxOptions options) : options_(std::move(options)) {
 
 InboxOutcome Inbox::record(pqxx::transaction_base& tx, const MessageId& message_id,
                            const std::string& message_type) const {
+  // A sentinel id recorded once would make every later message carrying it a duplicate.
+  if (message_id.is_sentinel())
+    throw ValidationError("message_id", "is the UUID " + message_id.to_string() +
+                                            ", which names no message: refusing to deduplicate on it");
   auto r = tx.exec_params(insert_sql_, message_id.to_string(), options_.consumer.value(), message_type);
   return r.affected_rows() == 1 ? InboxOutcome::kNew : InboxOutcome::kDuplicate;
 }

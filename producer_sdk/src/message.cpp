@@ -125,7 +125,7 @@ void validate_message(const Message& m, const MessageLimits& limits) {
   require_short("ordering_key", m.ordering_key, false);
   require_short("content_type", m.content_type, true);
   if (m.correlation_id) require_short("correlation_id", *m.correlation_id, true);
-  if (m.message_id) MessageId::parse(*m.message_id, "message_id");
+  if (m.message_id) MessageId::parse_distinct(*m.message_id, "message_id");
   if (m.payload.size() > limits.max_payload_bytes)
     throw ValidationError("payload", "is " + std::to_string(m.payload.size()) +
                                          " bytes, above the maximum of " +

@@ -170,6 +170,23 @@ TEST_CASE("a message without a valid message id is dead-lettered unprocessed") {
   CHECK(runner.counters().dead_lettered == 2);
 }
 
+TEST_CASE("messages a foreign producer stamps with the nil UUID are dead-lettered, never acked as duplicates") {
+  Fixture f;
+  std::atomic<int> calls{0};
+  outbox::ConsumerRunner runner(f.options(), [&](pqxx::transaction_base&, const outbox::Delivery&) { ++calls; });
+  runner.start();
+  const std::string nil = "00000000-0000-0000-0000-000000000000";
+  f.publish("first charge", nil);
+  f.publish("second charge", nil);
+  REQUIRE(testenv::eventually(10s, [&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == 2; }));
+  runner.stop();
+  runner.wait();
+  CHECK(calls == 0);
+  CHECK(runner.counters().duplicates == 0);
+  CHECK(runner.counters().dead_lettered == 2);
+  CHECK(f.inbox_rows() == 0);
+}
+
 TEST_CASE("follow-up events enqueued by a handler commit with its inbox record and effect, or not at all") {
   Fixture f;
   outbox::OutboxWriter writer({f.s(), {}});

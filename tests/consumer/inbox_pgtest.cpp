@@ -6,6 +6,7 @@
 #include <pqxx/pqxx>
 
 #include "consumer_test_support.h"
+#include "outbox/errors.h"
 #include "outbox/inbox.h"
 #include "outbox/natural_key_insert.h"
 #include "outbox/state_transition.h"
@@ -47,6 +48,17 @@ TEST_CASE("a message recorded twice by one consumer is new once, then a duplicat
   // A duplicate is not an error: the transaction is still usable.
   CHECK(tx.exec1("SELECT 1")[0].as<int>() == 1);
   CHECK(testenv::sql_value("SELECT message_type FROM " + schema.name() + ".inbox") == "OrderPlaced");
+}
+
+TEST_CASE("the nil UUID is refused by the inbox rather than recorded: every later message carrying it would be a duplicate") {
+  testenv::ScopedSchema schema("inbox");
+  auto inbox = make_inbox(schema, "billing");
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  for (const char* sentinel : {"00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff"})
+    CHECK_THROWS_WITH_AS(inbox.record(tx, MessageId::parse(sentinel)), doctest::Contains("message_id: is the UUID"),
+                         outbox::ValidationError);
+  CHECK(tx.exec1("SELECT count(*) FROM " + schema.name() + ".inbox")[0].as<int>() == 0);
 }
 
 TEST_CASE("two consumers of one message each get it as new") {

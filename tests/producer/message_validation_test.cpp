@@ -102,6 +102,22 @@ TEST_CASE("a malformed message id is rejected, a canonical one accepted") {
   CHECK_NOTHROW(validate_message(m, {}));
 }
 
+TEST_CASE("the nil and the max UUID are refused as a message id naming message_id: they name no message") {
+  // A producer stamping every message with one would have all but the first taken
+  // for duplicates by a consumer's inbox.
+  auto m = valid_message();
+  for (std::string sentinel : {"00000000-0000-0000-0000-000000000000", "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF"}) {
+    m.message_id = sentinel;
+    CHECK_THROWS_WITH_AS(validate_message(m, {}), doctest::Contains("message_id: is the"), ValidationError);
+    CHECK_MESSAGE(rejected_field([&] { validate_message(m, {}); }) == "message_id", sentinel);
+  }
+  CHECK_THROWS_WITH(MessageId::parse_distinct("00000000-0000-0000-0000-000000000000"),
+                    doctest::Contains("nil UUID '00000000-0000-0000-0000-000000000000', which names no message"));
+  m.message_id = "00000000-0000-0000-0000-000000000001";
+  CHECK_NOTHROW(validate_message(m, {}));
+  CHECK(MessageId::parse("00000000-0000-0000-0000-000000000000").is_sentinel());  // parse() still reads it
+}
+
 TEST_CASE("a UUIDv7 has version 7, variant 10 and the current time") {
   auto before = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());

@@ -20,6 +20,15 @@ class MessageId {
   // Parses the canonical 8-4-4-4-12 hex form (either case).
   // Throws ValidationError naming `field` when malformed.
   static MessageId parse(std::string_view text, const std::string& field = "message_id");
+  // Parses like parse() and also refuses (ValidationError naming `field`) the nil UUID
+  // (all zeros) and the max UUID (all ones), sentinels that name no message: a sender
+  // stamping them on every message would have all but its first acked as duplicates
+  // by an inbox, and lost. For an id given to a message (producer) or read from one
+  // (consumer); parse() still addresses a row that already carries one (admin tools).
+  static MessageId parse_distinct(std::string_view text, const std::string& field = "message_id");
+
+  // The nil or the max UUID (RFC 9562 sections 5.9 and 5.10).
+  bool is_sentinel() const;
 
   // Lower-case canonical form.
   std::string to_string() const;

@@ -42,7 +42,8 @@ class Inbox {
   // Throws ValidationError when the schema or the consumer name is bad.
   explicit Inbox(InboxOptions options);
 
-  // `message_type` is stored for operators only (may be empty).
+  // `message_type` is stored for operators only (may be empty). Throws
+  // ValidationError, recording nothing, for the nil or max UUID (MessageId::parse_distinct).
   InboxOutcome record(pqxx::transaction_base& tx, const MessageId& message_id,
                       const std::string& message_type = "") const;
 

@@ -24,8 +24,9 @@ struct Message {
   // of the AMQP header table, and the message's content header must fit frame_max.
   std::map<std::string, std::string> headers;
   std::optional<std::string> correlation_id;
-  // Canonical UUID text. Leave empty to have one assigned (UUIDv7) at enqueue; set it
-  // to keep an id the caller already handed out. Either way it never changes later.
+  // Canonical UUID text, neither the nil nor the max UUID (they name no message).
+  // Leave empty to have one assigned (UUIDv7) at enqueue; set it to keep an id the
+  // caller already handed out. Either way it never changes later.
   std::optional<std::string> message_id;
   // W3C trace context of the caller's span (outbox/trace_context.h has the rules).
   // Stored with the row; the relay sends them as the AMQP headers `traceparent` and
