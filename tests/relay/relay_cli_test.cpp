@@ -287,3 +287,19 @@ TEST_CASE("unknown arguments still exit 2 naming the argument, in any spelling")
     CHECK_MESSAGE(contains(r.output, expected), r.output);
   }
 }
+
+TEST_CASE("--config given twice is refused by every command, in any spelling, as other repeated flags are") {
+  const auto a = write_temp_file(kGood), b = write_temp_file(kGood);
+  for (const std::string cmd : {"run", "migrate", "status", "cleanup"}) {
+    for (const auto& args : {std::vector<std::string>{cmd, "--config", a, "--config", b},
+                             std::vector<std::string>{cmd, "-c", a, "--config=" + b}}) {
+      const auto r = run_relay_command(args);
+      CHECK_MESSAGE(r.exit_code == 2, std::string(cmd + ": " + r.output));
+      CHECK_MESSAGE(contains(r.output, "--config given twice"), r.output);
+    }
+  }
+  const auto dead = run_relay_command({"dead", "list", "-c", a, "-c", b});
+  CHECK(dead.exit_code == 2);
+  CHECK_MESSAGE(contains(dead.output, "--config given twice"), dead.output);
+  CHECK(run_relay_command({"check-config", "--config", a, "--config", b}).exit_code == 2);
+}

@@ -41,10 +41,13 @@ Args expand_args(const Args& args) {
 
 AdminArgs::AdminArgs(const std::string& command, const Args& args, const std::vector<FlagSpec>& specs)
     : command_(command) {
+  bool config_given = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const auto& a = args[i];
     if (a == "--config") {
       if (i + 1 >= args.size()) throw UsageError("--config needs a file name");
+      if (config_given) throw UsageError("--config given twice");  // as every other flag
+      config_given = true;
       config_ = args[++i];
       continue;
     }

@@ -70,9 +70,12 @@ bool wait_and_preflight(const RelayConfig& config, const std::atomic<bool>& stop
 std::string parse_config_flag(const std::string& command, const Args& args,
                               const std::vector<std::pair<std::string, bool*>>& flags) {
   std::string config;
+  bool config_given = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--config") {
       if (i + 1 >= args.size()) throw UsageError("--config needs a file name");
+      if (config_given) throw UsageError("--config given twice");  // which one was meant?
+      config_given = true;
       config = args[++i];
       continue;
     }
