@@ -2,6 +2,8 @@
 // exit non-zero with a message naming the key at fault.
 #include <doctest/doctest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -302,4 +304,24 @@ TEST_CASE("--config given twice is refused by every command, in any spelling, as
   CHECK(dead.exit_code == 2);
   CHECK_MESSAGE(contains(dead.output, "--config given twice"), dead.output);
   CHECK(run_relay_command({"check-config", "--config", a, "--config", b}).exit_code == 2);
+}
+
+TEST_CASE("an encrypted amqp.key_file fails check-config --connect at once, naming the file, without a passphrase prompt") {
+  const auto dir = write_temp_file("", ".d");
+  const auto key = dir + ".key.pem", cert = dir + ".crt.pem";
+  // Encrypted with a passphrase (no -nodes).
+  REQUIRE(std::system(("openssl req -x509 -newkey rsa:2048 -days 1 -subj /CN=relay -passout pass:TOPSECRETPASS"
+                       " -keyout " + key + " -out " + cert + " >/dev/null 2>&1").c_str()) == 0);
+  auto path = write_temp_file(
+      "postgres:\n  dsn: host=127.0.0.1 port=1 user=postgres\n  connect_timeout_s: 2\n"
+      "amqp:\n  uri: amqps://guest:amqp-secret-2@127.0.0.1:1/\n  connect_timeout_ms: 2000\n"
+      "  cert_file: " + cert + "\n  key_file: " + key + "\n");
+  auto r = run_relay_command({"check-config", path, "--connect"});
+  CHECK(r.exit_code == 1);
+  CHECK_MESSAGE(contains(r.output, "amqp: FAILED: amqp.key_file: '" + key +
+                                       "' is encrypted; give an unencrypted key (passphrases are not supported)"),
+                r.output);
+  CHECK_FALSE(contains(r.output, "pass phrase"));
+  std::remove(key.c_str());
+  std::remove(cert.c_str());
 }
