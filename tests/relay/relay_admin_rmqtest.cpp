@@ -251,3 +251,26 @@ TEST_CASE("each admin command has --help with its exit codes, and bad usage exit
   CHECK(r.exit_code == 2);
   CHECK(contains(r.output, "--older-than must be at least 1m"));
 }
+
+TEST_CASE("migrate and the admin commands refuse an unencrypted session when postgres.require_tls is set, as run does") {
+  ScopedSchema schema;
+  // Over a Unix socket libpq uses no TLS whatever sslmode says: only the session check catches it.
+  auto dirs = sql_value("SHOW unix_socket_directories");
+  const auto dsn = "host=" + dirs.substr(0, dirs.find(',')) + " port=" + sql_value("SHOW port") +
+                   " user=" + sql_value("SELECT current_user") + " dbname=" + sql_value("SELECT current_database()") +
+                   " sslmode=verify-full sslrootcert=/nonexistent/ca.crt";
+  const auto yaml = "postgres:\n  dsn: " + dsn + "\n  schema: " + schema.name() +
+                    "\n  require_tls: true\namqp:\n  uri: ${OUTBOX_AMQP_URI}\n";
+  const auto cfg = testenv::write_temp_file(yaml);
+  for (const auto& args : {std::vector<std::string>{"status", "-c", cfg}, {"dead", "list", "-c", cfg},
+                           {"replay", "-c", cfg, "--since", "1h", "--dry-run"},
+                           {"cleanup", "-c", cfg, "--older-than", "7d", "--dry-run"}, {"migrate", "-c", cfg}}) {
+    auto r = run_relay_command(args);
+    CHECK_MESSAGE(r.exit_code == 1, r.output);
+    CHECK_MESSAGE(contains(r.output, "postgres.require_tls is true but the PostgreSQL session is not encrypted"), r.output);
+  }
+  // The same file without require_tls works: the session itself is fine.
+  auto plain = testenv::write_temp_file(yaml.substr(0, yaml.find("  require_tls")) + "amqp:\n  uri: ${OUTBOX_AMQP_URI}\n");
+  auto ok = run_relay_command({"status", "-c", plain});
+  CHECK_MESSAGE(ok.exit_code == 0, ok.output);
+}

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "admin/admin_args.h"
+#include "config/preflight.h"
 #include "outbox/duration.h"
 #include "outbox/one_line.h"
 #include "ops/outbox_cleaner.h"
@@ -131,6 +132,7 @@ int cmd_cleanup(const Args& raw) {
   try {
     auto conn_owner = connect_postgres(config->postgres);
     auto& conn = *conn_owner;
+    require_tls_session(conn, config->postgres);
     OutboxCleaner cleaner(conn, config->postgres.schema);
     if (!cleaner.try_lock()) {
       std::cerr << "cleanup: retention or another cleanup is running on schema '"

@@ -6,6 +6,7 @@
 #include <pqxx/pqxx>
 
 #include "admin/admin_args.h"
+#include "config/preflight.h"
 #include "outbox/duration.h"
 #include "outbox/one_line.h"
 #include "outbox/errors.h"
@@ -158,6 +159,7 @@ int cmd_replay(const Args& raw) {
   try {
     auto conn_owner = connect_postgres(config->postgres);
     auto& conn = *conn_owner;
+    require_tls_session(conn, config->postgres);
     pqxx::work tx(conn);
     if (!selection.ids.empty() || !selection.message_ids.empty()) {
       auto problems = check_ids(tx, table, selection);

@@ -7,6 +7,7 @@
 #include <pqxx/pqxx>
 
 #include "admin/admin_args.h"
+#include "config/preflight.h"
 #include "outbox/one_line.h"
 #include "outbox/sql_identifier.h"
 #include "publish/outbox_store.h"
@@ -90,6 +91,7 @@ int cmd_status(const Args& raw) {
   try {
     auto conn_owner = connect_postgres(config->postgres);
     auto& conn = *conn_owner;
+    require_tls_session(conn, config->postgres);
     types = query_status(conn, config->postgres.schema);
   } catch (const std::exception& e) {
     std::cerr << "status failed: " << outbox::one_line(e.what()) << "\n";

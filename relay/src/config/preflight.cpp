@@ -63,12 +63,15 @@ void preflight(pqxx::connection_base& conn, const RelayConfig& config) {
     for (std::size_t i = 0; i < missing.size(); ++i) text += (i ? "; and " : "") + missing[i];
     throw PreflightError(text + ". Grant the relay role from schema/roles.sql (see docs/OPERATIONS.md)");
   }
-  if (config.postgres.require_tls) {
-    pqxx::read_transaction tx(conn);
-    auto r = tx.exec("SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()");
-    if (r.empty() || !r[0][0].as<bool>())
-      throw PreflightError("postgres.require_tls is true but the PostgreSQL session is not encrypted");
-  }
+  require_tls_session(conn, config.postgres);
+}
+
+void require_tls_session(pqxx::connection_base& conn, const PostgresConfig& postgres) {
+  if (!postgres.require_tls) return;
+  pqxx::read_transaction tx(conn);
+  auto r = tx.exec("SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()");
+  if (r.empty() || !r[0][0].as<bool>())
+    throw PreflightError("postgres.require_tls is true but the PostgreSQL session is not encrypted");
 }
 
 }  // namespace relay

@@ -29,4 +29,10 @@ std::vector<std::string> missing_privileges(pqxx::connection_base& conn, const s
 // postgres.require_tls is set and the session is not encrypted.
 void preflight(pqxx::connection_base& conn, const RelayConfig& config);
 
+// Throws PreflightError when postgres.require_tls is set and the session is not
+// encrypted (libpq's sslmode does not apply over a Unix socket). Every command that
+// connects checks it before its first statement: run and check-config in preflight,
+// migrate and the admin commands right after connecting.
+void require_tls_session(pqxx::connection_base& conn, const PostgresConfig& postgres);
+
 }  // namespace relay
