@@ -67,6 +67,22 @@ TEST_CASE("one_line escapes control bytes only") {
   CHECK(one_line("keep 'quotes' \\ and \xc3\xa9") == "keep 'quotes' \\ and \xc3\xa9");
 }
 
+TEST_CASE("one_line's result is valid UTF-8: a character is never cut and malformed bytes are escaped") {
+  // RabbitMQ cuts its reply text at 255 bytes, inside a character: PostgreSQL refused
+  // such a last_error (SQLSTATE 22021) and the whole batch's mark rolled back.
+  std::string name;
+  for (int i = 0; i < 127; ++i) name += "\xc3\xbc";  // 127 x u-umlaut
+  const std::string reply = ("NOT_FOUND - no exchange '" + name + "' in vhost '/'").substr(0, 252);
+  const auto line = one_line(reply);
+  CHECK(line == reply.substr(0, 251) + "\\xc3");  // the last byte, half a character, escaped
+  CHECK(one_line(name, 64).size() == 64 + 3);  // 32 whole characters, then "..."
+  CHECK(one_line(name, 65).size() == 64 + 3);  // not 32 and a half
+  CHECK(one_line("\xff\xfe ok \xe2\x82") == "\\xff\\xfe ok \\xe2\\x82");
+  CHECK(one_line("\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80") ==  // overlong, surrogate, past U+10FFFF
+        "\\xc0\\xaf \\xed\\xa0\\x80 \\xf4\\x90\\x80\\x80");
+  CHECK(one_line("\xe2\x82\xac \xf0\x9f\x92\xb3") == "\xe2\x82\xac \xf0\x9f\x92\xb3");  // euro sign, card
+}
+
 TEST_CASE("a header name with CR/LF is escaped in the validation error, never echoed raw") {
   Message m = message_with([](Message& x) { x.headers[kInjected] = "v"; });
   auto what = error_of([&] { validate_message(m, MessageLimits{}); });

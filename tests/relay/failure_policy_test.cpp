@@ -2,6 +2,8 @@
 // max_attempts) and which the environment's (no attempt).
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include "publish/failure_policy.h"
 
 using relay::CloseBlame;
@@ -132,6 +134,18 @@ TEST_CASE("settle: with max_attempts 1 a message's own failure parks at once, th
     const auto s = FailurePolicy::settle(row.outcome, row.reason, 0, 1);
     CHECK((s.action == Action::kPark) == row.attempt);
   }
+}
+
+TEST_CASE("settle: attempts written by hand out of range count from 0 and park at max_attempts, never overflow") {
+  // Before: INT_MAX + 1 (undefined behaviour), and from INT_MIN about 2^31 tries.
+  const auto returned = [](int attempts) { return FailurePolicy::settle(Outcome::kReturned, "", attempts, 5); };
+  CHECK(returned(std::numeric_limits<int>::min()).action == Action::kRetryAfterBackoff);
+  CHECK(returned(std::numeric_limits<int>::min()).backoff_attempt == 1);
+  CHECK(returned(-1).backoff_attempt == 1);
+  CHECK(returned(std::numeric_limits<int>::max()).action == Action::kPark);
+  CHECK(returned(std::numeric_limits<int>::max()).backoff_attempt == 5);
+  CHECK(returned(3).backoff_attempt == 4);
+  CHECK(returned(4).action == Action::kPark);
 }
 
 TEST_CASE("a channel close: the server's codes hold everything, a message's code charges, holds or isolates") {

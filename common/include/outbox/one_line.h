@@ -7,7 +7,9 @@
 
 namespace outbox {
 
-// Escapes CR, LF and other control characters (\r, \n, \xNN) and caps the length,
+// Escapes CR, LF and other control characters (\r, \n, \xNN) and bytes that are not
+// well-formed UTF-8 (\xNN), and caps the length without cutting a character: the
+// result is valid UTF-8 (a PostgreSQL text value) whatever came in,
 // so an error can never forge or split a log line. Trailing white space (libpq ends
 // its messages with a newline) is dropped. A PostgreSQL error's DETAIL line and
 // what follows are dropped too: they quote row data (payloads, headers, keys).

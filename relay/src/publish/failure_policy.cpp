@@ -35,8 +35,10 @@ Settlement FailurePolicy::settle(ConfirmTracker::Outcome outcome, const std::str
   const Verdict v = judge(outcome, reason);
   if (v.retry_at_once) return {Action::kRetryAtOnce, v, 0};
   if (!v.counts_as_attempt) return {Action::kRetryAfterBackoff, v, 1};  // the environment's: the first step
-  if (attempts + 1 >= max_attempts) return {Action::kPark, v, attempts + 1};
-  return {Action::kRetryAfterBackoff, v, attempts + 1};
+  // A row written by hand may carry any attempts: count from 0, never overflow.
+  const int next = attempts < 0 ? 1 : attempts >= max_attempts ? max_attempts : attempts + 1;
+  if (next >= max_attempts) return {Action::kPark, v, next};
+  return {Action::kRetryAfterBackoff, v, next};
 }
 
 Verdict FailurePolicy::judge(ConfirmTracker::Outcome outcome, const std::string& reason) {

@@ -14,6 +14,7 @@
 #include "publish/lane_manager.h"
 #include "publish/pg_binary_query.h"
 #include "publish/stage_cpu.h"
+#include "outbox/one_line.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
 #include "publish/pg_connect.h"
@@ -112,10 +113,14 @@ void OutboxStore::connect() {
                 "SELECT EXISTS (SELECT 1 FROM " + schema_ + ".outbox "
                 "WHERE " + pending_sql() + " AND next_attempt_at <= now())");
   conn->prepare("outbox_mark_failed",
-                "UPDATE " + schema_ + ".outbox o SET attempts = o.attempts + f.counted, "
+                // attempts as written by hand may be anything: from below 0 it counts
+                // from 0, and at the int maximum it stays there (an overflow would
+                // fail the statement, and with it every row of the batch).
+                "UPDATE " + schema_ + ".outbox o "
+                "SET attempts = LEAST(GREATEST(o.attempts, 0), 2147483646) + f.counted, "
                 "next_attempt_at = now() + f.retry_in_ms * interval '1 millisecond', "
                 "last_error = f.error, "
-                "parked_at = CASE WHEN f.counted = 1 AND o.attempts + 1 >= $5 THEN now() END "
+                "parked_at = CASE WHEN f.counted = 1 AND GREATEST(o.attempts, 0) >= $5 - 1 THEN now() END "
                 "FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::int[]) "
                 "AS f(id, error, retry_in_ms, counted) "
                 "WHERE o.id = f.id");
@@ -337,7 +342,7 @@ void OutboxStore::decode_message_columns(const PgBinaryQuery& q, int i, const Cl
     }
     for (auto it = parsed.cbegin(); it != parsed.cend(); ++it) {
       if (!it.value().is_string()) {
-        row.invalid = "column headers: the value of header '" + it.key().substr(0, 64) +
+        row.invalid = "column headers: the value of header '" + outbox::one_line(it.key(), 64) +
                       "' must be a string, got a JSON " + it.value().type_name();
         return;
       }
@@ -428,7 +433,7 @@ void OutboxStore::mark_failed(pqxx::transaction_base& tx, const std::vector<Fail
   std::vector<std::string> errors;
   for (const auto& r : rows) {
     ids.push_back(r.id);
-    errors.push_back(r.error);
+    errors.push_back(outbox::one_line(r.error));  // valid UTF-8, or the statement fails (22021)
     delays.push_back(r.retry_in_ms);
     counted.push_back(r.counts_as_attempt ? 1 : 0);
   }

@@ -490,8 +490,15 @@ void RelayLoop::finish_batch(InflightBatch& b) {
     spdlog::warn("PostgreSQL connection lost during a batch of {} rows; they stay pending and "
                  "may be published again: {}", b.rows.size(), outbox::one_line(e.what()));
   } catch (const pqxx::sql_error& e) {
-    spdlog::error("batch of {} rows rolled back (SQLSTATE {}): {}", b.rows.size(), e.sqlstate(),
-                  outbox::one_line(e.what()));
+    // The rows stay pending, acked or not, and are claimed again: at once, that
+    // would publish them again and again as fast as the broker acks. So claims
+    // pause, longer at each rollback in a row, as after a fault of the broker's.
+    last_failure_ = "the mark of rows " + std::to_string(b.rows.front().id) + ".." +
+                    std::to_string(b.rows.back().id) + " rolled back (SQLSTATE " + e.sqlstate() +
+                    "): " + outbox::one_line(e.what());
+    hold_publishing("batch of " + std::to_string(b.rows.size()) + " rows not marked: " + last_failure_ +
+                        "; they stay pending and will be published again",
+                    ++rollbacks_in_a_row_);
     if (b.store->connected()) {
       b.tx.reset();
       return;
@@ -532,6 +539,7 @@ bool RelayLoop::commit_batch(InflightBatch& b, const std::vector<const ClaimedRo
     b.store->disconnect();
     return false;
   }
+  rollbacks_in_a_row_ = 0;
   ++counters_.batches;
   counters_.published += acked;
   counters_.failed += failed;

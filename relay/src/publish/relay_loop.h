@@ -87,7 +87,11 @@ class RelayLoop {
   bool publish_suspect(InflightBatch& batch);
   bool publish_row(InflightBatch& batch, std::size_t row);
   bool held() const { return Clock::now() < hold_until_; }
+  // Claims and publishes nothing for reconnect_backoff_.delay(step): the step is
+  // a count of faults in a row (a channel close nobody is to blame for; without
+  // `step`, environment_closes_), so a fault that repeats never spins.
   void hold_publishing(const std::string& why);
+  void hold_publishing(const std::string& why, int step);
   void on_channel_closed(const BrokerEvent& event);
   // kChargeSole: the one outstanding row provoked the close; it is settled kRefused.
   void charge_sole_outstanding(const std::string& reason);
@@ -164,6 +168,7 @@ class RelayLoop {
   // (backoff, reset by the next ack), so a fault of the broker's never spins.
   Clock::time_point hold_until_{};
   int environment_closes_ = 0;
+  int rollbacks_in_a_row_ = 0;  // batches whose mark failed since the last commit
   // Stall detection: the last time a row was published or nothing was due.
   Clock::time_point progress_at_ = Clock::now();
   std::optional<Clock::time_point> retry_due_until_;  // the latest retry this relay scheduled

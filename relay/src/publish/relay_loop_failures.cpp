@@ -151,9 +151,11 @@ FailedRow RelayLoop::failed_row(const ClaimedRow& row, const Settlement& s, cons
   return f;
 }
 
-void RelayLoop::hold_publishing(const std::string& why) {
-  const auto delay = reconnect_backoff_.delay(++environment_closes_);
-  hold_until_ = Clock::now() + delay;
+void RelayLoop::hold_publishing(const std::string& why) { hold_publishing(why, ++environment_closes_); }
+
+void RelayLoop::hold_publishing(const std::string& why, int step) {
+  const auto delay = reconnect_backoff_.delay(step);
+  hold_until_ = std::max(hold_until_, Clock::now() + delay);
   spdlog::warn("{}; publishing paused for {} ms", why, delay.count());
 }
 
