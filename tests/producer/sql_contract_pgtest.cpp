@@ -156,6 +156,23 @@ TEST_CASE("enqueue refuses what the SDK refuses, naming the argument, and writes
   CHECK(q.exec1("SELECT current_setting('outbox_test.column')")[0].as<std::string>() == "routing_key");
 }
 
+TEST_CASE("enqueue refuses a NULL or negative max_payload_bytes instead of skipping the size check") {
+  ScopedSchema schema;
+  const auto s = "\"" + schema.name() + "\"";
+  const std::string fn = schema.name() + ".enqueue: ";
+  // 2 MiB: past the default limit, so a skipped check would have written it.
+  const auto big = "SELECT " + s + ".enqueue('o', 'r', 'T', decode(repeat('00', 2097152), 'hex'), ";
+  auto r = refused(big + "max_payload_bytes => NULL)");
+  CHECK(r.sqlstate == "22023");
+  CHECK_MESSAGE(contains(r.message, fn + "max_payload_bytes must not be null"), r.message);
+  r = refused("SELECT " + s + ".enqueue('o', 'r', 'T', '', max_payload_bytes => -1)");
+  CHECK(r.sqlstate == "22023");
+  CHECK_MESSAGE(contains(r.message, fn + "max_payload_bytes is -1, it must not be negative"), r.message);
+  CHECK(sql_value("SELECT count(*) FROM " + s + ".outbox") == "0");
+  // 0 is a limit: only an empty payload fits.
+  CHECK(sql_value("SELECT " + s + ".enqueue('o', 'r', 'T', '', max_payload_bytes => 0) IS NOT NULL") == "t");
+}
+
 TEST_CASE("uuid_v7 ids carry version 7, variant 10 and the time, and increase within a session") {
   ScopedSchema schema;
   const auto s = "\"" + schema.name() + "\"";

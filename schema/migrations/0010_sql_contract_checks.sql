@@ -1,0 +1,70 @@
+-- The SQL contract of 0008 (docs/SQL-CONTRACT.md) refuses what the C++ SDK refuses,
+-- with its own error (SQLSTATE 22023, the argument named in the message and as the
+-- error's column field), in cases 0008 let through:
+--   * enqueue(max_payload_bytes => NULL) skipped the payload size check (octet_length
+--     > NULL is NULL, not true): a NULL limit is refused, and so is a negative one;
+--
+-- Same signatures and argument names as 0008 (CREATE OR REPLACE keeps the grants of
+-- schema/roles.sql); the table is not touched, so this takes no lock on it.
+SET LOCAL lock_timeout = '10s';
+
+-- 0008's enqueue, with the limit checked before the payload is measured against it.
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue(
+    exchange          text,
+    routing_key       text,
+    message_type      text,
+    payload           bytea,
+    headers           jsonb   DEFAULT '{}',
+    ordering_key      text    DEFAULT '',
+    content_type      text    DEFAULT 'application/json',
+    correlation_id    text    DEFAULT NULL,
+    message_id        uuid    DEFAULT NULL,
+    traceparent       text    DEFAULT NULL,
+    tracestate        text    DEFAULT NULL,
+    max_payload_bytes integer DEFAULT 1048576)
+RETURNS uuid LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+  id  uuid := coalesce(message_id, {{schema}}.uuid_v7());
+  all_headers jsonb := coalesce(headers, '{}');
+BEGIN
+  PERFORM {{schema}}.outbox_check_shortstr('enqueue', 'exchange', exchange, true);
+  PERFORM {{schema}}.outbox_check_shortstr('enqueue', 'routing_key', routing_key, true);
+  PERFORM {{schema}}.outbox_check_shortstr('enqueue', 'message_type', message_type, true);
+  PERFORM {{schema}}.outbox_check_shortstr('enqueue', 'ordering_key', coalesce(ordering_key, ''), false);
+  PERFORM {{schema}}.outbox_check_shortstr('enqueue', 'content_type', content_type, true);
+  IF correlation_id IS NOT NULL THEN
+    PERFORM {{schema}}.outbox_check_shortstr('enqueue', 'correlation_id', correlation_id, true);
+  END IF;
+  -- A NULL limit is a caller's mistake (a driver binding an unset variable), not "no
+  -- limit": leave the argument out for the default.
+  IF max_payload_bytes IS NULL THEN
+    PERFORM {{schema}}.outbox_refuse('enqueue', 'max_payload_bytes',
+      'must not be null (leave it out for the default, 1048576)');
+  ELSIF max_payload_bytes < 0 THEN
+    PERFORM {{schema}}.outbox_refuse('enqueue', 'max_payload_bytes',
+      format('is %s, it must not be negative', max_payload_bytes));
+  END IF;
+  IF payload IS NULL THEN
+    PERFORM {{schema}}.outbox_refuse('enqueue', 'payload', 'must not be null (an empty body is '''')');
+  ELSIF octet_length(payload) > max_payload_bytes THEN
+    PERFORM {{schema}}.outbox_refuse('enqueue', 'payload',
+      format('is %s bytes, the limit is %s', octet_length(payload), max_payload_bytes));
+  END IF;
+  PERFORM {{schema}}.outbox_check_headers(all_headers);
+  PERFORM {{schema}}.outbox_check_trace(traceparent, tracestate);
+  IF traceparent IS NOT NULL THEN
+    all_headers := all_headers || jsonb_build_object('traceparent', traceparent);
+  END IF;
+  IF tracestate IS NOT NULL THEN
+    all_headers := all_headers || jsonb_build_object('tracestate', tracestate);
+  END IF;
+  PERFORM {{schema}}.outbox_check_headers_total(all_headers);
+  INSERT INTO {{schema}}.outbox (message_id, exchange, routing_key, message_type, ordering_key,
+                                 content_type, headers, correlation_id, payload)
+  VALUES (id, exchange, routing_key, message_type, coalesce(ordering_key, ''), content_type,
+          all_headers, correlation_id, payload);
+  RETURN id;
+END
+$$;
