@@ -3,6 +3,9 @@
 -- error's column field), in cases 0008 let through:
 --   * enqueue(max_payload_bytes => NULL) skipped the payload size check (octet_length
 --     > NULL is NULL, not true): a NULL limit is refused, and so is a negative one;
+--   * a traceparent longer than a header value may be (4096 bytes; one of a future
+--     version may be longer than 55 characters) failed the INSERT with the table's
+--     23514 instead: outbox_check_trace measures it first;
 --
 -- Same signatures and argument names as 0008 (CREATE OR REPLACE keeps the grants of
 -- schema/roles.sql); the table is not touched, so this takes no lock on it.
@@ -66,5 +69,58 @@ BEGIN
   VALUES (id, exchange, routing_key, message_type, coalesce(ordering_key, ''), content_type,
           all_headers, correlation_id, payload);
   RETURN id;
+END
+$$;
+
+-- 0008's outbox_check_trace, with the length checked first: a traceparent of a
+-- future version may be longer than 55 characters, and one past a header value's
+-- 4096 bytes passed 0008's pattern, then failed the INSERT on the table's rule
+-- outbox_header_values (23514) instead of naming the argument.
+CREATE OR REPLACE FUNCTION {{schema}}.outbox_check_trace(traceparent text, tracestate text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  member text;
+  keys   text[] := '{}';
+BEGIN
+  IF traceparent IS NULL THEN
+    IF tracestate IS NOT NULL THEN
+      PERFORM {{schema}}.outbox_refuse('enqueue', 'tracestate', 'needs a traceparent');
+    END IF;
+    RETURN;
+  END IF;
+  IF octet_length(traceparent) > 4096 THEN
+    PERFORM {{schema}}.outbox_refuse('enqueue', 'traceparent',
+      format('is %s bytes, the limit is 4096 (a header value''s)', octet_length(traceparent)));
+  END IF;
+  IF traceparent !~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-.*)?$'
+     OR left(traceparent, 2) = 'ff' OR (left(traceparent, 2) = '00' AND length(traceparent) <> 55)
+     OR substr(traceparent, 4, 32) = repeat('0', 32) OR substr(traceparent, 37, 16) = repeat('0', 16) THEN
+    PERFORM {{schema}}.outbox_refuse('enqueue', 'traceparent',
+      'is not a W3C traceparent (00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>, ids not all zeros)');
+  END IF;
+  IF tracestate IS NULL THEN
+    RETURN;
+  END IF;
+  IF octet_length(tracestate) > 512 THEN
+    PERFORM {{schema}}.outbox_refuse('enqueue', 'tracestate',
+      format('is %s bytes, the limit is 512', octet_length(tracestate)));
+  END IF;
+  FOREACH member IN ARRAY string_to_array(tracestate, ',') LOOP
+    member := btrim(member, E' \t');
+    CONTINUE WHEN member = '';
+    IF member !~ '^([a-z][a-z0-9_*/-]{0,255}|[a-z0-9][a-z0-9_*/-]{0,240}@[a-z][a-z0-9_*/-]{0,13})=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]$' THEN
+      PERFORM {{schema}}.outbox_refuse('enqueue', 'tracestate',
+        format('member %L is not a valid key=value list member', left(member, 64)));
+    END IF;
+    IF split_part(member, '=', 1) = ANY (keys) THEN
+      PERFORM {{schema}}.outbox_refuse('enqueue', 'tracestate',
+        format('key %L appears twice', split_part(member, '=', 1)));
+    END IF;
+    keys := keys || split_part(member, '=', 1);
+    IF cardinality(keys) > 32 THEN
+      PERFORM {{schema}}.outbox_refuse('enqueue', 'tracestate', 'has more than 32 list members');
+    END IF;
+  END LOOP;
 END
 $$;

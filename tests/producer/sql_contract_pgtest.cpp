@@ -134,6 +134,9 @@ TEST_CASE("enqueue refuses what the SDK refuses, naming the argument, and writes
       {call(ok3 + ", traceparent => 'nope'"), fn + "traceparent is not a W3C traceparent"},
       {call(ok3 + ", traceparent => '00-00000000000000000000000000000000-b7ad6b7169203331-01'"),
        fn + "traceparent is not a W3C traceparent"},
+      // A future version may be longer than 55 characters, but not than a header value.
+      {call(ok3 + ", traceparent => '01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-' || repeat('a', 4944)"),
+       fn + "traceparent is 5000 bytes, the limit is 4096"},
       {call(ok3 + ", tracestate => 'a=b'"), fn + "tracestate needs a traceparent"},
       {call(ok3 + ", traceparent => '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', tracestate => 'a=1,a=2'"),
        fn + "tracestate key 'a' appears twice"},
