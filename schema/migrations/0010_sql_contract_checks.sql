@@ -6,12 +6,36 @@
 --   * a traceparent longer than a header value may be (4096 bytes; one of a future
 --     version may be longer than 55 characters) failed the INSERT with the table's
 --     23514 instead: outbox_check_trace measures it first;
+--   * the nil and the max UUID (00000000-... and ffffffff-...) were taken as a
+--     message_id by enqueue and inbox_record: sentinels that name no message (an
+--     inbox takes every later message carrying one for a duplicate). The SDKs refuse
+--     them (MessageId::parse_distinct); so does outbox_check_message_id now.
 --
 -- Same signatures and argument names as 0008 (CREATE OR REPLACE keeps the grants of
 -- schema/roles.sql); the table is not touched, so this takes no lock on it.
 SET LOCAL lock_timeout = '10s';
 
--- 0008's enqueue, with the limit checked before the payload is measured against it.
+-- A message id given to a message or read from one, as MessageId::parse_distinct:
+-- not the nil or the max UUID (RFC 9562 sections 5.9 and 5.10). NULL passes (the
+-- callers decide what a missing id means).
+CREATE FUNCTION {{schema}}.outbox_check_message_id(fn text, arg text, id uuid) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF id IN ('00000000-0000-0000-0000-000000000000', 'ffffffff-ffff-ffff-ffff-ffffffffffff') THEN
+    PERFORM {{schema}}.outbox_refuse(fn, arg,
+      format('is the %s UUID %L, which names no message: an inbox would take every later message carrying it '
+             'for a duplicate', CASE WHEN id = '00000000-0000-0000-0000-000000000000' THEN 'nil' ELSE 'max' END, id));
+  END IF;
+END
+$$;
+
+-- Callable by any role, as 0008's helpers: enqueue and inbox_record are SECURITY
+-- INVOKER, so their callers need EXECUTE on it too.
+GRANT EXECUTE ON FUNCTION {{schema}}.outbox_check_message_id(text, text, uuid) TO PUBLIC;
+
+-- 0008's enqueue, with the limit checked before the payload is measured against it
+-- and a given message_id checked.
 CREATE OR REPLACE FUNCTION {{schema}}.enqueue(
     exchange          text,
     routing_key       text,
@@ -40,6 +64,7 @@ BEGIN
   IF correlation_id IS NOT NULL THEN
     PERFORM {{schema}}.outbox_check_shortstr('enqueue', 'correlation_id', correlation_id, true);
   END IF;
+  PERFORM {{schema}}.outbox_check_message_id('enqueue', 'message_id', message_id);
   -- A NULL limit is a caller's mistake (a driver binding an unset variable), not "no
   -- limit": leave the argument out for the default.
   IF max_payload_bytes IS NULL THEN
@@ -122,5 +147,30 @@ BEGIN
       PERFORM {{schema}}.outbox_refuse('enqueue', 'tracestate', 'has more than 32 list members');
     END IF;
   END LOOP;
+END
+$$;
+
+-- 0008's inbox_record, with the message id checked: a sentinel id would make every
+-- later message carrying it a duplicate of the first.
+CREATE OR REPLACE FUNCTION {{schema}}.inbox_record(message_id uuid, consumer text, message_type text DEFAULT NULL)
+RETURNS boolean LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+  inserted integer;
+BEGIN
+  IF message_id IS NULL THEN
+    PERFORM {{schema}}.outbox_refuse('inbox_record', 'message_id', 'must not be null');
+  END IF;
+  PERFORM {{schema}}.outbox_check_message_id('inbox_record', 'message_id', message_id);
+  IF consumer IS NULL OR consumer !~ '^[A-Za-z0-9_.:-]{1,200}$' THEN
+    PERFORM {{schema}}.outbox_refuse('inbox_record', 'consumer',
+      format('%s is not a consumer name (1-200 of [A-Za-z0-9_.:-])', coalesce(quote_literal(left(consumer, 80)), 'NULL')));
+  END IF;
+  INSERT INTO {{schema}}.inbox (message_id, consumer, message_type)
+  VALUES (message_id, consumer, nullif(message_type, ''))
+  ON CONFLICT ON CONSTRAINT inbox_pkey DO NOTHING;
+  GET DIAGNOSTICS inserted = ROW_COUNT;
+  RETURN inserted = 1;
 END
 $$;

@@ -9,6 +9,7 @@
 #include <pqxx/pqxx>
 #include <thread>
 
+#include "outbox/errors.h"
 #include "outbox/inbox.h"
 #include "outbox/message_id.h"
 #include "outbox/outbox_writer.h"
@@ -174,6 +175,26 @@ TEST_CASE("enqueue refuses a NULL or negative max_payload_bytes instead of skipp
   CHECK(sql_value("SELECT count(*) FROM " + s + ".outbox") == "0");
   // 0 is a limit: only an empty payload fits.
   CHECK(sql_value("SELECT " + s + ".enqueue('o', 'r', 'T', '', max_payload_bytes => 0) IS NOT NULL") == "t");
+}
+
+TEST_CASE("enqueue and inbox_record refuse the nil and the max UUID as a message id, as the SDKs do") {
+  ScopedSchema schema;
+  const auto s = "\"" + schema.name() + "\"";
+  for (const auto& [id, kind] : {std::pair<std::string, std::string>{"00000000-0000-0000-0000-000000000000", "nil"},
+                                 {"FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF", "max"}}) {
+    CAPTURE(id);
+    const auto said = "message_id is the " + kind + " UUID '" + MessageId::parse(id).to_string() + "'";
+    auto r = refused("SELECT " + s + ".enqueue('o', 'r', 'T', '', message_id => '" + id + "')");
+    CHECK(r.sqlstate == "22023");
+    CHECK_MESSAGE(contains(r.message, schema.name() + ".enqueue: " + said), r.message);
+    r = refused("SELECT " + s + ".inbox_record('" + id + "', 'billing')");
+    CHECK(r.sqlstate == "22023");
+    CHECK_MESSAGE(contains(r.message, schema.name() + ".inbox_record: " + said), r.message);
+    CHECK_THROWS_AS(MessageId::parse_distinct(id), ValidationError);  // the SDKs' rule, the same ids
+  }
+  CHECK(sql_value("SELECT (SELECT count(*) FROM " + s + ".outbox) + (SELECT count(*) FROM " + s + ".inbox)") == "0");
+  // Any other id is a message's, whatever its version.
+  CHECK(sql_value("SELECT " + s + ".inbox_record('00000000-0000-0000-0000-000000000001', 'billing')") == "t");
 }
 
 TEST_CASE("uuid_v7 ids carry version 7, variant 10 and the time, and increase within a session") {
