@@ -180,11 +180,16 @@ bool SubjectKeyStore::erase(pqxx::transaction_base& tx, const std::string& subje
   return !r.empty() && r[0][0].as<bool>();
 }
 
-std::size_t SubjectKeyStore::rewrap(pqxx::transaction_base& tx, std::size_t limit) const {
+SubjectKeyStore::RewrapResult SubjectKeyStore::rewrap(pqxx::transaction_base& tx, std::size_t limit) const {
+  RewrapResult result;
+  // Only keys the keyring can unwrap are taken: the others would fail every call at
+  // the same rows (they sort first whatever the limit) and stop the rotation.
+  const auto held = pg::text_array(keyring_->key_ids());
   auto rows = tx.exec_params(std::string("SELECT ") + kColumns + " FROM " + table_ +
                                  " WHERE wrapped_key IS NOT NULL AND wrapping_key_id <> $1 "
+                                 "AND wrapping_key_id = ANY($3::text[]) "
                                  "ORDER BY subject LIMIT $2 FOR UPDATE",
-                             keyring_->active_id(), static_cast<long long>(limit));
+                             keyring_->active_id(), static_cast<long long>(limit), held);
   for (const auto& r : rows) {
     auto row = row_from<Row>(r);
     auto key = unwrap(row);
@@ -192,7 +197,29 @@ std::size_t SubjectKeyStore::rewrap(pqxx::transaction_base& tx, std::size_t limi
                    row.subject, keyring_->active_id(),
                    tx.esc_raw(wrap(row.subject, row.key_id, key.key)));
   }
-  return rows.size();
+  result.rewrapped = rows.size();
+  for (const auto& r : tx.exec_params("SELECT wrapping_key_id, count(*) FROM " + table_ +
+                                          " WHERE wrapped_key IS NOT NULL AND wrapping_key_id <> ALL($1::text[]) "
+                                          "GROUP BY wrapping_key_id",
+                                      held))
+    result.skipped_by_master_key.emplace(r[0].as<std::string>(), r[1].as<std::size_t>());
+  return result;
+}
+
+std::size_t SubjectKeyStore::RewrapResult::skipped() const {
+  std::size_t n = 0;
+  for (const auto& [id, count] : skipped_by_master_key) n += count;
+  return n;
+}
+
+std::string SubjectKeyStore::RewrapResult::skipped_text() const {
+  if (skipped_by_master_key.empty()) return "";
+  std::string ids;
+  for (const auto& [id, count] : skipped_by_master_key)
+    ids += (ids.empty() ? "" : ", ") + quoted_value(id) + " (" + std::to_string(count) + ")";
+  return std::to_string(skipped()) + " subject key" + (skipped() == 1 ? " is" : "s are") +
+         " wrapped by master keys that are not in the keyring and were not rewrapped: " + ids +
+         "; add those keys to the keyring to rewrap them";
 }
 
 }  // namespace outbox

@@ -228,8 +228,11 @@ TEST_CASE("after master-key rotation, rewrap moves subject keys to the new key a
   auto rotated = cryptotest::keyring(keys, "k2");
   {
     pqxx::work tx(conn);
-    CHECK(SubjectKeyStore(schema.name(), rotated).rewrap(tx, 100) == 1);
-    CHECK(SubjectKeyStore(schema.name(), rotated).rewrap(tx, 100) == 0);
+    CHECK(SubjectKeyStore(schema.name(), rotated).rewrap(tx, 100).rewrapped == 1);
+    const auto again = SubjectKeyStore(schema.name(), rotated).rewrap(tx, 100);
+    CHECK(again.rewrapped == 0);
+    CHECK(again.skipped() == 0);
+    CHECK(again.skipped_text().empty());
     tx.commit();
   }
   CHECK(sql_value("SELECT wrapping_key_id FROM " + keys_table(schema)) == "k2");
@@ -238,6 +241,46 @@ TEST_CASE("after master-key rotation, rewrap moves subject keys to the new key a
   auto rows = stored_rows(schema);
   CHECK(consumer.decryptor.decrypt("OrderPlaced", rows[0].payload, rows[0].id) ==
         cryptotest::order_placed(1, ada).dump());
+}
+
+TEST_CASE("rewrap skips keys wrapped by a master key no longer in the keyring, names that key, and moves the rest") {
+  ScopedSchema schema("shred");
+  auto keys = cryptotest::key_texts({"k0", "k1", "k2"});
+  // ada's key under k0, which is later removed; bob's and cy's under k1. ada sorts
+  // first, where a rewrap that stopped at her row would stop every batch.
+  auto ada = cryptotest::customer("a"), bob = cryptotest::customer("b"), cy = cryptotest::customer("c");
+  pqxx::connection conn(testenv::pg_dsn());
+  {
+    pqxx::work tx(conn);
+    writer_for(schema, cryptotest::keyring({{"k0", keys["k0"]}}, "k0")).enqueue(tx, order_event(cryptotest::order_placed(1, ada)));
+    auto k1_writer = writer_for(schema, cryptotest::keyring({{"k1", keys["k1"]}}, "k1"));
+    k1_writer.enqueue_batch(tx, {order_event(cryptotest::order_placed(2, bob)), order_event(cryptotest::order_placed(3, cy))});
+    tx.commit();
+  }
+  const auto ada_before = sql_value("SELECT encode(wrapped_key, 'hex') FROM " + keys_table(schema) +
+                                    " WHERE subject = '" + ada.id + "'");
+  // k0 left the keyring before its keys were rewrapped.
+  SubjectKeyStore store(schema.name(), cryptotest::keyring({{"k1", keys["k1"]}, {"k2", keys["k2"]}}, "k2"));
+  pqxx::work tx(conn);
+  std::size_t moved = 0;
+  for (int call = 0; call < 3; ++call) {
+    const auto result = store.rewrap(tx, 1);
+    CAPTURE(call);
+    CHECK(result.rewrapped == (call < 2 ? 1u : 0u));
+    moved += result.rewrapped;
+    CHECK(result.skipped() == 1);
+    CHECK(result.skipped_by_master_key == std::map<std::string, std::size_t>{{"k0", 1}});
+    CHECK(result.skipped_text() ==
+          "1 subject key is wrapped by master keys that are not in the keyring and were not rewrapped: 'k0' (1); "
+          "add those keys to the keyring to rewrap them");
+    for (const auto& [id, text] : keys) CHECK_FALSE(contains(result.skipped_text(), text));
+  }
+  tx.commit();
+  CHECK(moved == 2);
+  CHECK(sql_value("SELECT string_agg(subject || ':' || wrapping_key_id, ',' ORDER BY subject) FROM " +
+                  keys_table(schema)) == ada.id + ":k0," + bob.id + ":k2," + cy.id + ":k2");
+  CHECK(sql_value("SELECT encode(wrapped_key, 'hex') FROM " + keys_table(schema) + " WHERE subject = '" + ada.id +
+                  "'") == ada_before);  // untouched: k0 back in a keyring still unwraps it
 }
 
 TEST_CASE("a tampered or swapped wrapped key fails to unwrap") {

@@ -54,9 +54,29 @@ class SubjectKeyStore {
   // VACUUM the table (see docs/ENCRYPTION.md).
   bool erase(pqxx::transaction_base& tx, const std::string& subject) const;
 
+  // What one rewrap() call did. Key ids only, never key bytes.
+  struct RewrapResult {
+    // Subject keys moved to the active master key in this call (at most `limit`).
+    std::size_t rewrapped = 0;
+    // Subject keys wrapped by a master key that is not in the keyring (removed before
+    // its keys were rewrapped), by that master key's id: they cannot be unwrapped, so
+    // they are left untouched. Counted over the whole table, not only up to `limit`.
+    std::map<std::string, std::size_t> skipped_by_master_key;
+
+    std::size_t skipped() const;
+    // Empty when nothing was skipped; else, for an operator, e.g. "3 subject keys are
+    // wrapped by master keys that are not in the keyring and were not rewrapped:
+    // 'k0' (2), 'old' (1); add those keys to the keyring to rewrap them".
+    std::string skipped_text() const;
+  };
+
   // Re-wraps up to `limit` keys that are wrapped by a master key other than the
-  // active one, so an old master key can be retired after rotation. Returns how many.
-  std::size_t rewrap(pqxx::transaction_base& tx, std::size_t limit) const;
+  // active one, so an old master key can be retired after rotation. Call it until
+  // `rewrapped` is 0. Keys wrapped by a master key missing from the keyring are
+  // skipped and reported (a batch full of them would otherwise stop every call; the
+  // rest still move). Throws DecryptionError when a key's wrapping does not verify
+  // under a master key the keyring has (a tampered row), rewrapping nothing.
+  RewrapResult rewrap(pqxx::transaction_base& tx, std::size_t limit) const;
 
  private:
   struct Row;
