@@ -5,8 +5,7 @@
 
 #include <pqxx/except>
 
-#include "outbox/pg_conninfo.h"
-#include "outbox/secret_scrubber.h"
+#include "outbox/pg_connection.h"
 
 namespace outbox::detail {
 namespace {
@@ -41,17 +40,7 @@ WatchedConnection::WatchedConnection(const std::string& conninfo)
 WatchedConnection::~WatchedConnection() noexcept { close(); }
 
 std::unique_ptr<WatchedConnection> open_watched_connection(const std::string& dsn) {
-  const auto info = PgConnInfo::parse(dsn);
-  const auto scrubber = [&] { return SecretScrubber({info.get("password").value_or("")}); };
-  try {
-    return std::make_unique<WatchedConnection>(info.to_string());
-  } catch (const pqxx::sql_error& e) {
-    throw pqxx::sql_error(scrubber().scrub(e.what()), "", e.sqlstate().c_str());
-  } catch (const pqxx::broken_connection& e) {
-    throw pqxx::broken_connection(scrubber().scrub(e.what()));
-  } catch (const pqxx::failure& e) {
-    throw pqxx::failure(scrubber().scrub(e.what()));
-  }
+  return open_pg_connection_as<WatchedConnection>(dsn);
 }
 
 std::string slow_transaction_reason(std::string_view sqlstate) {

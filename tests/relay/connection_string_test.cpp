@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "config/endpoint_syntax.h"
 #include "publish/outbox_store.h"
+#include "outbox/pg_connection.h"
 #include "outbox/pg_conninfo.h"
 #include "outbox/pg_dsn_check.h"
 #include "outbox/secret_scrubber.h"
@@ -122,6 +123,44 @@ TEST_CASE("the scrubber hides a password and every 4-byte piece of it, and nothi
   CHECK(scrub.scrub("connection refused on Zq7 port 1") == "connection refused on Zq7 port 1");
   CHECK(outbox::SecretScrubber({"ab"}).scrub("ab cab") == "[redacted] c[redacted]");
   CHECK(outbox::SecretScrubber({""}).scrub("text") == "text");
+}
+
+// Stands in for a connection class: libpq's error texts quote the conninfo it was
+// given, so each throw carries the whole keyword string (the password with it).
+template <int kind>
+struct FailingConnection {
+  explicit FailingConnection(const std::string& conninfo) {
+    if (kind == 0) throw pqxx::sql_error("FATAL: role refused; " + conninfo, "", "28P01");
+    if (kind == 1) throw pqxx::broken_connection("could not translate host name in " + conninfo);
+    throw pqxx::failure("failed: " + conninfo);
+  }
+};
+
+TEST_CASE("any connection class opened through open_pg_connection_as fails as the same pqxx type, without the password") {
+  const std::string pw = "Zq7@:/TOPSECRETPART%?#Wx";
+  const auto dsn = "postgresql://relay:" + testenv::percent_encoded(pw) + "@db.example/app";
+  const auto error_of = [&](auto open) -> std::string {
+    try {
+      open();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "nothing thrown";
+  };
+  auto text = error_of([&] { outbox::open_pg_connection_as<FailingConnection<0>>(dsn); });
+  CHECK_MESSAGE(leaked_fragment(text, pw).empty(), text);
+  CHECK_MESSAGE(contains(text, "host='db.example'"), text);  // the rest of the error stays
+  try {
+    outbox::open_pg_connection_as<FailingConnection<0>>(dsn);
+  } catch (const pqxx::sql_error& e) {
+    CHECK(e.sqlstate() == "28P01");
+  }
+  CHECK_THROWS_AS(outbox::open_pg_connection_as<FailingConnection<1>>(dsn), pqxx::broken_connection);
+  text = error_of([&] { outbox::open_pg_connection_as<FailingConnection<1>>(dsn); });
+  CHECK_MESSAGE(leaked_fragment(text, pw).empty(), text);
+  CHECK_THROWS_AS(outbox::open_pg_connection_as<FailingConnection<2>>(dsn), pqxx::failure);
+  text = error_of([&] { outbox::open_pg_connection_as<FailingConnection<2>>(dsn); });
+  CHECK_MESSAGE(leaked_fragment(text, pw).empty(), text);
 }
 
 TEST_CASE("an option name libpq does not know is not shown, since it may be a piece of a password") {
