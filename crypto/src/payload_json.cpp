@@ -96,7 +96,10 @@ class Checker {
       "a number with more digits or range than a double carries: serialised again it would change; "
       "send it as a string";
 
+  // An open array or object: the path's last step, for refuse(). Built from whether
+  // it is an array only; index and key start out empty and follow the values read.
   struct Frame {
+    explicit Frame(bool is_array) : array(is_array) {}
     bool array;
     long index = -1;
     std::string key;
@@ -110,7 +113,7 @@ class Checker {
     value();
     if (frames_.size() >= PayloadJson::kMaxDepth)
       return refuse("nested deeper than " + std::to_string(PayloadJson::kMaxDepth) + " levels");
-    frames_.push_back({array});
+    frames_.emplace_back(array);
     return true;
   }
   bool close() {
