@@ -75,6 +75,18 @@ int pipeline_without_reading(const std::string& address, int requests) {
   return fd;
 }
 
+// A Beast HTTP client connected to `address` ("host:port"), for the tests that write
+// requests and read the answers. The stream closes with the object.
+struct BeastClient {
+  explicit BeastClient(const std::string& address) {
+    const auto colon = address.rfind(':');
+    boost::asio::ip::tcp::resolver resolver(io);
+    stream.connect(resolver.resolve(address.substr(0, colon), address.substr(colon + 1)));
+  }
+  boost::asio::io_context io;
+  boost::beast::tcp_stream stream{io};  // after io: built on it
+};
+
 // Whether the server has closed `fd` (FIN or RST), waiting up to `limit`; the client reads nothing.
 bool closed_by_server(int fd, std::chrono::milliseconds limit) {
   pollfd p{fd, POLLRDHUP, 0};
@@ -153,12 +165,8 @@ TEST_CASE("a keep-alive connection is served request after request, and closed o
   namespace beast = boost::beast;
   namespace http = beast::http;
   ServedOnLoopback server;
-  const auto address = server.address();
-  const auto colon = address.rfind(':');
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::resolver resolver(io);
-  beast::tcp_stream stream(io);
-  stream.connect(resolver.resolve(address.substr(0, colon), address.substr(colon + 1)));
+  BeastClient client(server.address());
+  auto& stream = client.stream;
   beast::flat_buffer buffer;
   for (const char* target : {"/healthz", "/readyz", "/metrics"}) {
     if (target != std::string("/healthz")) std::this_thread::sleep_for(kIdleTimeout / 2);  // open still
@@ -236,12 +244,8 @@ TEST_CASE("a client that pipelines 1000 requests and reads the answers gets ever
   namespace beast = boost::beast;
   namespace http = beast::http;
   ServedOnLoopback server;
-  const auto address = server.address();
-  const auto colon = address.rfind(':');
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::resolver resolver(io);
-  beast::tcp_stream stream(io);
-  stream.connect(resolver.resolve(address.substr(0, colon), address.substr(colon + 1)));
+  BeastClient client(server.address());
+  auto& stream = client.stream;
   const std::vector<std::pair<std::string, http::status>> asked = {
       {"GET /metrics", http::status::ok},       {"GET /healthz", http::status::ok},
       {"GET /nowhere", http::status::not_found}, {"POST /metrics", http::status::method_not_allowed},
