@@ -1,6 +1,9 @@
 #include "outbox/amqp/connection.h"
 
 #include <amqp_framing.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <vector>
@@ -64,6 +67,11 @@ void AmqpConnection::open() {
   if (rc != AMQP_STATUS_OK) {
     drop();
     throw AmqpError("cannot connect to " + endpoint_ + (uri.tls() ? " (TLS)" : "") + ": " + amqp_error_string2(rc));
+  }
+  if (settings_.send_timeout_ms > 0) {
+    // Before the login: a broker that stops reading mid-handshake is bounded too.
+    const unsigned int ms = static_cast<unsigned int>(settings_.send_timeout_ms);
+    ::setsockopt(amqp_get_sockfd(conn_), IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
   }
   amqp_set_handshake_timeout(conn_, &tv);
   amqp_set_rpc_timeout(conn_, &tv);

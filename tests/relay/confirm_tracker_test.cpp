@@ -179,3 +179,28 @@ TEST_CASE("an ack hands back exactly the rows it settled, for their confirm timi
   t.on_ack(4, true, &rows);  // again: nothing left to settle
   CHECK(rows.empty());
 }
+
+TEST_CASE("overdue rows fail oldest tag first, the rest stay outstanding, and a late ack for them settles nothing") {
+  auto t = published(5);
+  t.on_ack(2, false);  // row 1 confirmed, row 0 stuck
+  CHECK(t.oldest_outstanding() == 0);
+  const auto tags = t.fail_oldest_while([](std::size_t row) { return row < 3; }, "no broker confirm");
+  CHECK(tags == std::vector<std::uint64_t>{1, 3});  // rows 0 and 2: row 1 was no longer outstanding
+  CHECK(t.outcome(0) == Outcome::kFailed);
+  CHECK(t.reason(0) == "no broker confirm");
+  CHECK(t.outcome(1) == Outcome::kAcked);
+  CHECK(t.outcome(2) == Outcome::kFailed);
+  CHECK(t.outstanding() == 2);
+  CHECK(t.oldest_outstanding() == 3);
+  t.on_ack(5, true);  // covers the failed tags too: they stay failed (published again later)
+  CHECK(t.outcome(0) == Outcome::kFailed);
+  CHECK(t.outcome(3) == Outcome::kAcked);
+  CHECK(t.outcome(4) == Outcome::kAcked);
+  CHECK(t.oldest_outstanding() == static_cast<std::size_t>(-1));
+}
+
+TEST_CASE("failing overdue rows stops at the first one still in time") {
+  auto t = published(3);
+  CHECK(t.fail_oldest_while([](std::size_t row) { return row != 0; }, "late").empty());
+  CHECK(t.outstanding() == 3);
+}

@@ -87,8 +87,9 @@ const Row kTable[] = {
      false, false, FailureReason::kChannelClosed},
     {"connection lost", Outcome::kFailed, "connection to broker lost: socket closed", false, true,
      FailureReason::kConnectionLost},
+    // Not at once: a row its queue never confirms would be claimed first again.
     {"confirm timeout", Outcome::kFailed, "no broker confirm within amqp.confirm_timeout_ms (30000 ms)", false,
-     true, FailureReason::kConfirmTimeout},
+     false, FailureReason::kConfirmTimeout},
     {"broker blocked (resource alarm)", Outcome::kFailed,
      "not confirmed: broker blocked publishing (resource alarm)", false, true, FailureReason::kBlocked},
     {"never sent (link gone first)", Outcome::kUnconfirmed, "", false, true, FailureReason::kConnectionLost},
@@ -118,6 +119,8 @@ TEST_CASE("settle: every outcome x cause counts as an attempt, parks or retries 
       } else {
         CHECK(s.action == Action::kRetryAfterBackoff);
         CHECK(s.backoff_attempt == 1);  // the environment's: the first step, not the row's count
+        // ... and one step further at each failure of the environment's in a row.
+        CHECK(FailurePolicy::settle(row.outcome, row.reason, attempts, kMax, 3).backoff_attempt == 4);
       }
     }
   }
@@ -162,4 +165,17 @@ TEST_CASE("a channel close: the server's codes hold everything, a message's code
     CHECK(FailurePolicy::on_channel_close(code, 2) == CloseAction::kIsolate);
     CHECK(FailurePolicy::on_channel_close(code, 64) == CloseAction::kIsolate);
   }
+}
+
+TEST_CASE("settle: the environment's failures in a row wait a growing step, capped, never an attempt or a park") {
+  const auto nacked = [](int streak) { return FailurePolicy::settle(Outcome::kNacked, "nacked by broker", 9, 10, streak); };
+  CHECK(nacked(0).backoff_attempt == 1);
+  CHECK(nacked(1).backoff_attempt == 2);
+  CHECK(nacked(7).backoff_attempt == 8);
+  CHECK(nacked(-5).backoff_attempt == 1);
+  CHECK(nacked(std::numeric_limits<int>::max()).backoff_attempt == 64);
+  CHECK(nacked(std::numeric_limits<int>::max()).action == Action::kRetryAfterBackoff);
+  CHECK_FALSE(nacked(1000).verdict.counts_as_attempt);
+  // A row's own failure keeps counting by its attempts, whatever the streak.
+  CHECK(FailurePolicy::settle(Outcome::kReturned, "", 2, 10, 30).backoff_attempt == 3);
 }

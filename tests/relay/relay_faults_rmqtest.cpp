@@ -206,6 +206,44 @@ TEST_CASE("a hung relay's row locks are freed by the server's idle-in-transactio
   CHECK(relay.wait() == 0);
 }
 
+TEST_CASE("a broker that stops reading mid-publish: the relay gives up the connection, obeys SIGTERM, and publishes once it reads again") {
+  ScopedSchema schema;
+  TestBroker broker;
+  TcpProxy amqp("127.0.0.1", amqp_port());
+  Yaml y(schema.name());
+  y.uri = uri_via(amqp);
+  RelayProcess relay(y.text());
+  REQUIRE(testenv::eventually(10s, [&] { return relay.log().find("connected to") != std::string::npos; }));
+  // The proxy reads nothing now: the relay's socket and the proxy's fill up (a few
+  // MB on loopback) and a publish finds no room, as with a hung or SIGSTOPped broker.
+  amqp.set_stalled(true);
+  const std::string big = "{\"p\":\"" + std::string(64 * 1024, 'x') + "\"}";
+  auto sent = enqueue(schema, broker, 400, big);  // 26 MB
+  // amqp.confirm_timeout_ms is 3 s: the connection ends within it and is logged,
+  // the rows stay pending (no attempt charged).
+  CHECK_MESSAGE(testenv::eventually(20s, [&] { return relay.log().find("connection lost while publishing") != std::string::npos ||
+                                                      relay.log().find("confirm timeout") != std::string::npos; }),
+                relay.log());
+  CHECK(count(schema, "attempts > 0") == 0);
+  amqp.set_stalled(false);
+  CHECK_MESSAGE(testenv::eventually(60s, [&] { return count(schema, "published_at IS NULL") == 0; }), relay.log());
+  CHECK(received_ids(broker, sent.size()).size() == sent.size());
+
+  amqp.set_stalled(true);  // stuck again: SIGTERM still ends the relay, with exit 0
+  enqueue(schema, broker, 400, big);
+  REQUIRE(testenv::eventually(20s, [&] { return count(schema, "published_at IS NULL") < 400 ||
+                                                sql_value("SELECT count(*) FROM pg_stat_activity WHERE state = "
+                                                          "'idle in transaction' AND query LIKE '%" + schema.name() +
+                                                          "%'") != "0"; }));
+  std::this_thread::sleep_for(1s);
+  relay.signal(SIGTERM);
+  const bool ended = testenv::eventually(15s, [&] { return !relay.running(); });
+  CHECK_MESSAGE(ended, relay.log());
+  if (!ended) relay.signal(SIGKILL);
+  CHECK(relay.wait() == (ended ? 0 : 128 + SIGKILL));
+  amqp.set_stalled(false);
+}
+
 TEST_CASE("errors in last_error and the log are single lines, without the payload or a password") {
   ScopedSchema schema;
   TestBroker broker;

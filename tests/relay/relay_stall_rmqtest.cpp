@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <pqxx/pqxx>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -68,6 +69,11 @@ TEST_CASE("rows that keep failing with the links up report a stall once, with th
   CHECK_MESSAGE(testenv::eventually(15s, [&] { return stalled_gauge(address) == 0; }), relay.log());
   CHECK(testenv::http_request(address, "/readyz").status == 200);
   CHECK(testenv::lines_with(relay.log(), "publishing resumed after a stall") == 1);
+  // How long it lasted: from the last progress (over stall_after_s ago), not "0 s".
+  std::smatch lasted;
+  const std::string log = relay.log();
+  REQUIRE(std::regex_search(log, lasted, std::regex(R"(resumed after a stall of (\d+) s)")));
+  CHECK(std::stoi(lasted[1]) >= 2);
   CHECK_MESSAGE(testenv::eventually(15s, [&] {
                   return testenv::sql_value("SELECT count(*) FROM \"" + schema.name() +
                                             "\".outbox WHERE published_at IS NOT NULL") == "5";

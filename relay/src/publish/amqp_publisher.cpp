@@ -34,6 +34,9 @@ outbox::amqp::Settings amqp_settings(const AmqpConfig& c) {
   s.key_prefix = "amqp.";
   s.heartbeat_s = c.heartbeat_s;
   s.connect_timeout_ms = c.connect_timeout_ms;
+  // A broker that reads nothing for as long as it may leave a publish unconfirmed is
+  // as good as hung: the connection ends instead of a publish blocking for ever.
+  s.send_timeout_ms = c.confirm_timeout_ms;
   s.frame_max = c.frame_max;
   s.ca_file = c.ca_file;
   s.cert_file = c.cert_file;

@@ -39,6 +39,8 @@ class BatchTimeline {
   void claimed(std::size_t rows, Clock::time_point at);
   // Row `row` was (again) written to the broker at `at`.
   void published(std::size_t row, Clock::time_point at) { published_[row] = at; }
+  // When row `row` was last written to the broker. REQUIRES: it was.
+  Clock::time_point published_at(std::size_t row) const { return published_[row]; }
   // An ack covering row `row`'s delivery tag arrived at `at`.
   void acked(std::size_t row, Clock::time_point at) { acked_[row] = at; }
 

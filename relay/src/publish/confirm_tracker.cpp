@@ -66,6 +66,23 @@ void ConfirmTracker::fail_outstanding(const std::string& reason, Outcome outcome
   by_tag_.clear();
 }
 
+std::vector<std::uint64_t> ConfirmTracker::fail_oldest_while(const std::function<bool(std::size_t row)>& overdue,
+                                                             const std::string& reason) {
+  std::vector<std::uint64_t> tags;
+  for (auto it = by_tag_.begin(); it != by_tag_.end() && overdue(it->second); it = by_tag_.erase(it)) {
+    tags.push_back(it->first);
+    auto& state = rows_[it->second];
+    if (state.outcome == Outcome::kReturned) continue;
+    state.outcome = Outcome::kFailed;
+    state.reason = reason;
+  }
+  return tags;
+}
+
+std::size_t ConfirmTracker::oldest_outstanding() const {
+  return by_tag_.empty() ? static_cast<std::size_t>(-1) : by_tag_.begin()->second;
+}
+
 std::vector<std::size_t> ConfirmTracker::take_outstanding() {
   std::vector<std::size_t> rows;
   for (const auto& [tag, row] : by_tag_) {

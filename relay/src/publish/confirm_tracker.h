@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -42,6 +43,14 @@ class ConfirmTracker {
   // Settles every outstanding row as failed (channel closed, timeout, lost link).
   // The tag space restarts after a channel reopens, so nothing outstanding survives.
   void fail_outstanding(const std::string& reason, Outcome outcome = Outcome::kFailed);
+  // Settles outstanding rows as failed with `reason`, oldest tag first, while
+  // `overdue(row)` holds (the broker left them unconfirmed too long while it
+  // confirmed others). Their tags stay unknown to the tracker: a late ack or nack
+  // settles nothing. Returns their tags.
+  std::vector<std::uint64_t> fail_oldest_while(const std::function<bool(std::size_t row)>& overdue,
+                                               const std::string& reason);
+  // The row of the oldest outstanding tag; npos when none is outstanding.
+  std::size_t oldest_outstanding() const;
   // The broker closed the channel over one of the outstanding rows, not saying which:
   // they all go back to kUnconfirmed (to be published again, one at a time) and are
   // returned in row order. A returned row keeps its outcome and is not returned.

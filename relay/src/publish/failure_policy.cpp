@@ -29,12 +29,15 @@ CloseAction FailurePolicy::on_channel_close(int reply_code, std::size_t outstand
 }
 
 Settlement FailurePolicy::settle(ConfirmTracker::Outcome outcome, const std::string& reason, int attempts,
-                                 int max_attempts) {
+                                 int max_attempts, int environment_streak) {
   using Action = Settlement::Action;
   if (outcome == ConfirmTracker::Outcome::kAcked) return {Action::kMarkPublished, {}, 0};
   const Verdict v = judge(outcome, reason);
   if (v.retry_at_once) return {Action::kRetryAtOnce, v, 0};
-  if (!v.counts_as_attempt) return {Action::kRetryAfterBackoff, v, 1};  // the environment's: the first step
+  if (!v.counts_as_attempt) {  // the environment's: a step per failure in a row, not the row's attempts
+    const int step = environment_streak < 0 ? 1 : environment_streak >= 63 ? 64 : environment_streak + 1;
+    return {Action::kRetryAfterBackoff, v, step};
+  }
   // A row written by hand may carry any attempts: count from 0, never overflow.
   const int next = attempts < 0 ? 1 : attempts >= max_attempts ? max_attempts : attempts + 1;
   if (next >= max_attempts) return {Action::kPark, v, next};
@@ -59,7 +62,10 @@ Verdict FailurePolicy::judge(ConfirmTracker::Outcome outcome, const std::string&
     case Outcome::kFailed: break;
   }
   // Lost with the link, or never published: says nothing about the message.
-  if (reason.rfind("no broker confirm", 0) == 0) return {false, FailureReason::kConfirmTimeout, true};
+  // Unconfirmed within amqp.confirm_timeout_ms: no attempt either, but not at once:
+  // a queue that cannot confirm it (suspended, without a majority) would take it
+  // again first in the next claim and hold up every batch behind it.
+  if (reason.rfind("no broker confirm", 0) == 0) return {false, FailureReason::kConfirmTimeout, false};
   if (reason.find("blocked") != std::string::npos) return {false, FailureReason::kBlocked, true};
   return {false, FailureReason::kConnectionLost, true};
 }

@@ -64,8 +64,12 @@ class FailurePolicy {
   static Verdict judge(ConfirmTracker::Outcome outcome, const std::string& reason);
   // The whole decision for one row: `attempts` is what the row had before this
   // publish, `max_attempts` is relay.max_attempts (>= 1). Any outcome, kAcked too.
+  // `environment_streak`: how many times in a row before this one the row failed
+  // for the environment's reasons (RetryStreaks); such a failure waits the next
+  // step of the backoff, so a queue that keeps refusing (a full reject-publish
+  // queue, a never-confirming one) is asked less and less often, never spun on.
   static Settlement settle(ConfirmTracker::Outcome outcome, const std::string& reason, int attempts,
-                           int max_attempts);
+                           int max_attempts, int environment_streak = 0);
   // The prefix of last_error for a row found guilty of closing the channel; the
   // relay publishes such a row alone the next time (RelayLoop::must_go_alone).
   static constexpr const char* kRefusedPrefix = "refused by broker: ";

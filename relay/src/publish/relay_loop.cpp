@@ -104,6 +104,7 @@ int RelayLoop::run(bool exit_when_idle) {
       continue;
     }
     if (amqp_.blocked()) {  // a resource alarm: claim nothing until it clears
+      last_failure_ = "RabbitMQ " + amqp_.endpoint() + " blocks publishing (resource alarm)";
       give_back_listen_lock();
       idle_wait(milliseconds(config_.relay.poll_interval_ms));
       continue;
@@ -324,14 +325,15 @@ bool RelayLoop::publish_row(InflightBatch& b, std::size_t i) {
     b.tracker.on_unpublishable(i, "not publishable: " + outbox::one_line(e.what()));
     connection_lost("connection dropped after a message the AMQP client could not encode");
     return false;
-  } catch (const AmqpError& e) {
+  } catch (const AmqpError& e) {  // the socket failed (or the broker read nothing for confirm_timeout_ms)
+    spdlog::warn("AMQP connection lost while publishing: {}; the unconfirmed rows stay pending and are "
+                 "published again", outbox::one_line(e.what()));
     connection_lost(outbox::one_line(e.what()));
     return false;
   }
   std::string().swap(row.payload);  // sent: keep only what settling needs
   row.payload_loaded = false;       // a suspect fetches it again
-  last_broker_progress_ = Clock::now();
-  b.timeline.published(i, last_broker_progress_);
+  b.timeline.published(i, Clock::now());
   return true;
 }
 
@@ -370,16 +372,19 @@ void RelayLoop::pump_events() {
   while (amqp_.connected() && wait_for_event(milliseconds(0))) {}
 }
 
-// Waits for the broker while batches are in flight; no event for
-// amqp.confirm_timeout_ms fails what is outstanding.
+// Waits for the broker while batches are in flight. Each delivery tag has
+// amqp.confirm_timeout_ms from its own publish: acks of other rows do not extend
+// it, so one row a queue never confirms cannot hold its batch (and its row locks)
+// open for ever.
 void RelayLoop::await_broker() {
   const StageCpu::Scope cpu(CpuStage::kSettle);
-  if (outstanding() == 0) {  // nothing to confirm: waiting out a hold or an alarm
+  const auto oldest = oldest_unconfirmed();
+  if (!oldest) {  // nothing to confirm: waiting out a hold or an alarm
     wait_for_event(milliseconds(100));
     return;
   }
-  const auto deadline = last_broker_progress_ + milliseconds(config_.amqp.confirm_timeout_ms);
-  const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+  const milliseconds timeout(config_.amqp.confirm_timeout_ms);
+  const auto left = std::chrono::duration_cast<milliseconds>(*oldest + timeout - Clock::now());
   if (left > milliseconds(0)) {
     wait_for_event(std::min(left, milliseconds(100)));  // slices keep /healthz fed
     return;
@@ -394,12 +399,43 @@ void RelayLoop::await_broker() {
     }
     return;
   }
-  // No confirm within the timeout: the broker may hang, so start over on a fresh
-  // connection; the rows stay pending.
+  if (Clock::now() - last_broker_event_ < timeout) {  // it confirms others: not hung
+    fail_overdue(timeout);
+    return;
+  }
+  // Nothing at all from the broker within the timeout: it may hang, so start over
+  // on a fresh connection; the rows stay pending.
   connection_lost("no broker confirm within amqp.confirm_timeout_ms (" +
                   std::to_string(config_.amqp.confirm_timeout_ms) + " ms)");
   spdlog::warn("confirm timeout at {}; reconnecting", amqp_.endpoint());
   amqp_.disconnect();
+}
+
+std::optional<RelayLoop::Clock::time_point> RelayLoop::oldest_unconfirmed() const {
+  std::optional<Clock::time_point> oldest;
+  for (const auto& b : inflight_) {
+    const std::size_t row = b->tracker.oldest_outstanding();
+    if (row == static_cast<std::size_t>(-1)) continue;
+    const auto at = b->timeline.published_at(row);
+    if (!oldest || at < *oldest) oldest = at;
+  }
+  return oldest;
+}
+
+void RelayLoop::fail_overdue(milliseconds timeout) {
+  const auto limit = Clock::now() - timeout;
+  const std::string why = "no broker confirm within amqp.confirm_timeout_ms (" +
+                          std::to_string(config_.amqp.confirm_timeout_ms) + " ms), while it confirmed others";
+  std::size_t n = 0;
+  for (auto& b : inflight_) {
+    const auto& timeline = b->timeline;
+    const auto tags = b->tracker.fail_oldest_while([&](std::size_t row) { return timeline.published_at(row) <= limit; }, why);
+    for (const auto tag : tags) metrics_->on_unconfirmed(tag, false);
+    n += tags.size();
+  }
+  last_failure_ = why;
+  spdlog::warn("{} row(s) got {}; they will be published again after a backoff (a queue that cannot "
+               "confirm them: suspended, without a majority?)", n, why);
 }
 
 // Every batch in flight loses what is outstanding and publishes no more.
@@ -420,13 +456,13 @@ void RelayLoop::connection_lost(const std::string& reason) {
 bool RelayLoop::wait_for_event(milliseconds timeout) {
   auto ev = amqp_.next_event(timeout);
   if (!ev) return false;
-  last_broker_progress_ = Clock::now();
+  last_broker_event_ = Clock::now();
   switch (ev->kind) {
     case BrokerEvent::Kind::kAck:
       for (auto& b : inflight_) {
         acked_rows_.clear();
         b->tracker.on_ack(ev->tag, ev->multiple, &acked_rows_);
-        for (const auto row : acked_rows_) b->timeline.acked(row, last_broker_progress_);
+        for (const auto row : acked_rows_) b->timeline.acked(row, last_broker_event_);
       }
       metrics_->on_acked(ev->tag, ev->multiple);
       environment_closes_ = 0;

@@ -22,6 +22,7 @@
 #include "publish/notify_listener.h"
 #include "publish/outbox_store.h"
 #include "publish/relay_metrics.h"
+#include "publish/retry_streaks.h"
 #include "publish/stage_cpu.h"
 
 #include <pqxx/transaction>
@@ -102,6 +103,11 @@ class RelayLoop {
   bool isolating() const;  // some batch has suspects to publish alone
   void pump_events();
   void await_broker();
+  // When the oldest delivery tag still unconfirmed was written; none: nothing is.
+  std::optional<Clock::time_point> oldest_unconfirmed() const;
+  // The broker confirms others but left some rows unconfirmed for confirm_timeout:
+  // those fail (no attempt, a growing backoff) and the connection stays.
+  void fail_overdue(std::chrono::milliseconds timeout);
   bool wait_for_event(std::chrono::milliseconds timeout);
   void connection_lost(const std::string& reason);
   bool finish_one_settled();
@@ -136,11 +142,14 @@ class RelayLoop {
   Backoff backoff_;
   Backoff reconnect_backoff_;
   RelayCounters counters_;
+  // Per row: failures of the environment's in a row, for their growing backoff.
+  RetryStreaks streaks_{100000};
   std::vector<std::unique_ptr<InflightBatch>> inflight_;  // claim order
   std::unique_ptr<LaneManager> lanes_;  // relay.ordering per_key only; locks on primary()
   KeyCursor key_cursor_;                // per_key: where the next claim's walk over the keys goes on
   Clock::time_point next_rebalance_{};
   bool last_claim_empty_ = false;  // the last claim found nothing: sleep before the next
+  Clock::time_point last_claim_at_{};
   bool caught_up_ = true;          // the last claim was not full: no backlog to pipeline
   bool probe_first_ = false;       // next claim: ask has_due_rows() first (fallback poll)
   NotifyListener::Arm arm_state_ = NotifyListener::Arm::kProducerBusy;
@@ -154,7 +163,7 @@ class RelayLoop {
   // again, this relay answers the producers' notifications too.
   bool answer_for_holder_ = false;
   std::optional<Clock::time_point> next_retry_at_;  // earliest retry this relay scheduled
-  Clock::time_point last_broker_progress_;          // last publish or broker event
+  Clock::time_point last_broker_event_;             // last ack, nack, return or close read
   // A probe (suspects of an isolation, or a row refused before) is outstanding:
   // nothing else goes out until the broker settles it, so a channel close then
   // points into it.
@@ -173,6 +182,7 @@ class RelayLoop {
   Clock::time_point progress_at_ = Clock::now();
   std::optional<Clock::time_point> retry_due_until_;  // the latest retry this relay scheduled
   bool stalled_ = false;
+  Clock::time_point stall_began_{};  // progress_at_ when the stall was reported
   std::string last_failure_;  // the latest failure, one line, for the stall report
   std::string last_refusal_;  // the last channel close charged to a row (logged once in a row)
   int reconnect_attempt_ = 0;

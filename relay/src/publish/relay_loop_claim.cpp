@@ -11,6 +11,14 @@
 #include "publish/relay_loop.h"
 
 namespace relay {
+namespace {
+
+// A batch whose confirms take longer than this is not the common case (they take
+// milliseconds): a queue that cannot confirm one of its rows, say. Meanwhile the
+// relay claims the rows behind it, at most once per this interval.
+constexpr std::chrono::milliseconds kSlowConfirms{250};
+
+}  // namespace
 
 OutboxStore* RelayLoop::free_store() {
   for (const auto& s : stores_) {
@@ -23,14 +31,18 @@ OutboxStore* RelayLoop::free_store() {
 }
 
 // Claims while nothing is in flight unless the last claim found nothing; claims a
-// further batch only behind a full one (a backlog), once everything in flight is
-// published and the window has room.
+// further batch behind a full one (a backlog), or behind one whose confirms are
+// slow, once everything in flight is published and the window has room.
 bool RelayLoop::can_claim() {
   if (stop_ || amqp_.blocked() || !amqp_.connected() || held() || solo_) return false;
   if (lanes_ && (!lanes_->joined() || lanes_->owned().empty())) return false;
   if (inflight_.empty()) return !last_claim_empty_ && free_store();
   // Lanes move only between batches: let the batches in flight finish first.
-  if (rebalance_due() || caught_up_ || inflight_.size() >= stores_.size()) return false;
+  if (rebalance_due() || inflight_.size() >= stores_.size()) return false;
+  if (caught_up_) {  // a claim now would find little, unless the batch in flight is slow
+    const auto now = Clock::now();
+    if (now - inflight_.front()->claimed_at < kSlowConfirms || now - last_claim_at_ < kSlowConfirms) return false;
+  }
   for (const auto& b : inflight_)
     if (!b->publishing_done || !b->suspects.empty()) return false;
   return outstanding() < static_cast<std::size_t>(config_.amqp.publish_window) && free_store();
@@ -42,6 +54,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
   batch->store = store;
   const int limit = config_.relay.batch_size;
   const auto t0 = Clock::now();
+  last_claim_at_ = t0;
   batch->timeline.claim_started(
       t0, std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   try {

@@ -87,12 +87,13 @@ void RelayLoop::check_stall() {
   const bool stalled = since > std::chrono::seconds(config_.relay.stall_after_s);
   if (stalled == stalled_) return;
   stalled_ = stalled;
-  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(since).count();
-  if (!stalled) {
+  if (!stalled) {  // progress_at_ is now: the stall lasted from its last progress before
+    const auto secs = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - stall_began_).count();
     spdlog::info("publishing resumed after a stall of {} s", secs);
     metrics_->set_stalled(false, "");
     return;
   }
+  stall_began_ = progress_at_;
   const std::string why = "publishing stalled: rows are due but none was published for over " +
                           std::to_string(config_.relay.stall_after_s) + " s; last failure: " +
                           (last_failure_.empty() ? "none recorded" : last_failure_);
@@ -105,10 +106,20 @@ void RelayLoop::check_stall() {
 void RelayLoop::settle(InflightBatch& b, std::vector<const ClaimedRow*>& acked, std::vector<FailedRow>& failed) {
   const double now_unix =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  // Rows left unpublished while the broker blocked the connection: say so (their
+  // metric and last_error), rather than "connection lost".
+  const std::string blocked = amqp_.blocked() ? "not published: broker blocked publishing (resource alarm)" : "";
   for (std::size_t i = 0; i < b.rows.size(); ++i) {
     const auto& row = b.rows[i];
-    const auto& reason = b.tracker.reason(i);
-    const auto s = FailurePolicy::settle(b.tracker.outcome(i), reason, row.attempts, config_.relay.max_attempts);
+    const auto outcome = b.tracker.outcome(i);
+    const auto& reason =
+        outcome == ConfirmTracker::Outcome::kUnconfirmed && b.tracker.reason(i).empty() ? blocked : b.tracker.reason(i);
+    auto s = FailurePolicy::settle(outcome, reason, row.attempts, config_.relay.max_attempts);
+    if (s.action == Settlement::Action::kRetryAfterBackoff && !s.verdict.counts_as_attempt)
+      s = FailurePolicy::settle(outcome, reason, row.attempts, config_.relay.max_attempts,
+                                streaks_.count_failure(row.id));  // the environment's: a step further each time
+    else if (s.action != Settlement::Action::kRetryAtOnce)
+      streaks_.forget(row.id);  // published, charged or parked: the streak ends
     if (s.action == Settlement::Action::kMarkPublished) {
       acked.push_back(&row);
       metrics_->enqueue_to_confirm(now_unix - row.created_unix);
@@ -135,7 +146,9 @@ FailedRow RelayLoop::failed_row(const ClaimedRow& row, const Settlement& s, cons
   FailedRow f{row.id, outbox::one_line(why.empty() ? "not published: connection lost before publish" : why), 0,
               v.counts_as_attempt};
   if (s.action != Settlement::Action::kRetryAtOnce) f.retry_in_ms = backoff_.delay(s.backoff_attempt).count();
-  if (v.counts_as_attempt) last_failure_ = "row " + std::to_string(row.id) + ": " + f.error;
+  // The stall report's cause: a row's own failure, or the environment's that
+  // makes it wait (a nack, a confirm timeout), not a mere retry at once.
+  if (s.action != Settlement::Action::kRetryAtOnce) last_failure_ = "row " + std::to_string(row.id) + ": " + f.error;
   if (s.action == Settlement::Action::kPark) {
     ++counters_.parked;
     metrics_->parked();

@@ -1,0 +1,166 @@
+// Queues that cannot take a message now (the environment's fault, no message's):
+// one that never confirms, one that nacks every publish. Nobody's attempt, and
+// neither may hold up the other rows, nor be retried as fast as the broker answers.
+// A private RabbitMQ node: the test suspends a queue's process, which must not
+// touch the shared broker.
+#include <doctest/doctest.h>
+
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <signal.h>
+
+#include <pqxx/pqxx>
+#include <stdexcept>
+#include <thread>
+
+#include "http_scrape.h"
+#include "outbox/outbox_writer.h"
+#include "private_rabbitmq.h"
+#include "relay_process.h"
+#include "test_env.h"
+
+using namespace outbox;
+using namespace std::chrono_literals;
+using testenv::RelayProcess;
+using testenv::ScopedSchema;
+using testenv::sql_value;
+using testenv::TestBroker;
+
+namespace {
+
+testenv::PrivateRabbitMq& node() {
+  static testenv::PrivateRabbitMq n{OUTBOX_SERVERS_SH};
+  return n;
+}
+
+// A second queue bound to `exchange` with `key` (arguments: x-max-length and
+// x-overflow reject-publish when `max_length` > 0), declared on the private node.
+void declare_bound_queue(const std::string& queue, const std::string& exchange, const std::string& key,
+                         int max_length) {
+  amqp_connection_state_t conn = amqp_new_connection();
+  amqp_socket_t* socket = amqp_tcp_socket_new(conn);
+  if (amqp_socket_open(socket, "127.0.0.1", node().port()) != AMQP_STATUS_OK) throw std::runtime_error("connect");
+  amqp_login(conn, "/", 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest");
+  amqp_channel_open(conn, 1);
+  amqp_table_entry_t args[2];
+  args[0].key = amqp_cstring_bytes("x-max-length");
+  args[0].value.kind = AMQP_FIELD_KIND_I32;
+  args[0].value.value.i32 = max_length;
+  args[1].key = amqp_cstring_bytes("x-overflow");
+  args[1].value.kind = AMQP_FIELD_KIND_UTF8;
+  args[1].value.value.bytes = amqp_cstring_bytes("reject-publish");
+  const amqp_table_t table{max_length > 0 ? 2 : 0, args};
+  amqp_queue_declare(conn, 1, amqp_cstring_bytes(queue.c_str()), 0, 0, 0, /*auto_delete=*/0, table);
+  amqp_queue_bind(conn, 1, amqp_cstring_bytes(queue.c_str()), amqp_cstring_bytes(exchange.c_str()),
+                  amqp_cstring_bytes(key.c_str()), amqp_empty_table);
+  const auto reply = amqp_get_rpc_reply(conn);
+  amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
+  amqp_destroy_connection(conn);
+  if (reply.reply_type != AMQP_RESPONSE_NORMAL) throw std::runtime_error("declaring " + queue + " failed");
+}
+
+void enqueue(const ScopedSchema& schema, const std::string& exchange, const std::string& key, int rows) {
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  for (int i = 0; i < rows; ++i) {
+    Message m;
+    m.exchange = Exchange(exchange);
+    m.routing_key = RoutingKey(key);
+    m.type = MessageType("EnvironmentTest");
+    m.payload = "{}";
+    writer.enqueue(tx, m);
+  }
+  tx.commit();
+}
+
+long long count(const ScopedSchema& s, const std::string& where) {
+  return std::stoll(sql_value("SELECT count(*) FROM \"" + s.name() + "\".outbox WHERE " + where));
+}
+
+std::string yaml(const ScopedSchema& schema, const std::string& relay_extra) {
+  return "postgres:\n  dsn: ${OUTBOX_PG_DSN}\n  schema: " + schema.name() +
+         "\n  idle_in_transaction_timeout_ms: 6000\n"
+         "amqp:\n  uri: ${OUTBOX_AMQP_URI}\n  heartbeat_s: 1\n  confirm_timeout_ms: 2000\n"
+         "relay:\n  batch_size: 50\n  poll_interval_ms: 50\n" + relay_extra +
+         "log:\n  level: info\nhttp:\n  listen: 127.0.0.1:0\n";
+}
+
+}  // namespace
+
+TEST_CASE("a row its queue never confirms times out alone: its batch commits and the rows behind it flow") {
+  node();  // before the TestBroker: it points OUTBOX_AMQP_URI at the private node
+  ScopedSchema schema;
+  TestBroker broker;
+  const std::string stuck = testenv::unique_name("stuck_q");
+  declare_bound_queue(stuck, broker.exchange(), "stuck", 0);
+  // The queue's process stops answering (as a queue whose node hangs): the broker
+  // confirms nothing routed to it, and everything else as usual.
+  node().eval("{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"/\">>, queue, <<\"" + stuck +
+              "\">>)), sys:suspend(amqqueue:get_pid(Q)).");
+  enqueue(schema, broker.exchange(), "stuck", 1);
+  enqueue(schema, broker.exchange(), broker.routing_key(), 20);  // claimed with it
+  RelayProcess relay(yaml(schema, "  backoff_initial_ms: 3000\n  backoff_max_ms: 20000\n"));
+  // Steady traffic: the broker acks something every 100 ms, which must not keep
+  // the stuck row's batch (and its row locks, and its acked rows) open.
+  const auto until = std::chrono::steady_clock::now() + 7s;
+  bool checked = false;
+  while (std::chrono::steady_clock::now() < until) {
+    enqueue(schema, broker.exchange(), broker.routing_key(), 2);
+    std::this_thread::sleep_for(100ms);
+    if (!checked && std::chrono::steady_clock::now() > until - 2s) {
+      checked = true;  // 5 s in, traffic still flowing: the first batch committed
+      CHECK_MESSAGE(count(schema, "routing_key = 'stuck' AND last_error LIKE 'no broker confirm%'") == 1,
+                    relay.log());
+      CHECK(count(schema, "routing_key = 'stuck' AND attempts = 0 AND published_at IS NULL") == 1);
+      CHECK_MESSAGE(count(schema, "routing_key <> 'stuck' AND published_at IS NULL AND "
+                                  "created_at < now() - interval '2500 ms'") == 0,
+                    relay.log());
+    }
+  }
+  CHECK(checked);
+  CHECK(relay.log().find("while it confirmed others") != std::string::npos);
+  // Only the rows claimed together with the stuck one wait its confirm timeout (the
+  // 20 at the start, a few at its retry): the others are claimed behind it. At
+  // once, every claim would take the stuck row first and ~40 rows would wait 2 s
+  // each time.
+  CHECK_MESSAGE(count(schema, "routing_key <> 'stuck' AND published_at - created_at > interval '1 s'") <= 35,
+                relay.log());
+  CHECK(relay.log().find("reconnecting") == std::string::npos);  // the connection stayed
+  // Every good row once: nothing was republished for the stuck one's sake.
+  const auto good = count(schema, "routing_key <> 'stuck'");
+  CHECK_MESSAGE(testenv::eventually(10s, [&] { return count(schema, "routing_key <> 'stuck' AND published_at IS NULL") == 0; }),
+                relay.log());
+  CHECK(broker.receive(static_cast<std::size_t>(good) * 2, 1500ms).size() == static_cast<std::size_t>(good));
+  relay.signal(SIGTERM);
+  CHECK(relay.wait() == 0);
+  node().eval("{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"/\">>, queue, <<\"" + stuck +
+              "\">>)), sys:resume(amqqueue:get_pid(Q)).");
+}
+
+TEST_CASE("a full reject-publish queue nacks: each retry waits longer, no attempt is charged, the others publish") {
+  node();
+  ScopedSchema schema;
+  TestBroker broker;
+  const std::string full = testenv::unique_name("full_q");
+  declare_bound_queue(full, broker.exchange(), "full", 1);
+  enqueue(schema, broker.exchange(), "full", 1);   // fills it
+  enqueue(schema, broker.exchange(), "full", 20);  // nacked, as long as nobody reads it
+  RelayProcess relay(yaml(schema, "  backoff_initial_ms: 100\n  backoff_max_ms: 5000\n  max_attempts: 3\n"));
+  const auto address = testenv::wait_for_http_address([&] { return relay.log(); }, 20s);
+  std::this_thread::sleep_for(8s);
+  enqueue(schema, broker.exchange(), broker.routing_key(), 5);  // other rows are not held up
+  CHECK_MESSAGE(testenv::eventually(5s, [&] { return count(schema, "routing_key <> 'full' AND published_at IS NULL") == 0; }),
+                relay.log());
+  const auto metrics = testenv::parse_prometheus(testenv::http_request(address, "/metrics").body);
+  const double nacks = metrics.at("outbox_relay_publish_failures_total{reason=\"nack\"}");
+  // At step 1 for ever (100 ms), 20 rows are nacked about 1 600 times in 8 s; a step
+  // further each time (100, 200, 400 ... ms) about 7 times each.
+  CHECK(nacks >= 20);
+  CHECK_MESSAGE(nacks < 300, nacks);
+  CHECK(count(schema, "routing_key = 'full' AND published_at IS NOT NULL") == 1);
+  CHECK(count(schema, "attempts > 0 OR parked_at IS NOT NULL") == 0);  // never charged, never parked
+  CHECK(count(schema, "routing_key = 'full' AND last_error = 'nacked by broker'") == 20);
+  relay.signal(SIGTERM);
+  CHECK(relay.wait() == 0);
+}
