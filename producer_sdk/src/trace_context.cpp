@@ -4,6 +4,7 @@
 
 #include "outbox/error_text.h"
 #include "outbox/errors.h"
+#include "outbox/header_rules.h"
 
 namespace outbox {
 namespace {
@@ -56,6 +57,12 @@ void validate_traceparent(const std::string& v, const std::string& field) {
     return ValidationError(field, why + ", got " + shown(v) +
                                       " (expected 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>)");
   };
+  // First, as the SQL contract's outbox_check_trace: the writer stores the value as
+  // a header, and the table's CHECK outbox_header_values refuses one above
+  // kHeaderValueMax (a later version may be longer than 55 characters).
+  if (v.size() > kHeaderValueMax)
+    throw ValidationError(field, "is " + std::to_string(v.size()) + " bytes, the limit is " +
+                                     std::to_string(kHeaderValueMax) + " (a header value's)");
   if (v.size() < 55 || !lower_hex(v, 0, 2) || v[2] != '-' || !lower_hex(v, 3, 32) || v[35] != '-' ||
       !lower_hex(v, 36, 16) || v[52] != '-' || !lower_hex(v, 53, 2))
     throw bad("is not a W3C traceparent");

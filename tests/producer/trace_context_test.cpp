@@ -83,3 +83,23 @@ TEST_CASE("malformed tracestates, a tracestate alone, and trace headers set by h
   by_hand.headers["traceparent"] = kParent;
   CHECK(field_of(by_hand) == "headers['traceparent']");
 }
+
+TEST_CASE("a later-version traceparent longer than a header value's 4096 bytes is refused naming its length") {
+  // The writer stores the traceparent as a header value, which the table's CHECK
+  // outbox_header_values limits to 4096 bytes: refused here, not at the INSERT (23514).
+  const std::string later = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-";
+  auto m = valid();
+  m.traceparent = later + std::string(4096 - later.size(), 'x');
+  CHECK(field_of(m) == "");
+
+  m.traceparent = later + std::string(5000 - later.size(), 'x');
+  try {
+    validate_message(m, {});
+    FAIL("a 5000-byte traceparent was accepted");
+  } catch (const ValidationError& e) {
+    CHECK(e.field() == "traceparent");
+    CHECK(e.detail() == "is 5000 bytes, the limit is 4096 (a header value's)");
+  }
+  m.traceparent = later + std::string(4097 - later.size(), 'x');
+  CHECK(field_of(m) == "traceparent");
+}

@@ -8,7 +8,8 @@ namespace outbox {
 
 // Checks a traceparent: "VV-<32 hex trace id>-<16 hex parent id>-<2 hex flags>",
 // lower-case hex; version ff, an all-zero trace id or parent id are invalid. A
-// version above 00 may carry more fields after a '-' (as the spec allows).
+// version above 00 may carry more fields after a '-' (as the spec allows), up to
+// 4096 bytes in all (kHeaderValueMax: the row stores it as a header value).
 // Throws ValidationError naming `field`. Pure; thread-safe.
 void validate_traceparent(const std::string& value, const std::string& field = "traceparent");
 
