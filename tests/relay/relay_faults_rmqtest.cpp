@@ -302,6 +302,47 @@ TEST_CASE("a row AMQP cannot carry is parked and does not hold up the rows behin
   CHECK(relay.wait() == 0);
 }
 
+TEST_CASE("rows for a missing exchange among steady traffic: after the first, each is refused alone, without isolating its neighbours") {
+  ScopedSchema schema;
+  TestBroker broker;
+  Yaml y(schema.name());
+  y.relay_extra = "  max_attempts: 1\n";
+  RelayProcess relay(y.text());
+  REQUIRE(testenv::eventually(10s, [&] { return relay.log().find("connected to") != std::string::npos; }));
+  // 30 producer transactions of 10 rows, the 6th of each for an exchange that does
+  // not exist (one event type whose exchange was never declared).
+  std::set<std::string> good;
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  for (int t = 0; t < 30; ++t) {
+    pqxx::work tx(conn);
+    for (int i = 0; i < 10; ++i) {
+      Message m;
+      m.exchange = Exchange(i == 5 ? broker.exchange() + "_missing" : broker.exchange());
+      m.routing_key = RoutingKey(broker.routing_key());
+      m.type = MessageType("FaultTest");
+      m.payload = "{}";
+      const auto id = writer.enqueue(tx, m);
+      if (i != 5) good.insert(id.to_string());
+    }
+    tx.commit();
+    std::this_thread::sleep_for(50ms);
+  }
+  CHECK_MESSAGE(testenv::eventually(20s, [&] { return count(schema, "published_at IS NULL AND parked_at IS NULL") == 0; }),
+                relay.log());
+  CHECK(count(schema, "parked_at IS NOT NULL") == 30);
+  // An isolation (republishing the rows outstanding around a refused one, in halving
+  // groups) for the first refusal, not for each of the 30 claims.
+  CHECK_MESSAGE(testenv::lines_with(relay.log(), "in halving groups") <= 2, relay.log());
+  const auto got = broker.receive(600, 1500ms);
+  std::set<std::string> ids;
+  for (const auto& m : got) ids.insert(m.message_id);
+  CHECK(ids == good);
+  CHECK(got.size() <= good.size() + 10);  // copies only from the first isolation
+  relay.signal(SIGTERM);
+  CHECK(relay.wait() == 0);
+}
+
 TEST_CASE("check-config --connect passes against running servers") {
   ScopedSchema schema;
   auto r = testenv::run_relay_command({"check-config", testenv::write_temp_file(Yaml(schema.name()).text()), "--connect"});

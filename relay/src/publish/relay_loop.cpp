@@ -226,7 +226,7 @@ bool RelayLoop::publish_probe() {
   amqp_.set_corked(true);
   for (auto& b : inflight_) {
     while (!b->suspects.empty() && sent < probe_size_) {
-      const bool alone = b->rows[b->suspects.front()].refused_before;
+      const bool alone = must_go_alone(b->rows[b->suspects.front()]);
       if (alone && sent > 0) break;
       if (!publish_suspect(*b)) break;
       ++sent;
@@ -265,7 +265,7 @@ bool RelayLoop::publish_some(InflightBatch& b) {
       continue;
     }
     // A row that closed the channel before goes alone, once all else is settled.
-    if (row.refused_before && outstanding() > 0) break;
+    if (must_go_alone(row) && outstanding() > 0) break;
     if (!row.payload_loaded && !load_payloads(b)) break;
     if (!publish_row(b, b.published)) break;
     ++b.published;
@@ -411,33 +411,6 @@ void RelayLoop::await_broker() {
   amqp_.disconnect();
 }
 
-std::optional<RelayLoop::Clock::time_point> RelayLoop::oldest_unconfirmed() const {
-  std::optional<Clock::time_point> oldest;
-  for (const auto& b : inflight_) {
-    const std::size_t row = b->tracker.oldest_outstanding();
-    if (row == static_cast<std::size_t>(-1)) continue;
-    const auto at = b->timeline.published_at(row);
-    if (!oldest || at < *oldest) oldest = at;
-  }
-  return oldest;
-}
-
-void RelayLoop::fail_overdue(milliseconds timeout) {
-  const auto limit = Clock::now() - timeout;
-  const std::string why = "no broker confirm within amqp.confirm_timeout_ms (" +
-                          std::to_string(config_.amqp.confirm_timeout_ms) + " ms), while it confirmed others";
-  std::size_t n = 0;
-  for (auto& b : inflight_) {
-    const auto& timeline = b->timeline;
-    const auto tags = b->tracker.fail_oldest_while([&](std::size_t row) { return timeline.published_at(row) <= limit; }, why);
-    for (const auto tag : tags) metrics_->on_unconfirmed(tag, false);
-    n += tags.size();
-  }
-  last_failure_ = why;
-  spdlog::warn("{} row(s) got {}; they will be published again after a backoff (a queue that cannot "
-               "confirm them: suspended, without a majority?)", n, why);
-}
-
 // Every batch in flight loses what is outstanding and publishes no more.
 void RelayLoop::connection_lost(const std::string& reason) {
   for (auto& b : inflight_) {
@@ -540,13 +513,14 @@ void RelayLoop::finish_batch(InflightBatch& b) {
       return;
     }
   } catch (const std::exception& e) {
-    // Nothing may end the relay: drop the session (the rows stay pending) and
-    // pause, so a fault that repeats does not spin.
-    spdlog::error("batch of {} rows abandoned; they stay pending and may be published again: {}",
-                  b.rows.size(), outbox::one_line(e.what()));
+    // Nothing may end the relay: drop the session (the rows stay pending) and pause
+    // claims, longer at each such failure in a row, so a fault that repeats does not
+    // spin. A hold, not a sleep: the other batch in flight still reads its confirms.
+    last_failure_ = "batch of rows " + std::to_string(b.rows.front().id) + ".." + std::to_string(b.rows.back().id) +
+                    " abandoned: " + outbox::one_line(e.what());
+    hold_publishing(last_failure_ + "; they stay pending and may be published again", ++rollbacks_in_a_row_);
     b.tx.reset();
     b.store->disconnect();
-    idle_wait(reconnect_backoff_.delay(1));
     return;
   }
   b.tx.reset();  // before its connection goes

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -95,7 +96,10 @@ class RelayLoop {
   void hold_publishing(const std::string& why, int step);
   void on_channel_closed(const BrokerEvent& event);
   // kChargeSole: the one outstanding row provoked the close; it is settled kRefused.
-  void charge_sole_outstanding(const std::string& reason);
+  void charge_sole_outstanding(const std::string& reason, int reply_code);
+  // Whether `row` goes alone: refused before, or bound for an exchange the broker
+  // refused lately (404, 403). Sets row.refused_before accordingly.
+  bool must_go_alone(ClaimedRow& row);
   void note_progress() { progress_at_ = Clock::now(); }
   void check_stall();
   bool load_payloads(InflightBatch& batch);
@@ -185,6 +189,10 @@ class RelayLoop {
   Clock::time_point stall_began_{};  // progress_at_ when the stall was reported
   std::string last_failure_;  // the latest failure, one line, for the stall report
   std::string last_refusal_;  // the last channel close charged to a row (logged once in a row)
+  // Exchanges the broker refused a row for (404 missing, 403 access or internal),
+  // until when: rows bound for them go alone, so each costs one channel close
+  // instead of an isolation that republishes the innocent rows around it. Bounded.
+  std::map<std::string, Clock::time_point> refusing_exchanges_;
   int reconnect_attempt_ = 0;
   Clock::time_point last_connected_at_{};  // the last time both sessions came up
   int quick_losses_ = 0;  // connections lost within a second of being made, in a row

@@ -11,6 +11,15 @@
 #include "publish/relay_loop.h"
 
 namespace relay {
+namespace {
+
+// How long an exchange the broker refused a row for makes the rows bound for it go
+// alone, and how many such exchanges are remembered (rows written by hand may name
+// any number; past it the memory starts again).
+constexpr std::chrono::seconds kRefusingExchangeMemory{30};
+constexpr std::size_t kMaxRefusingExchanges = 1024;
+
+}  // namespace
 
 // Three cases, by the close's reply code and what was outstanding:
 // - a server or connection failure: nobody's attempt; the outstanding rows are
@@ -41,7 +50,7 @@ void RelayLoop::on_channel_closed(const BrokerEvent& ev) {
       hold_publishing("AMQP " + ev.reason + " with nothing outstanding");
       return;
     case CloseAction::kChargeSole:
-      charge_sole_outstanding(ev.reason);
+      charge_sole_outstanding(ev.reason, ev.reply_code);
       return;
     case CloseAction::kIsolate:
       break;
@@ -60,10 +69,14 @@ void RelayLoop::on_channel_closed(const BrokerEvent& ev) {
   }
 }
 
-void RelayLoop::charge_sole_outstanding(const std::string& reason) {
+void RelayLoop::charge_sole_outstanding(const std::string& reason, int reply_code) {
   for (auto& b : inflight_) {
     const std::size_t i = b->tracker.sole_outstanding();
     if (i == static_cast<std::size_t>(-1)) continue;
+    if (reply_code == 404 || reply_code == 403) {  // the exchange's doing: its other rows go alone
+      if (refusing_exchanges_.size() >= kMaxRefusingExchanges) refusing_exchanges_.clear();
+      refusing_exchanges_[b->rows[i].exchange] = Clock::now() + kRefusingExchangeMemory;
+    }
     // Once per distinct reason in a row: a missing exchange charges every row sent to it.
     const auto level = reason == last_refusal_ ? spdlog::level::debug : spdlog::level::warn;
     last_refusal_ = reason;
@@ -74,6 +87,45 @@ void RelayLoop::charge_sole_outstanding(const std::string& reason) {
                 reason, row.id, outbox::one_line(row.message_id, 64));
     b->tracker.on_refused(i, FailurePolicy::kRefusedPrefix + reason);
   }
+}
+
+std::optional<RelayLoop::Clock::time_point> RelayLoop::oldest_unconfirmed() const {
+  std::optional<Clock::time_point> oldest;
+  for (const auto& b : inflight_) {
+    const std::size_t row = b->tracker.oldest_outstanding();
+    if (row == static_cast<std::size_t>(-1)) continue;
+    const auto at = b->timeline.published_at(row);
+    if (!oldest || at < *oldest) oldest = at;
+  }
+  return oldest;
+}
+
+void RelayLoop::fail_overdue(std::chrono::milliseconds timeout) {
+  const auto limit = Clock::now() - timeout;
+  const std::string why = "no broker confirm within amqp.confirm_timeout_ms (" +
+                          std::to_string(config_.amqp.confirm_timeout_ms) + " ms), while it confirmed others";
+  std::size_t n = 0;
+  for (auto& b : inflight_) {
+    const auto& timeline = b->timeline;
+    const auto tags = b->tracker.fail_oldest_while([&](std::size_t row) { return timeline.published_at(row) <= limit; }, why);
+    for (const auto tag : tags) metrics_->on_unconfirmed(tag, false);
+    n += tags.size();
+  }
+  last_failure_ = why;
+  spdlog::warn("{} row(s) got {}; they will be published again after a backoff (a queue that cannot "
+               "confirm them: suspended, without a majority?)", n, why);
+}
+
+bool RelayLoop::must_go_alone(ClaimedRow& row) {
+  if (row.refused_before || refusing_exchanges_.empty()) return row.refused_before;
+  const auto it = refusing_exchanges_.find(row.exchange);
+  if (it == refusing_exchanges_.end()) return false;
+  if (Clock::now() > it->second) {  // perhaps declared since: rows may go together again
+    refusing_exchanges_.erase(it);
+    return false;
+  }
+  row.refused_before = true;
+  return true;
 }
 
 // Rows due but none published for relay.stall_after_s: said once per stall (log,
