@@ -61,6 +61,14 @@ TEST_CASE("a created_at ahead of the relay's clock (skew between hosts) counts a
   CHECK(at(*s, LatencyStage::kQueued) == 0);
 }
 
+TEST_CASE("a created_at before 1970 (a negative one) counts its whole age as queued") {
+  const auto t = timeline(1, 1, 0, 2, 3);
+  auto s = t.stages(0, -315619200.0, start + milliseconds(4));  // 1960-01-01
+  REQUIRE(s);
+  CHECK(at(*s, LatencyStage::kQueued) == doctest::Approx(kClaimUnix + 315619200.0));
+  CHECK(at(*s, LatencyStage::kSettle) == doctest::Approx(0.001));
+}
+
 TEST_CASE("the stages are named as the metric's label values") {
   const char* names[] = {"queued", "claim", "publish", "confirm", "settle"};
   for (std::size_t i = 0; i < relay::kLatencyStages; ++i)

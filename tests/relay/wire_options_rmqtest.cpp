@@ -106,6 +106,46 @@ TEST_CASE("send_row_id, send_type and send_timestamp false leave those out and k
   }
 }
 
+// A row written by hand with a created_at before 1970: the timestamp property
+// cannot carry it (AMQP's is unsigned), but it is the only thing that cannot.
+TEST_CASE("with send_timestamp false a row created before 1970 is published like any other") {
+  ScopedSchema schema("wire");
+  TestBroker broker("wire");
+  const auto ids = enqueue(schema, broker.exchange(), broker.routing_key(), 3);
+  testenv::sql_exec("UPDATE " + table(schema) + " SET created_at = '1960-01-01 00:00:00+00' WHERE id = (SELECT min(id) FROM " +
+                    table(schema) + ")");
+  REQUIRE(drain(yaml_with(schema, "  send_timestamp: false\n", "  max_attempts: 1\n")) == 0);
+  std::set<std::string> got;
+  for (const auto& m : broker.receive(3, std::chrono::milliseconds(1500))) {
+    got.insert(m.message_id);
+    CHECK(m.timestamp == 0);
+  }
+  CHECK(got == ids);
+  CHECK(sql_value("SELECT count(*) FROM " + table(schema) +
+                  " WHERE published_at IS NOT NULL AND attempts = 0 AND last_error IS NULL") == "3");
+}
+
+TEST_CASE("with send_timestamp a row created before 1970 fails on its own, naming created_at and its value") {
+  ScopedSchema schema("wire");
+  TestBroker broker("wire");
+  auto ids = enqueue(schema, broker.exchange(), broker.routing_key(), 3);
+  const auto early = sql_value("UPDATE " + table(schema) + " SET created_at = '1960-01-01 00:00:00+00' WHERE id = "
+                               "(SELECT min(id) FROM " + table(schema) + ") RETURNING message_id::text");
+  ids.erase(early);
+  REQUIRE(drain(yaml_with(schema, "", "  max_attempts: 1\n")) == 0);
+  std::set<std::string> got;
+  for (const auto& m : broker.receive(3, std::chrono::milliseconds(1500))) {
+    got.insert(m.message_id);
+    CHECK(m.timestamp > 0);
+  }
+  CHECK(got == ids);
+  CHECK(sql_value("SELECT count(*) FROM " + table(schema) + " WHERE published_at IS NOT NULL") == "2");
+  const auto error = sql_value("SELECT last_error FROM " + table(schema) + " WHERE parked_at IS NOT NULL AND attempts = 1");
+  CHECK_MESSAGE(error.find("created_at: 1960-01-01 00:00:00+00 (-315619200 s since 1970) is before 1970") !=
+                    std::string::npos,
+                error);
+}
+
 TEST_CASE("with an alternate exchange, an unroutable message goes there and its row is published, not charged") {
   ScopedSchema schema("wire");
   TestBroker lost("wire_ae", "nowhere");

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <ctime>
 
 #include "outbox/one_line.h"
 #include "outbox/amqp/amqp_text.h"
@@ -145,6 +147,21 @@ static void check_short_strings(const OutboundMessage& m) {
   }
 }
 
+// AMQP's timestamp property is unsigned seconds since 1970: a created_at before
+// 1970 (a row written by hand) cannot be sent as one. Names the column and its value.
+static void check_timestamp(const OutboundMessage& m) {
+  if (m.created_unix_s >= 0) return;
+  const std::time_t t = static_cast<std::time_t>(m.created_unix_s);
+  std::tm utc{};
+  char text[64] = "?";
+  if (::gmtime_r(&t, &utc))
+    std::snprintf(text, sizeof text, "%04lld-%02d-%02d %02d:%02d:%02d+00", static_cast<long long>(utc.tm_year) + 1900,
+                  utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec);
+  throw UnpublishableMessage("column created_at: " + std::string(text) + " (" + std::to_string(m.created_unix_s) +
+                             " s since 1970) is before 1970, which the AMQP timestamp (unsigned seconds since "
+                             "1970) cannot carry; amqp.send_timestamp false publishes rows without it");
+}
+
 // rabbitmq-c writes the whole content header (properties and header table) into
 // one frame of at most the negotiated frame_max; a larger one cannot be sent.
 static void check_frame_size(const OutboundMessage& m, std::size_t frame_max) {
@@ -164,6 +181,7 @@ static bool encoding_error(int rc) {
 
 std::uint64_t AmqpPublisher::publish(const OutboundMessage& m) {
   check_short_strings(m);
+  if (send_timestamp_) check_timestamp(m);
   check_frame_size(m, static_cast<std::size_t>(amqp_get_frame_max(conn_.get())));
   std::vector<amqp_table_entry_t> entries;
   entries.reserve(m.headers->size() + 1);

@@ -29,7 +29,7 @@ struct OutboundMessage {
   const std::string* correlation_id = nullptr;  // may be null
   const std::vector<std::pair<std::string, std::string>>* headers = nullptr;
   const std::string* payload = nullptr;
-  std::int64_t created_unix_s = 0;
+  std::int64_t created_unix_s = 0;  // created_at, whole seconds since 1970 (negative before)
 };
 
 // A failure of the connection or the channel. The text carries no credentials.
@@ -39,7 +39,8 @@ using AmqpError = outbox::amqp::AmqpError;
 outbox::amqp::Settings amqp_settings(const AmqpConfig& config);
 
 // A message that AMQP cannot carry (a short string over 255 bytes: exchange,
-// routing key, message id, type, content type, correlation id, header name). It
+// routing key, message id, type, content type, correlation id, header name), or a
+// created_at before 1970 as the timestamp property (amqp.send_timestamp). It
 // was not sent and the connection is untouched; the fault is the row's own.
 class UnpublishableMessage : public std::runtime_error {
  public:

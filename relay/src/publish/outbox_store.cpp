@@ -353,14 +353,19 @@ void OutboxStore::decode_message_columns(const PgBinaryQuery& q, int i, const Cl
   row.payload_bytes = static_cast<std::size_t>(q.int4(i, c.payload_bytes));
   row.payload_loaded = !q.is_null(i, c.inline_payload);
   if (row.payload_loaded) row.payload = q.bytes(i, c.inline_payload);
-  // 'infinity' or a date beyond 64-bit seconds: no AMQP timestamp can carry it.
+  // '-infinity' or 'infinity' is no point in time: neither an AMQP timestamp nor the
+  // latency metrics can use it. A finite created_at is kept, one before 1970 (a row
+  // written by hand) too: with amqp.send_timestamp false it is published as any
+  // other, and when the timestamp is sent AmqpPublisher refuses it as the row's own
+  // fault (an AMQP timestamp is unsigned). Its metrics are its age, as any row's.
   const double created = q.float8(i, c.created_epoch);
-  if (!std::isfinite(created) || created < 0 || created > 1e15) {
-    row.invalid = "column created_at: not a time an AMQP timestamp can carry";
+  if (!std::isfinite(created) || std::fabs(created) > 1e15) {  // PostgreSQL's are within +-1e13
+    row.invalid = "column created_at: " + std::string(created < 0 ? "-infinity" : "infinity") +
+                  " is no point in time (the AMQP timestamp and the latency metrics need one)";
     return;
   }
   row.created_unix = created;
-  row.created_unix_s = static_cast<std::int64_t>(created);
+  row.created_unix_s = static_cast<std::int64_t>(std::floor(created));  // 1969-12-31 23:59:59.5 is -1
 }
 
 std::size_t OutboxStore::load_payloads(pqxx::transaction_base& tx, std::vector<ClaimedRow>& rows,

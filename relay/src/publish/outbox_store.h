@@ -38,10 +38,10 @@ struct ClaimedRow {
   // again, so it cannot take innocent rows down with it a second time.
   bool refused_before = false;
   // Set when a column cannot be turned into a publishable message (malformed
-  // headers, a timestamp out of range): names the column and why. Such a row is not
+  // headers, a created_at of 'infinity'): names the column and why. Such a row is not
   // sent; it fails on its own as an attempt, and the rest of the claim goes on.
   std::optional<std::string> invalid;
-  std::int64_t created_unix_s = 0;
+  std::int64_t created_unix_s = 0;  // created_at, floored to seconds; negative before 1970
   double created_unix = 0;  // created_at with sub-second precision (latency metrics)
 };
 
