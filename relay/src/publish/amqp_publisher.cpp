@@ -37,8 +37,10 @@ outbox::amqp::Settings amqp_settings(const AmqpConfig& c) {
   s.heartbeat_s = c.heartbeat_s;
   s.connect_timeout_ms = c.connect_timeout_ms;
   // A broker that reads nothing for as long as it may leave a publish unconfirmed is
-  // as good as hung: the connection ends instead of a publish blocking for ever.
-  s.send_timeout_ms = c.confirm_timeout_ms;
+  // as good as hung: the connection ends instead of a publish blocking for ever. At
+  // least 5 s: a lost segment is retransmitted after 200 ms or more, which must not
+  // end a connection however short the confirm timeout.
+  s.send_timeout_ms = std::max(c.confirm_timeout_ms, 5000);
   s.frame_max = c.frame_max;
   s.ca_file = c.ca_file;
   s.cert_file = c.cert_file;
