@@ -109,6 +109,7 @@ TEST_CASE("settle: every outcome x cause counts as an attempt, parks or retries 
       CAPTURE(attempts);
       const auto s = FailurePolicy::settle(row.outcome, row.reason, attempts, kMax);
       CHECK(s.verdict.counts_as_attempt == row.attempt);
+      CHECK(FailurePolicy::waits_on_environment(row.outcome, row.reason) == (!row.attempt && !row.at_once));
       CHECK(s.verdict.metric == row.metric);
       if (row.attempt) {
         const bool last = attempts + 1 >= kMax;
@@ -127,6 +128,7 @@ TEST_CASE("settle: every outcome x cause counts as an attempt, parks or retries 
 }
 
 TEST_CASE("settle: an acked row is marked published, whatever its attempts") {
+  CHECK_FALSE(FailurePolicy::waits_on_environment(Outcome::kAcked, ""));
   for (int attempts : {0, 4, 99})
     CHECK(FailurePolicy::settle(Outcome::kAcked, "", attempts, 5).action == Action::kMarkPublished);
 }

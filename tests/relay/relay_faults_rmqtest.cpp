@@ -62,6 +62,16 @@ struct Yaml {
   }
 };
 
+// One message of the tests here, type FaultTest.
+Message fault_message(const std::string& exchange, const std::string& routing_key, const std::string& payload = "{}") {
+  Message m;
+  m.exchange = Exchange(exchange);
+  m.routing_key = RoutingKey(routing_key);
+  m.type = MessageType("FaultTest");
+  m.payload = payload;
+  return m;
+}
+
 std::set<std::string> enqueue(const ScopedSchema& schema, const TestBroker& broker, int rows,
                               const std::string& payload = "{}") {
   OutboxWriter writer({schema.name(), {}});
@@ -69,14 +79,8 @@ std::set<std::string> enqueue(const ScopedSchema& schema, const TestBroker& brok
   std::set<std::string> ids;
   for (int done = 0; done < rows;) {
     std::vector<Message> batch;
-    for (int i = 0; i < 500 && done < rows; ++i, ++done) {
-      Message m;
-      m.exchange = Exchange(broker.exchange());
-      m.routing_key = RoutingKey(broker.routing_key());
-      m.type = MessageType("FaultTest");
-      m.payload = payload;
-      batch.push_back(std::move(m));
-    }
+    for (int i = 0; i < 500 && done < rows; ++i, ++done)
+      batch.push_back(fault_message(broker.exchange(), broker.routing_key(), payload));
     pqxx::work tx(conn);
     for (const auto& id : writer.enqueue_batch(tx, batch)) ids.insert(id.to_string());
     tx.commit();
@@ -317,12 +321,8 @@ TEST_CASE("rows for a missing exchange among steady traffic: after the first, ea
   for (int t = 0; t < 30; ++t) {
     pqxx::work tx(conn);
     for (int i = 0; i < 10; ++i) {
-      Message m;
-      m.exchange = Exchange(i == 5 ? broker.exchange() + "_missing" : broker.exchange());
-      m.routing_key = RoutingKey(broker.routing_key());
-      m.type = MessageType("FaultTest");
-      m.payload = "{}";
-      const auto id = writer.enqueue(tx, m);
+      const auto id = writer.enqueue(
+          tx, fault_message(i == 5 ? broker.exchange() + "_missing" : broker.exchange(), broker.routing_key()));
       if (i != 5) good.insert(id.to_string());
     }
     tx.commit();
@@ -358,12 +358,7 @@ TEST_CASE("a missing exchange named in non-ASCII: its row is parked with the 404
     OutboxWriter writer({schema.name(), {}});
     pqxx::connection conn(testenv::pg_dsn());
     pqxx::work tx(conn);
-    Message m;
-    m.exchange = Exchange(name);
-    m.routing_key = RoutingKey(broker.routing_key());
-    m.type = MessageType("FaultTest");
-    m.payload = "{}";
-    writer.enqueue(tx, m);
+    writer.enqueue(tx, fault_message(name, broker.routing_key()));
     tx.commit();
   }
   Yaml y(schema.name());

@@ -1,6 +1,7 @@
 #include "publish/amqp_publisher.h"
 
 #include <amqp_framing.h>
+#include <fmt/chrono.h>
 #include <spdlog/spdlog.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -10,7 +11,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <ctime>
 
 #include "outbox/one_line.h"
@@ -153,13 +153,8 @@ static void check_short_strings(const OutboundMessage& m) {
 // 1970 (a row written by hand) cannot be sent as one. Names the column and its value.
 static void check_timestamp(const OutboundMessage& m) {
   if (m.created_unix_s >= 0) return;
-  const std::time_t t = static_cast<std::time_t>(m.created_unix_s);
-  std::tm utc{};
-  char text[64] = "?";
-  if (::gmtime_r(&t, &utc))
-    std::snprintf(text, sizeof text, "%04lld-%02d-%02d %02d:%02d:%02d+00", static_cast<long long>(utc.tm_year) + 1900,
-                  utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec);
-  throw UnpublishableMessage("column created_at: " + std::string(text) + " (" + std::to_string(m.created_unix_s) +
+  const std::string text = fmt::format("{:%Y-%m-%d %H:%M:%S}+00", fmt::gmtime(static_cast<std::time_t>(m.created_unix_s)));
+  throw UnpublishableMessage("column created_at: " + text + " (" + std::to_string(m.created_unix_s) +
                              " s since 1970) is before 1970, which the AMQP timestamp (unsigned seconds since "
                              "1970) cannot carry; amqp.send_timestamp false publishes rows without it");
 }

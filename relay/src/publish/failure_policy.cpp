@@ -44,6 +44,12 @@ Settlement FailurePolicy::settle(ConfirmTracker::Outcome outcome, const std::str
   return {Action::kRetryAfterBackoff, v, next};
 }
 
+bool FailurePolicy::waits_on_environment(ConfirmTracker::Outcome outcome, const std::string& reason) {
+  if (outcome == ConfirmTracker::Outcome::kAcked) return false;
+  const Verdict v = judge(outcome, reason);
+  return !v.counts_as_attempt && !v.retry_at_once;
+}
+
 Verdict FailurePolicy::judge(ConfirmTracker::Outcome outcome, const std::string& reason) {
   using Outcome = ConfirmTracker::Outcome;
   switch (outcome) {

@@ -70,6 +70,9 @@ class FailurePolicy {
   // queue, a never-confirming one) is asked less and less often, never spun on.
   static Settlement settle(ConfirmTracker::Outcome outcome, const std::string& reason, int attempts,
                            int max_attempts, int environment_streak = 0);
+  // Whether the row waits for the environment: not acked, no attempt, not at once
+  // (a nack, a confirm timeout, a server's channel close): what RetryStreaks counts.
+  static bool waits_on_environment(ConfirmTracker::Outcome outcome, const std::string& reason);
   // The prefix of last_error for a row found guilty of closing the channel; the
   // relay publishes such a row alone the next time (RelayLoop::must_go_alone).
   static constexpr const char* kRefusedPrefix = "refused by broker: ";

@@ -166,11 +166,10 @@ void RelayLoop::settle(InflightBatch& b, std::vector<const ClaimedRow*>& acked, 
     const auto outcome = b.tracker.outcome(i);
     const auto& reason =
         outcome == ConfirmTracker::Outcome::kUnconfirmed && b.tracker.reason(i).empty() ? blocked : b.tracker.reason(i);
-    auto s = FailurePolicy::settle(outcome, reason, row.attempts, config_.relay.max_attempts);
-    if (s.action == Settlement::Action::kRetryAfterBackoff && !s.verdict.counts_as_attempt)
-      s = FailurePolicy::settle(outcome, reason, row.attempts, config_.relay.max_attempts,
-                                streaks_.count_failure(row.id));  // the environment's: a step further each time
-    else if (s.action != Settlement::Action::kRetryAtOnce)
+    // The environment's failures wait a step further each time in a row.
+    const int streak = FailurePolicy::waits_on_environment(outcome, reason) ? streaks_.count_failure(row.id) : 0;
+    const auto s = FailurePolicy::settle(outcome, reason, row.attempts, config_.relay.max_attempts, streak);
+    if (s.action == Settlement::Action::kMarkPublished || s.verdict.counts_as_attempt)
       streaks_.forget(row.id);  // published, charged or parked: the streak ends
     if (s.action == Settlement::Action::kMarkPublished) {
       acked.push_back(&row);

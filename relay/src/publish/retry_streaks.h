@@ -25,7 +25,9 @@ class RetryStreaks {
   // The row's streak before this failure (0: its first), then counts this one.
   int count_failure(std::int64_t row_id);
   // The row was published, charged an attempt or parked: its streak ends.
-  void forget(std::int64_t row_id) { streaks_.erase(row_id); }
+  void forget(std::int64_t row_id) {
+    if (!streaks_.empty()) streaks_.erase(row_id);  // called for every published row: nothing to hash then
+  }
   std::size_t size() const { return streaks_.size(); }
 
  private:
