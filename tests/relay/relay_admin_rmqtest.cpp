@@ -173,11 +173,38 @@ TEST_CASE("replay --since selects by publication time and type, honours --max an
   CHECK(contains(too_many.output, "5 rows match, more than --max 4"));
 
   auto typed = run_relay_command({"replay", "--config", cfg, "--since", "2000-01-01T00:00:00Z",
-                                  "--type", "RefundIssued", "--json"});
+                                  "--type", "RefundIssued", "--expect", "2", "--json"});
   REQUIRE(typed.exit_code == 0);
   CHECK(json_of(typed)["replayed"] == 2);
   CHECK(sql_value("SELECT string_agg(DISTINCT message_type, ',') FROM " + table(schema) +
                   " WHERE published_at IS NULL") == "RefundIssued");
+}
+
+TEST_CASE("replay --since changes nothing until --expect confirms the count it printed") {
+  ScopedSchema schema;
+  enqueue(schema, "ex", "rk", "OrderPlaced", 3);
+  enqueue(schema, "ex", "rk", "RefundIssued", 2);
+  sql_exec("UPDATE " + table(schema) + " SET published_at = now() - interval '1 hour'");
+  const auto cfg = config_file(schema);
+  const auto pending = [&] { return sql_value("SELECT count(*) FROM " + table(schema) + " WHERE published_at IS NULL"); };
+
+  // A whole-table range, as a tired operator types it: shown, not replayed.
+  auto blind = run_relay_command({"replay", "--config", cfg, "--since", "3650d"});
+  CHECK_MESSAGE(blind.exit_code == 2, blind.output);
+  CHECK_MESSAGE(contains(blind.output, "5 published row(s) match; nothing changed. To replay them run again with "
+                                       "--expect 5"), blind.output);
+  CHECK_MESSAGE(contains(blind.output, "by type: OrderPlaced 3, RefundIssued 2; published "), blind.output);
+  CHECK(pending() == "0");
+
+  auto wrong = run_relay_command({"replay", "--config", cfg, "--since", "3650d", "--expect", "2"});
+  CHECK_MESSAGE(wrong.exit_code == 2, wrong.output);
+  CHECK_MESSAGE(contains(wrong.output, "5 row(s) match, not --expect 2"), wrong.output);
+  CHECK(pending() == "0");
+
+  auto confirmed = run_relay_command({"replay", "--config", cfg, "--since", "3650d", "--expect", "5", "--json"});
+  REQUIRE_MESSAGE(confirmed.exit_code == 0, confirmed.output);
+  CHECK(json_of(confirmed)["replayed"] == 5);
+  CHECK(pending() == "5");
 }
 
 TEST_CASE("cleanup deletes only rows published before the cutoff, in batches, keeping pending and parked ones") {

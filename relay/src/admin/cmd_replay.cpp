@@ -20,8 +20,9 @@ namespace relay {
 namespace {
 
 constexpr const char* kReplayHelp =
-    "usage: outbox-relay replay --config FILE (--id ID... | --since TIME) [--type T]\n"
-    "                           [--max N] [--dry-run] [--json]\n"
+    "usage: outbox-relay replay --config FILE --id ID... [--type T] [--json]\n"
+    "       outbox-relay replay --config FILE --since TIME [--type T] [--max N]\n"
+    "                           (--dry-run | --expect N) [--json]\n"
     "\n"
     "Makes published rows pending again, so the running relay publishes them once\n"
     "more with the SAME message id (consumers that deduplicate on it - an inbox -\n"
@@ -32,14 +33,19 @@ constexpr const char* kReplayHelp =
     "  --id ID...     message ids (UUID) or outbox ids (x-outbox-id); every one must\n"
     "                 exist and be published, or nothing changes (exit 2)\n"
     "  --since TIME   rows published at or after TIME: an RFC 3339 time\n"
-    "                 (2024-05-01T10:00:00Z) or an age (90m, 12h, 7d; at most 3650d)\n"
+    "                 (2024-05-01T10:00:00Z) or an age (90m, 12h, 7d; at most 3650d).\n"
+    "                 Changes rows only with --expect N; without it, prints what\n"
+    "                 matches and changes nothing (exit 2)\n"
+    "  --expect N     the number of rows the selection must match, as a dry run\n"
+    "                 printed it; any other number changes nothing (exit 2)\n"
     "  --type T       only rows of message type T\n"
     "  --max N        refuse when more than N rows match (default 100000)\n"
     "  --dry-run      count what would be replayed, change nothing\n"
     "  --json         one JSON object on stdout\n"
     "\n"
     "exit codes: 0 replayed (or dry run), 1 PostgreSQL failed, 2 bad usage,\n"
-    "configuration, or an id that is unknown or not published\n";
+    "configuration, an id that is unknown or not published, --since without\n"
+    "--expect, or a count other than --expect\n";
 
 // The rows to replay, as a WHERE clause over the outbox and its parameters.
 struct Selection {
@@ -94,6 +100,26 @@ pqxx::result exec_selection(pqxx::work& tx, const std::string& sql, const Select
                         s.since, s.since_age_s, s.type);
 }
 
+// What a selection matches, for the operator to check before anything changes: the
+// count by message type (the ten largest) and the publication times.
+std::string describe_matches(pqxx::work& tx, const std::string& table, const std::string& where,
+                             const Selection& s) {
+  auto types = exec_selection(tx,
+                              "SELECT message_type, count(*) FROM " + table + " WHERE " + where +
+                                  " GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 10",
+                              s);
+  auto span = exec_selection(tx,
+                             "SELECT min(published_at)::text, max(published_at)::text FROM " + table +
+                                 " WHERE " + where,
+                             s);
+  std::string out = "by type:";
+  for (const auto& r : types)
+    out += " " + outbox::one_line(r[0].c_str(), 80) + " " + r[1].c_str() + ",";
+  if (!types.empty()) out.pop_back();
+  if (!span[0][0].is_null()) out += std::string("; published ") + span[0][0].c_str() + " to " + span[0][1].c_str();
+  return out;
+}
+
 // For --id: every id must name a published, unparked row, of --type when given (a
 // row of another type would otherwise be skipped while the rest are replayed).
 // Returns the problems.
@@ -137,18 +163,50 @@ std::vector<std::string> replay_rows(pqxx::work& tx, const std::string& table, c
   return ids;
 }
 
+// Why a --since selection may not change rows yet, or nullopt when it may: a time
+// range can match far more than meant (the whole table of payments), so it changes
+// rows only when the operator confirmed the count a dry run showed.
+std::optional<std::string> unconfirmed(const AdminArgs& args, std::int64_t count, long long expect,
+                                       bool by_time) {
+  if (args.has("--expect") && count != expect)
+    return std::to_string(count) + " row(s) match, not --expect " + std::to_string(expect) +
+           "; check the selection (a dry run shows it). Nothing changed";
+  if (by_time && !args.has("--expect") && count > 0)
+    return std::to_string(count) + " published row(s) match; nothing changed. To replay them run "
+           "again with --expect " + std::to_string(count);
+  return std::nullopt;
+}
+
+void print_outcome(const AdminArgs& args, const Selection& selection, std::int64_t count,
+                   const std::vector<std::string>& ids) {
+  const bool dry_run = args.has("--dry-run");
+  if (args.json()) {
+    nlohmann::json j = {{"dry_run", dry_run}, {"matched", count}, {"replayed", dry_run ? 0 : count}};
+    if (selection.since || selection.since_age_s) j["since"] = *args.value("--since");
+    else j["message_ids"] = ids;
+    std::cout << j.dump(-1, ' ', true) << "\n";
+  } else if (dry_run) {
+    std::cout << count << " published row(s) would be replayed (dry run, nothing changed)\n";
+  } else {
+    std::cout << "replayed " << count << " row(s): pending again with their message ids; "
+              << "the running relay publishes them\n";
+  }
+}
+
 }  // namespace
 
 int cmd_replay(const Args& raw) {
   AdminArgs args("replay", raw,
                  {{"--id", true, true}, {"--since", true}, {"--type", true}, {"--max", true},
-                  {"--dry-run"}, {"--json"}});
+                  {"--expect", true}, {"--dry-run"}, {"--json"}});
   if (args.help()) {
     std::cout << kReplayHelp;
     return kExitOk;
   }
   const auto selection = parse_selection(args);
+  const bool by_time = args.has("--since");
   const auto max = args.integer("--max", 100000, 1, 100000000);
+  const auto expect = args.integer("--expect", 0, 0, 100000000);
   auto config = load_config_or_report(args.config_path());
   if (!config) return kExitUsage;
   if (config->relay.on_publish == OnPublish::kDelete)
@@ -176,20 +234,15 @@ int cmd_replay(const Args& raw) {
                 << "; narrow the selection or raise --max. Nothing changed\n";
       return kExitUsage;
     }
+    if (by_time && count > 0) std::cerr << "replay: " << describe_matches(tx, table, where, selection) << "\n";
+    if (!args.has("--dry-run"))
+      if (auto why = unconfirmed(args, count, expect, by_time)) {
+        std::cerr << "replay: " << *why << "\n";
+        return kExitUsage;
+      }
     std::vector<std::string> ids;
     if (!args.has("--dry-run")) ids = replay_rows(tx, table, where, selection, count);
-    if (args.json()) {
-      nlohmann::json j = {{"dry_run", args.has("--dry-run")}, {"matched", count},
-                          {"replayed", args.has("--dry-run") ? 0 : count}};
-      if (selection.since || selection.since_age_s) j["since"] = *args.value("--since");
-      else j["message_ids"] = ids;
-      std::cout << j.dump() << "\n";
-    } else if (args.has("--dry-run")) {
-      std::cout << count << " published row(s) would be replayed (dry run, nothing changed)\n";
-    } else {
-      std::cout << "replayed " << count << " row(s): pending again with their message ids; "
-                << "the running relay publishes them\n";
-    }
+    print_outcome(args, selection, count, ids);
     return kExitOk;
   } catch (const std::exception& e) {
     std::cerr << "replay failed: " << outbox::one_line(e.what()) << "\n";

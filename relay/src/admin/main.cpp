@@ -16,8 +16,8 @@ const std::vector<Command>& all_commands() {
       {"check-config", cmd_check_config, "FILE [--connect]          validate a configuration file (--connect: and\n"
                                          "                          reach both servers once, exit 1 if either fails)", false},
       {"status", cmd_status, "--config FILE [--json]             backlog: pending, parked, oldest age, by type"},
-      {"replay", cmd_replay, "--config FILE (--id ID... | --since TIME) [--type T] [--dry-run] [--json]\n"
-                             "                          publish published rows again, same message id"},
+      {"replay", cmd_replay, "--config FILE (--id ID... | --since TIME (--dry-run | --expect N)) [--type T]\n"
+                             "                          [--json]   publish published rows again, same message id"},
       {"cleanup", cmd_cleanup, "--config FILE --older-than AGE [--batch N] [--dry-run] [--json]\n"
                                "                          delete old published rows in batches"},
       {"dead", cmd_dead, "list --config FILE [--type T] [--limit N] [--json]\n"
