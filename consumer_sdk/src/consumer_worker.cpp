@@ -26,8 +26,13 @@ int broker_returns(const Delivery& d) {
   }
 }
 
-}  // namespace
+// The pause after the `n`th lost PostgreSQL session in a row: 500 ms, doubling to 10 s
+// (the AMQP reconnect backoff's steps).
+std::chrono::milliseconds session_loss_backoff(int n) {
+  return std::min(std::chrono::milliseconds(500) * (1 << std::min(n - 1, 5)), std::chrono::milliseconds(10000));
+}
 
+}  // namespace
 
 ConsumerWorker::ConsumerWorker(SharedState& shared, int index)
     : shared_(shared),
@@ -94,6 +99,7 @@ void ConsumerWorker::handle(InboundMessage& m) {
 
   std::string error;
   Outcome outcome = run_transaction(d, error);
+  if (outcome != Outcome::kConnectionLost) sessions_lost_ = 0;  // the server answered
   if (outcome == Outcome::kProcessed || outcome == Outcome::kDuplicate) {
     // Acked only after the commit: a crash before this line redelivers the message,
     // and the committed inbox row makes that redelivery a duplicate.
@@ -154,12 +160,16 @@ void ConsumerWorker::settle_failure(const Delivery& d, std::uint64_t tag, Outcom
   LogFields reason{{"reason", one_line(error)}};
   shared_.metrics->failed();
   if (outcome == Outcome::kConnectionLost) {
-    // Not the message's fault: requeue without counting a try, then back off while
-    // the connection is rebuilt.
-    spdlog::warn("consumer {}: message {} requeued: {}", name_, id, one_line(error));
+    // Not the message's fault: requeue without counting a try. Then pause before the
+    // next message, longer at each loss in a row: during an outage every delivery
+    // fails at once (connection refused), and a fixed retry_delay (which may be 0)
+    // would cycle the messages through the queue, and the log, as fast as that.
+    const auto pause = std::max(o.retry_delay, session_loss_backoff(++sessions_lost_));
+    spdlog::warn("consumer {}: message {} requeued, next message in {} ms: {}", name_, id, pause.count(),
+                 one_line(error));
     amqp_.requeue(tag);
     shared_.metrics->retried();
-    shared_.stop.wait_for(o.retry_delay);
+    shared_.stop.wait_for(pause);
     return;
   }
   int failures = outcome == Outcome::kPermanent ? o.max_attempts : shared_.retries.record_failure(d.message_id);

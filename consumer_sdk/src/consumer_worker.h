@@ -56,6 +56,7 @@ class ConsumerWorker {
   std::string name_;  // "consumer#index", for logs
   AmqpConsumer amqp_;
   std::unique_ptr<WatchedConnection> pg_;
+  int sessions_lost_ = 0;  // PostgreSQL sessions lost in a row (lost or refused); sets the pause
 };
 
 }  // namespace outbox::detail
