@@ -102,3 +102,11 @@ TEST_CASE("a password written inline in a node draws a warning naming the node, 
   CHECK(contains(c.warnings[0], "relay.yaml:6: amqp.uris[1]: a password is written inline"));
   CHECK_FALSE(contains(c.warnings[0], "hunter2"));
 }
+
+TEST_CASE("a node URI written as a single value instead of a list is refused without showing its password") {
+  auto e = error_of(config("  uris: amqp://relay:hunter2@mq-0:5672/%2f\n"));
+  CHECK_MESSAGE(contains(e, "relay.yaml:4: amqp.uris: expected a non-empty list of strings, got a single value "
+                            "(not shown: it may hold a password)"), e);
+  CHECK_FALSE_MESSAGE(contains(e, "hunter2"), e);
+  CHECK_FALSE_MESSAGE(contains(e, "mq-0"), e);
+}

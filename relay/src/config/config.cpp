@@ -103,8 +103,14 @@ class SectionReader {
   void string_list(const std::string& key, std::vector<std::string>& out) {
     auto v = take(key);
     if (!v) return;
+    // Each item is a secret, so is a scalar written where the list belongs (a URI
+    // with its password): it is described, never shown.
     if (!v.IsSequence() || v.size() == 0)
-      fail(v, key_path(key), "expected a non-empty list of strings, got " + (v.IsSequence() ? "an empty list" : shown(v)));
+      fail(v, key_path(key), "expected a non-empty list of strings, got " +
+                                 (v.IsSequence() ? std::string("an empty list")
+                                  : v.IsScalar() ? "a single value (not shown: it may hold a password); write "
+                                                   "it as a list item ('- VALUE') or use the one-value key"
+                                                 : "a " + kind(v)));
     for (std::size_t i = 0; i < v.size(); ++i) {
       const std::string item_key = key_path(key) + "[" + std::to_string(i) + "]";
       if (!v[i].IsScalar()) fail(v[i], item_key, "expected a string, got a " + kind(v[i]));
