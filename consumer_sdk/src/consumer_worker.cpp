@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <pqxx/pqxx>
 
+#include "outbox/environment_error.h"
 #include "outbox/errors.h"
 #include "outbox/log_fields.h"
 #include "outbox/one_line.h"
@@ -26,9 +27,9 @@ int broker_returns(const Delivery& d) {
   }
 }
 
-// The pause after the `n`th lost PostgreSQL session in a row: 500 ms, doubling to 10 s
+// The pause after the `n`th environment failure in a row: 500 ms, doubling to 10 s
 // (the AMQP reconnect backoff's steps).
-std::chrono::milliseconds session_loss_backoff(int n) {
+std::chrono::milliseconds environment_backoff(int n) {
   return std::min(std::chrono::milliseconds(500) * (1 << std::min(n - 1, 5)), std::chrono::milliseconds(10000));
 }
 
@@ -99,7 +100,7 @@ void ConsumerWorker::handle(InboundMessage& m) {
 
   std::string error;
   Outcome outcome = run_transaction(d, error);
-  if (outcome != Outcome::kConnectionLost) sessions_lost_ = 0;  // the server answered
+  if (outcome != Outcome::kEnvironment) environment_failures_ = 0;  // everything answered
   if (outcome == Outcome::kProcessed || outcome == Outcome::kDuplicate) {
     // Acked only after the commit: a crash before this line redelivers the message,
     // and the committed inbox row makes that redelivery a duplicate.
@@ -125,6 +126,9 @@ ConsumerWorker::Outcome ConsumerWorker::run_transaction(const Delivery& d, std::
   } catch (const PermanentError& e) {
     error = e.what();
     return Outcome::kPermanent;
+  } catch (const EnvironmentError& e) {
+    error = e.what();
+    return Outcome::kEnvironment;
   } catch (const pqxx::in_doubt_error& e) {
     return session_lost(std::string("commit outcome unknown: ") + e.what(), error);
   } catch (const pqxx::broken_connection& e) {
@@ -151,7 +155,7 @@ ConsumerWorker::Outcome ConsumerWorker::session_lost(std::string what, std::stri
     return Outcome::kFailed;
   }
   error = std::move(what);
-  return Outcome::kConnectionLost;
+  return Outcome::kEnvironment;
 }
 
 void ConsumerWorker::settle_failure(const Delivery& d, std::uint64_t tag, Outcome outcome, const std::string& error) {
@@ -159,12 +163,12 @@ void ConsumerWorker::settle_failure(const Delivery& d, std::uint64_t tag, Outcom
   const std::string id = d.message_id.to_string();
   LogFields reason{{"reason", one_line(error)}};
   shared_.metrics->failed();
-  if (outcome == Outcome::kConnectionLost) {
+  if (outcome == Outcome::kEnvironment) {
     // Not the message's fault: requeue without counting a try. Then pause before the
-    // next message, longer at each loss in a row: during an outage every delivery
+    // next message, longer at each failure in a row: during an outage every delivery
     // fails at once (connection refused), and a fixed retry_delay (which may be 0)
     // would cycle the messages through the queue, and the log, as fast as that.
-    const auto pause = std::max(o.retry_delay, session_loss_backoff(++sessions_lost_));
+    const auto pause = std::max(o.retry_delay, environment_backoff(++environment_failures_));
     spdlog::warn("consumer {}: message {} requeued, next message in {} ms: {}", name_, id, pause.count(),
                  one_line(error));
     amqp_.requeue(tag);

@@ -43,7 +43,8 @@ class ConsumerWorker {
   void run();
 
  private:
-  enum class Outcome { kProcessed, kDuplicate, kFailed, kPermanent, kConnectionLost };
+  // kEnvironment: not the message's fault (a lost PostgreSQL session, an EnvironmentError).
+  enum class Outcome { kProcessed, kDuplicate, kFailed, kPermanent, kEnvironment };
   void consume_until_stopped();
   void handle(InboundMessage& message);
   Outcome run_transaction(const Delivery& delivery, std::string& error);
@@ -56,7 +57,7 @@ class ConsumerWorker {
   std::string name_;  // "consumer#index", for logs
   AmqpConsumer amqp_;
   std::unique_ptr<WatchedConnection> pg_;
-  int sessions_lost_ = 0;  // PostgreSQL sessions lost in a row (lost or refused); sets the pause
+  int environment_failures_ = 0;  // kEnvironment outcomes in a row; sets the pause before the next message
 };
 
 }  // namespace outbox::detail

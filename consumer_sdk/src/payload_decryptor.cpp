@@ -3,6 +3,7 @@
 #include <pqxx/pqxx>
 
 #include "outbox/crypto_errors.h"
+#include "outbox/environment_error.h"
 
 namespace outbox {
 
@@ -39,13 +40,15 @@ SubjectKeyStore::DataKey PayloadDecryptor::fetch_subject_key(const std::string& 
     pqxx::read_transaction tx(conn_->conn);
     return store_->fetch(tx, key_id);
   } catch (const pqxx::sql_error& e) {
+    // The key id was checked and is a bound parameter: an SQL error here is the key
+    // database's (permissions, a missing table, a timeout), never the message's.
     conn_.reset();
-    throw std::runtime_error("subject key lookup failed in PostgreSQL (SQLSTATE " + e.sqlstate() +
-                             "); the message will be retried");
+    throw EnvironmentError("subject key lookup failed in PostgreSQL (SQLSTATE " + e.sqlstate() +
+                           "); the message will be retried");
   } catch (const pqxx::failure&) {
     conn_.reset();  // reconnect on the next message
     // libpq's connection messages can echo connection parameters: not repeated here.
-    throw std::runtime_error("subject key store unreachable (PostgreSQL); the message will be retried");
+    throw EnvironmentError("subject key store unreachable (PostgreSQL); the message will be retried");
   }
 }
 

@@ -13,6 +13,7 @@
 #include "outbox/consumer_counters.h"
 #include "outbox/consumer_name.h"
 #include "outbox/delivery.h"
+#include "outbox/environment_error.h"
 #include "outbox/inbox_retention.h"
 #include "outbox/metrics.h"
 
@@ -106,8 +107,9 @@ void validate_runner_options(const RunnerOptions& options);
 // The handler runs inside the transaction, after the inbox row was written. Anything
 // it does with `tx` (business rows, OutboxWriter::enqueue of follow-up events)
 // commits with the inbox row, or not at all. Throw to fail the message: an
-// outbox::PermanentError dead-letters it at once, anything else is retried up to
-// max_attempts. Side effects outside the database (a payment call) are not undone
+// outbox::PermanentError dead-letters it at once, an outbox::EnvironmentError (a
+// dependency unreachable for now) requeues it without counting a try, anything else
+// is retried up to max_attempts. Side effects outside the database (a payment call) are not undone
 // by a rollback: give them an idempotency key.
 using Handler = std::function<void(pqxx::transaction_base& tx, const Delivery& delivery)>;
 

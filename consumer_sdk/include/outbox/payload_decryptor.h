@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "outbox/delivery.h"
+#include "outbox/environment_error.h"
 #include "outbox/field_decryptor.h"
 #include "outbox/keyring.h"
 #include "outbox/message_id.h"
@@ -34,7 +35,8 @@ struct PayloadDecryptorOptions {
 // key id, an envelope swapped between fields or messages, an erased subject)
 // throw DecryptionError / SubjectErasedError, both outbox::PermanentError, so the
 // consumer runner dead-letters the message at once and never passes garbage on.
-// An unreachable key database throws pqxx errors instead: transient, retried.
+// An unreachable or failing key database throws EnvironmentError instead: the runner
+// requeues the message without counting a try, however long the outage lasts.
 // Subject keys are fetched per message, never cached, so an erasure takes effect
 // at once.
 // Thread safety: decrypt() may be called from many threads; subject-key lookups
