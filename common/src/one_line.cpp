@@ -36,6 +36,20 @@ std::size_t utf8_sequence(std::string_view text, std::size_t i) {
   return n;
 }
 
+// Characters that are valid UTF-8 but steer a terminal or the order text is shown
+// in: C1 controls (U+009B is CSI, U+009D OSC: a terminal in UTF-8 mode acts on them as
+// on ESC [ and ESC ]), line and paragraph separators, and the bidirectional marks,
+// embeddings, overrides and isolates (text that reads differently than it is).
+bool steers_display(std::string_view text, std::size_t i, std::size_t n) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[i + k]); };
+  if (n == 2) return (byte(0) == 0xC2 && byte(1) <= 0x9F) ||   // U+0080-U+009F
+                     (byte(0) == 0xD8 && byte(1) == 0x9C);      // U+061C
+  if (n != 3 || byte(0) != 0xE2) return false;
+  if (byte(1) == 0x80)  // U+200E, U+200F; U+2028-U+202E
+    return byte(2) == 0x8E || byte(2) == 0x8F || (byte(2) >= 0xA8 && byte(2) <= 0xAE);
+  return byte(1) == 0x81 && byte(2) >= 0xA6 && byte(2) <= 0xA9;  // U+2066-U+2069
+}
+
 }  // namespace
 
 std::string one_line(std::string_view text, std::size_t max_bytes) {
@@ -58,7 +72,13 @@ std::string one_line(std::string_view text, std::size_t max_bytes) {
       out += "...";
       break;
     }
-    if (n > 1) out.append(text.substr(i, n));
+    if (n > 1 && steers_display(text, i, n)) {
+      if (out.size() + 4 * n > max_bytes) {
+        out += "...";
+        break;
+      }
+      for (std::size_t k = 0; k < n; ++k) escape_byte(out, static_cast<unsigned char>(text[i + k]));
+    } else if (n > 1) out.append(text.substr(i, n));
     else if (c == '\n') out += "\\n";
     else if (c == '\r') out += "\\r";
     else if (c == '\t') out += "\\t";

@@ -83,6 +83,23 @@ TEST_CASE("one_line's result is valid UTF-8: a character is never cut and malfor
   CHECK(one_line("\xe2\x82\xac \xf0\x9f\x92\xb3") == "\xe2\x82\xac \xf0\x9f\x92\xb3");  // euro sign, card
 }
 
+TEST_CASE("one_line escapes the C1 controls and direction marks a hand-written row could steer a terminal with") {
+  // U+009B is CSI and U+009D OSC for a terminal in UTF-8 mode: "\u009b2J" clears the
+  // screen of an operator reading `dead list`, "\u009d52;c;...\u009c" writes the clipboard.
+  CHECK(one_line("a\xc2\x9b" "2J b") == "a\\xc2\\x9b2J b");
+  CHECK(one_line("\xc2\x9d" "52;c;cm0gLXJmIC8K\xc2\x9c") == "\\xc2\\x9d52;c;cm0gLXJmIC8K\\xc2\\x9c");
+  CHECK(one_line("\xc2\x80\xc2\x85") == "\\xc2\\x80\\xc2\\x85");
+  // A right-to-left override, an isolate, a line separator, the Arabic letter mark.
+  CHECK(one_line("pay \xe2\x80\xae" "001$") == "pay \\xe2\\x80\\xae001$");
+  CHECK(one_line("\xe2\x81\xa6x\xe2\x81\xa9") == "\\xe2\\x81\\xa6x\\xe2\\x81\\xa9");
+  CHECK(one_line("a\xe2\x80\xa8" "b") == "a\\xe2\\x80\\xa8b");
+  CHECK(one_line("\xd8\x9c") == "\\xd8\\x9c");
+  // Printable neighbours stay as they are: no-break space, e-acute, en dash, euro sign.
+  CHECK(one_line("\xc2\xa0\xc3\xa9\xe2\x80\x93\xe2\x82\xac") == "\xc2\xa0\xc3\xa9\xe2\x80\x93\xe2\x82\xac");
+  // The cap counts the escapes: never more than max_bytes plus "...".
+  CHECK(one_line("ab\xc2\x9b", 5) == "ab...");
+}
+
 TEST_CASE("a header name with CR/LF is escaped in the validation error, never echoed raw") {
   Message m = message_with([](Message& x) { x.headers[kInjected] = "v"; });
   auto what = error_of([&] { validate_message(m, MessageLimits{}); });
