@@ -9,6 +9,7 @@
 #include "outbox/errors.h"
 #include "outbox/log_fields.h"
 #include "outbox/one_line.h"
+#include "outbox/pg_conninfo.h"
 
 namespace outbox::detail {
 namespace {
@@ -33,18 +34,35 @@ std::chrono::milliseconds environment_backoff(int n) {
   return std::min(std::chrono::milliseconds(500) * (1 << std::min(n - 1, 5)), std::chrono::milliseconds(10000));
 }
 
+// The worker's PostgreSQL connection string: pg_dsn with the relay's session limits
+// where the user set none. Without connect_timeout, a server (or pooler) that accepts
+// the connection and never answers holds the worker, and stop(), for good; without
+// keepalives a vanished host is noticed after the system's two hours.
+std::string session_dsn(const RunnerOptions& o) {
+  auto info = PgConnInfo::parse(o.pg_dsn);
+  const auto timeout_s = std::max<long long>(2, (o.connect_timeout.count() + 999) / 1000);  // libpq: 2 s at least
+  info.set_default("application_name", "outbox-consumer " + o.consumer.value());
+  info.set_default("connect_timeout", std::to_string(timeout_s));
+  info.set_default("keepalives", "1");
+  info.set_default("keepalives_idle", "10");
+  info.set_default("keepalives_interval", "5");
+  info.set_default("keepalives_count", "3");
+  return info.to_string();
+}
+
 }  // namespace
 
 ConsumerWorker::ConsumerWorker(SharedState& shared, int index)
     : shared_(shared),
       index_(index),
       name_(shared.options.consumer.value() + "#" + std::to_string(index)),
-      amqp_(amqp_settings(shared.options, "outbox-consumer " + name_)) {}
+      amqp_(amqp_settings(shared.options, "outbox-consumer " + name_)),
+      pg_dsn_(session_dsn(shared.options)) {}
 
 ConsumerWorker::~ConsumerWorker() = default;
 
 void ConsumerWorker::connect() {
-  if (!pg_) pg_ = open_watched_connection(shared_.options.pg_dsn);
+  if (!pg_) pg_ = open_watched_connection(pg_dsn_);
   if (!amqp_.connected()) {
     amqp_.connect();
     amqp_.consume(shared_.options.queue, shared_.options.prefetch);
@@ -114,7 +132,7 @@ void ConsumerWorker::handle(InboundMessage& m) {
 
 ConsumerWorker::Outcome ConsumerWorker::run_transaction(const Delivery& d, std::string& error) {
   try {
-    if (!pg_) pg_ = open_watched_connection(shared_.options.pg_dsn);
+    if (!pg_) pg_ = open_watched_connection(pg_dsn_);
     pqxx::work tx(*pg_, "outbox_consumer");
     if (shared_.inbox && shared_.inbox->record(tx, d.message_id, d.type) == InboxOutcome::kDuplicate) {
       tx.abort();

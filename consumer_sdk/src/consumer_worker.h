@@ -56,6 +56,7 @@ class ConsumerWorker {
   int index_;
   std::string name_;  // "consumer#index", for logs
   AmqpConsumer amqp_;
+  std::string pg_dsn_;  // options.pg_dsn with the session limits (session_dsn); never logged
   std::unique_ptr<WatchedConnection> pg_;
   int environment_failures_ = 0;  // kEnvironment outcomes in a row; sets the pause before the next message
 };

@@ -5,7 +5,14 @@
 
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <atomic>
+#include <future>
 #include <pqxx/pqxx>
 #include <thread>
 
@@ -58,6 +65,29 @@ struct ProxiedPostgres {
     return through.to_string();
   }
 };
+
+// TCP_KEEPIDLE of every socket of this process connected to 127.0.0.1:`port`.
+std::vector<int> keepalive_idle_of_sockets_to(std::uint16_t port) {
+  std::vector<int> out;
+  DIR* fds = opendir("/proc/self/fd");
+  REQUIRE(fds != nullptr);
+  while (dirent* e = readdir(fds)) {
+    const int fd = std::atoi(e->d_name);
+    sockaddr_in peer{};
+    socklen_t len = sizeof peer;
+    if (fd <= 2 || getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0 || peer.sin_family != AF_INET ||
+        ntohs(peer.sin_port) != port)
+      continue;
+    int on = 0, idle = 0;
+    socklen_t n = sizeof on;
+    getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, &n);
+    n = sizeof idle;
+    getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, &n);
+    out.push_back(on ? idle : -1);
+  }
+  closedir(fds);
+  return out;
+}
 
 }  // namespace
 
@@ -116,4 +146,56 @@ TEST_CASE("while PostgreSQL is unreachable a worker backs off instead of cycling
   runner.wait();
   CHECK(runner.counters().dead_lettered == 0);
   CHECK(f.effects() == 1);
+}
+
+TEST_CASE("a PostgreSQL that accepts connections and never answers cannot hold a worker past connect_timeout") {
+  // A hung server, or a pooler waiting for one: without a connect timeout the
+  // worker's reconnect waited for ever, and stop() (SIGTERM) with it.
+  Fixture f;
+  ProxiedPostgres pg;
+  auto options = f.options();
+  options.pg_dsn = pg.dsn();
+  options.connect_timeout = 2000ms;
+  outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
+    f.record_effect(tx, d);
+  });
+  runner.start();
+  pg.proxy.set_stalled(true);  // new connections are accepted; no byte moves
+  pg.proxy.cut_all();          // the worker's session goes
+  f.publish("while the server hangs");
+  REQUIRE(testenv::eventually(5s, [&] { return runner.counters().retried >= 1; }));
+  std::this_thread::sleep_for(1s);  // the worker is reconnecting now
+  runner.stop();
+  auto stopped = std::async(std::launch::async, [&] { runner.wait(); });
+  const bool in_time = stopped.wait_for(8s) == std::future_status::ready;
+  pg.proxy.set_stalled(false);  // lets a hung worker go, so the test ends either way
+  stopped.get();
+  CHECK_MESSAGE(in_time, "stop() waited more than 8 s for a worker connecting to a silent server");
+  CHECK(runner.counters().dead_lettered == 0);
+}
+
+TEST_CASE("a worker's PostgreSQL sessions carry the consumer's name and keepalives, unless the DSN sets its own") {
+  Fixture f;
+  ProxiedPostgres pg;
+  auto options = f.options(2);
+  options.pg_dsn = pg.dsn();
+  outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base&, const outbox::Delivery&) {});
+  runner.start();
+  const std::string name = "outbox-consumer " + options.consumer.value();
+  CHECK(testenv::sql_value("SELECT count(*) FROM pg_stat_activity WHERE application_name = '" + name + "'") == "2");
+  std::string idle;  // TCP_KEEPIDLE of each session's socket, -1 without keepalives
+  for (int s : keepalive_idle_of_sockets_to(pg.proxy.port())) idle += std::to_string(s) + " ";
+  CHECK(idle == "10 10 ");  // a dead host is noticed in 10 + 3 x 5 s, not the system's 2 h
+  runner.stop();
+  runner.wait();
+
+  auto own = outbox::PgConnInfo::parse(pg.dsn());
+  const std::string own_name = testenv::unique_name("billing");
+  own.set("application_name", own_name);
+  options.pg_dsn = own.to_string();
+  outbox::ConsumerRunner chosen(options, [&](pqxx::transaction_base&, const outbox::Delivery&) {});
+  chosen.start();
+  CHECK(testenv::sql_value("SELECT count(*) FROM pg_stat_activity WHERE application_name = '" + own_name + "'") == "2");
+  chosen.stop();
+  chosen.wait();
 }

@@ -41,7 +41,10 @@ enum class QueueType {
 };
 
 struct RunnerOptions {
-  std::string pg_dsn;                   // libpq connection string; never logged
+  // libpq connection string; never logged. Each worker's session gets, unless set here:
+  // application_name "outbox-consumer <consumer>", connect_timeout (below) and
+  // keepalives (10 s idle, 3 probes 5 s apart), as the relay's sessions do.
+  std::string pg_dsn;
   std::string schema = "outbox";        // schema of the inbox table (and of any consumer outbox)
   ConsumerName consumer;                // required: the inbox key and the metrics label
   // amqp://user:password@host:port/vhost, or amqps:// for TLS; never logged.
@@ -92,6 +95,9 @@ struct RunnerOptions {
   // delivery and logged (its inbox row may be gone already).
   std::optional<RetentionPolicy> retention;
   int heartbeat_s = 30;                 // AMQP heartbeat (0 = off)
+  // AMQP connect, TLS handshake and every RPC; also libpq's connect_timeout (whole
+  // seconds, at least 2) unless pg_dsn sets one: a server that accepts connections and
+  // never answers cannot hold a worker, or stop(), longer than that.
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds poll_interval{200};    // how soon an idle worker notices stop()
   // Where the runner's counters are exported (Prometheus format, labelled
