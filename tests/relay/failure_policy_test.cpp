@@ -93,6 +93,14 @@ const Row kTable[] = {
     {"broker blocked (resource alarm)", Outcome::kFailed,
      "not confirmed: broker blocked publishing (resource alarm)", false, true, FailureReason::kBlocked},
     {"never sent (link gone first)", Outcome::kUnconfirmed, "", false, true, FailureReason::kConnectionLost},
+    // The batch's time limit (BatchDeadline): never sent, it is the next batch's at
+    // once; sent and unconfirmed, the broker is slow: the growing backoff.
+    {"withheld at the batch's time limit", Outcome::kUnconfirmed,
+     "not published: its batch reached its time limit (2250 ms of postgres.idle_in_transaction_timeout_ms)", false,
+     true, FailureReason::kBatchTimeLimit},
+    {"unconfirmed at the batch's time limit", Outcome::kFailed,
+     "no broker confirm before its batch's time limit (2250 ms of postgres.idle_in_transaction_timeout_ms)", false,
+     false, FailureReason::kBatchTimeLimit},
     {"encode refusal", Outcome::kInvalid, "not publishable: content header over frame_max", true, false,
      FailureReason::kInvalid},
     {"decode failure", Outcome::kInvalid, "column headers: must be a JSON object of string values, got a JSON array",

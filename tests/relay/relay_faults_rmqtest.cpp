@@ -379,6 +379,56 @@ TEST_CASE("a missing exchange named in non-ASCII: its row is parked with the 404
   CHECK(relay.wait() == 0);
 }
 
+TEST_CASE("over a slow link, rows that must go alone one round trip at a time: each batch commits before the session's idle timeout, every bad row is parked") {
+  ScopedSchema schema;
+  TestBroker broker;
+  // 100 ms each way: a row published alone waits for the acks before it (a round
+  // trip), and a channel closed over it costs one more to reopen.
+  TcpProxy proxy("127.0.0.1", amqp_port());
+  proxy.set_delay_ms(100);
+  Yaml y(schema.name());
+  y.uri = uri_via(proxy);
+  y.postgres_extra = "  idle_in_transaction_timeout_ms: 3000\n";
+  y.amqp_extra = "  heartbeat_s: 2\n  confirm_timeout_ms: 2000\n";
+  y.relay_extra = "  max_attempts: 1\n";
+  RelayProcess relay(y.text());
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  const auto missing = broker.exchange() + "_missing";
+  {  // The first row for the missing exchange: refused, and its exchange remembered.
+    pqxx::work tx(conn);
+    writer.enqueue(tx, fault_message(missing, broker.routing_key()));
+    tx.commit();
+  }
+  REQUIRE_MESSAGE(testenv::eventually(15s, [&] { return count(schema, "parked_at IS NOT NULL") == 1; }), relay.log());
+  // Then 10 more for it among 10 good ones, in one transaction: each goes alone,
+  // about 600 ms a pair, so their batch would take longer than the 3 s
+  // idle-in-transaction timeout (no statement meanwhile: the payloads came with the
+  // claim). The server used to end the batch's session: its mark failed, nothing was
+  // charged or marked, and the next batch started over, until the exchange was
+  // forgotten 30 s later.
+  std::set<std::string> good;
+  {
+    pqxx::work tx(conn);
+    for (int i = 0; i < 20; ++i) {
+      const auto id = writer.enqueue(tx, fault_message(i % 2 ? missing : broker.exchange(), broker.routing_key()));
+      if (i % 2 == 0) good.insert(id.to_string());
+    }
+    tx.commit();
+  }
+  CHECK_MESSAGE(testenv::eventually(20s, [&] { return count(schema, "parked_at IS NOT NULL") == 11; }), relay.log());
+  CHECK(testenv::eventually(5s, [&] { return count(schema, "published_at IS NOT NULL") == 10; }));
+  CHECK(relay.log().find("PostgreSQL connection lost during a batch") == std::string::npos);
+  CHECK_MESSAGE(relay.log().find("publishes no more") != std::string::npos, relay.log());  // the limit cut a batch
+  const auto got = broker.receive(200, 1500ms);
+  std::set<std::string> ids;
+  for (const auto& m : got) ids.insert(m.message_id);
+  CHECK(ids == good);
+  CHECK_MESSAGE(got.size() <= 2 * good.size(), got.size());  // no loop
+  relay.signal(SIGTERM);
+  CHECK(relay.wait() == 0);
+}
+
 TEST_CASE("check-config --connect passes against running servers") {
   ScopedSchema schema;
   auto r = testenv::run_relay_command({"check-config", testenv::write_temp_file(Yaml(schema.name()).text()), "--connect"});

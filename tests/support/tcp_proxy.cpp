@@ -18,11 +18,12 @@ namespace {
 
 // One proxied connection: a client socket, a server socket and a pump per direction.
 struct Session : std::enable_shared_from_this<Session> {
-  Session(boost::asio::io_context& io, const std::atomic<bool>& stalled)
-      : client(io), server(io), stalled(stalled) {}
+  Session(boost::asio::io_context& io, const std::atomic<bool>& stalled, const std::atomic<int>& delay_ms)
+      : client(io), server(io), stalled(stalled), delay_ms(delay_ms) {}
 
   tcp::socket client, server;
   const std::atomic<bool>& stalled;
+  const std::atomic<int>& delay_ms;
   std::array<char, 65536> up{}, down{};
   bool closed = false;
   std::function<void()> on_close;
@@ -43,6 +44,12 @@ struct Session : std::enable_shared_from_this<Session> {
     }
     from.async_read_some(boost::asio::buffer(buf), [self, &from, &to, &buf](auto ec, std::size_t n) {
       if (ec) return self->close(false);
+      if (const int delay = self->delay_ms; delay > 0) {
+        auto timer = std::make_shared<boost::asio::steady_timer>(from.get_executor(),
+                                                                 std::chrono::milliseconds(delay));
+        timer->async_wait([self, timer, &from, &to, &buf, n](auto) { self->forward(from, to, buf, n); });
+        return;
+      }
       self->forward(from, to, buf, n);
     });
   }
@@ -86,6 +93,7 @@ struct TcpProxy::Impl {
   tcp::acceptor acceptor{io};
   tcp::endpoint target;
   std::atomic<bool> stalled{false}, refusing{false};
+  std::atomic<int> delay_ms{0};
   std::atomic<int> open{0};
   std::map<std::uint64_t, std::shared_ptr<Session>> sessions;  // io thread only
   std::uint64_t next_id = 0;
@@ -108,7 +116,7 @@ struct TcpProxy::Impl {
   }
 
   void connect(tcp::socket client) {
-    auto session = std::make_shared<Session>(io, stalled);
+    auto session = std::make_shared<Session>(io, stalled, delay_ms);
     session->client = std::move(client);
     auto id = next_id++;
     sessions[id] = session;
@@ -177,6 +185,7 @@ int TcpProxy::cut_all() {
 
 void TcpProxy::set_stalled(bool stalled) { impl_->stalled = stalled; }
 void TcpProxy::set_refusing(bool refusing) { impl_->refusing = refusing; }
+void TcpProxy::set_delay_ms(int delay_ms) { impl_->delay_ms = delay_ms; }
 int TcpProxy::open_connections() const { return impl_->open; }
 
 }  // namespace testenv

@@ -29,6 +29,10 @@ class TcpProxy {
   // While stalled no byte moves in either direction; connections stay open, as
   // with a peer that hangs or a network that drops everything.
   void set_stalled(bool stalled);
+  // Each chunk read waits `delay_ms` before it is forwarded, in both directions: a
+  // slow link (a round trip costs 2 x delay_ms; throughput at most 64 KiB per
+  // delay_ms and direction). 0, the default, forwards at once.
+  void set_delay_ms(int delay_ms);
   // While refusing, new connections are closed at once (as if nothing listened);
   // open ones are not touched.
   void set_refusing(bool refusing);

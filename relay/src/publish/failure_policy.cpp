@@ -71,6 +71,10 @@ Verdict FailurePolicy::judge(ConfirmTracker::Outcome outcome, const std::string&
   // Unconfirmed within amqp.confirm_timeout_ms: no attempt either, but not at once:
   // a queue that cannot confirm it (suspended, without a majority) would take it
   // again first in the next claim and hold up every batch behind it.
+  // Cut by the batch's time limit: nobody's attempt. Never sent, it is simply
+  // the next batch's; sent and unconfirmed, the broker is slow: a backoff.
+  if (reason.rfind(kWithheldPrefix, 0) == 0) return {false, FailureReason::kBatchTimeLimit, true};
+  if (reason.rfind(kLatePrefix, 0) == 0) return {false, FailureReason::kBatchTimeLimit, false};
   if (reason.rfind("no broker confirm", 0) == 0) return {false, FailureReason::kConfirmTimeout, false};
   if (reason.find("blocked") != std::string::npos) return {false, FailureReason::kBlocked, true};
   return {false, FailureReason::kConnectionLost, true};

@@ -76,6 +76,10 @@ class FailurePolicy {
   // The prefix of last_error for a row found guilty of closing the channel; the
   // relay publishes such a row alone the next time (RelayLoop::must_go_alone).
   static constexpr const char* kRefusedPrefix = "refused by broker: ";
+  // The starts of the reasons of rows cut by their batch's BatchDeadline: never
+  // published (due again at once), or published and not confirmed in time (a backoff).
+  static constexpr const char* kWithheldPrefix = "not published: its batch reached its time limit";
+  static constexpr const char* kLatePrefix = "no broker confirm before its batch's time limit";
 };
 
 }  // namespace relay

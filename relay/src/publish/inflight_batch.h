@@ -42,6 +42,12 @@ struct InflightBatch {
   // again (RelayLoop::finish_batch).
   bool claimed_all_due = false;
   std::chrono::steady_clock::time_point claimed_at, publish_done_at;
+  // When its transaction's last statement (the claim, a payload fetch) ended: the
+  // server's idle-in-transaction clock starts there (BatchDeadline counts from it).
+  std::chrono::steady_clock::time_point session_used_at;
+  // Set when its BatchDeadline stopped its publishing: the reason of the rows it
+  // left unpublished (they stay pending, no attempt).
+  std::string withheld;
   double claim_ms = 0;
 };
 

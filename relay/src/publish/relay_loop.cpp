@@ -48,6 +48,8 @@ RelayLoop::RelayLoop(RelayConfig config, const std::atomic<bool>& stop, RelayMet
       listener_(config_.postgres, kArmLockWait),
       backoff_(config_.relay),
       reconnect_backoff_(reconnect_settings()),
+      deadline_(milliseconds(config_.postgres.idle_in_transaction_timeout_ms),
+                milliseconds(config_.amqp.confirm_timeout_ms)),
       last_summary_(Clock::now()),
       metrics_(metrics) {
   for (int i = 0; i < config_.relay.pipeline_depth; ++i) {
@@ -86,6 +88,7 @@ int RelayLoop::run(bool exit_when_idle) {
       if (!ensure_connected()) continue;
     }
     pump_events();
+    enforce_deadlines();
     // One batch at a time, then a new claim: the broker gets the next batch while
     // the other settled one commits, instead of idling through both commits.
     const bool finished = finish_one_settled();
@@ -294,6 +297,7 @@ bool RelayLoop::publish_suspect(InflightBatch& b) {
   if (!b.rows[i].payload_loaded) {
     try {
       b.store->load_payloads(*b.tx, b.rows, i, 1);
+      b.session_used_at = Clock::now();
     } catch (const std::exception& e) {
       // The session is gone or failing: the suspects stay pending (no attempt).
       spdlog::error("fetching a payload to publish alone failed: {}", outbox::one_line(e.what()));
@@ -343,6 +347,7 @@ bool RelayLoop::publish_row(InflightBatch& b, std::size_t i) {
 bool RelayLoop::load_payloads(InflightBatch& b) {
   try {
     b.store->load_payloads(*b.tx, b.rows, b.published, kPayloadChunkBytes);
+    b.session_used_at = Clock::now();
     return true;
   } catch (const std::exception& e) {
     spdlog::error("fetching payloads of a batch of {} rows failed: {}", b.rows.size(), outbox::one_line(e.what()));

@@ -13,6 +13,7 @@
 
 #include "publish/amqp_publisher.h"
 #include "publish/backoff.h"
+#include "publish/batch_deadline.h"
 #include "publish/broker_event.h"
 #include "config/config.h"
 #include "publish/confirm_tracker.h"
@@ -97,8 +98,9 @@ class RelayLoop {
   void on_channel_closed(const BrokerEvent& event);
   // kChargeSole: the one outstanding row provoked the close; it is settled kRefused.
   void charge_sole_outstanding(const std::string& reason, int reply_code);
-  // Whether `row` goes alone: refused before, or bound for an exchange the broker
-  // refused lately (404, 403). Sets row.refused_before accordingly.
+  // Whether `row` goes alone: refused before, bound for an exchange the broker
+  // refused lately (404, 403), or a suspect of an isolation cut short. Sets
+  // row.refused_before accordingly.
   bool must_go_alone(ClaimedRow& row);
   void note_progress() { progress_at_ = Clock::now(); }
   void check_stall();
@@ -112,6 +114,9 @@ class RelayLoop {
   // The broker confirms others but left some rows unconfirmed for confirm_timeout:
   // those fail (no attempt, a growing backoff) and the connection stays.
   void fail_overdue(std::chrono::milliseconds timeout);
+  // Each batch's BatchDeadline: past publish_for() it publishes no more; past
+  // commit_within() its unconfirmed rows fail (no attempt) and it commits.
+  void enforce_deadlines();
   bool wait_for_event(std::chrono::milliseconds timeout);
   void connection_lost(const std::string& reason);
   bool finish_one_settled();
@@ -145,6 +150,7 @@ class RelayLoop {
   ListenArmPolicy arm_policy_;  // when an armed listener gives its lock back
   Backoff backoff_;
   Backoff reconnect_backoff_;
+  BatchDeadline deadline_;
   RelayCounters counters_;
   // Per row: failures of the environment's in a row, for their growing backoff.
   RetryStreaks streaks_{100000};
@@ -193,6 +199,9 @@ class RelayLoop {
   // until when: rows bound for them go alone, so each costs one channel close
   // instead of an isolation that republishes the innocent rows around it. Bounded.
   std::map<std::string, Clock::time_point> refusing_exchanges_;
+  // Rows that were suspects of an isolation its batch's time limit cut short: they
+  // go alone for a while (see enforce_deadlines). Bounded.
+  std::map<std::int64_t, Clock::time_point> lone_rows_;
   int reconnect_attempt_ = 0;
   Clock::time_point last_connected_at_{};  // the last time both sessions came up
   int quick_losses_ = 0;  // connections lost within a second of being made, in a row

@@ -93,7 +93,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
   caught_up_ = n < static_cast<std::size_t>(limit);
   if (n == 0) return 0;
   batch->claimed_all_due = caught_up_ && inflight_.empty() && !lanes_ && listener_.armed() && !release_lock;
-  batch->claimed_at = Clock::now();
+  batch->claimed_at = batch->session_used_at = Clock::now();
   batch->claim_ms = std::chrono::duration<double, std::milli>(batch->claimed_at - t0).count();
   batch->timeline.claimed(n, batch->claimed_at);
   batch->tracker.reset(n);

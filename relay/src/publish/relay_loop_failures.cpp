@@ -13,11 +13,33 @@
 namespace relay {
 namespace {
 
-// How long an exchange the broker refused a row for makes the rows bound for it go
-// alone, and how many such exchanges are remembered (rows written by hand may name
-// any number; past it the memory starts again).
-constexpr std::chrono::seconds kRefusingExchangeMemory{30};
-constexpr std::size_t kMaxRefusingExchanges = 1024;
+using std::chrono::milliseconds;
+
+// How long an exchange the broker refused a row for (or a row whose isolation was
+// cut short) makes the rows bound for it (the row) go alone, and how many are
+// remembered (rows written by hand may name any number; past it the memory starts
+// again).
+constexpr std::chrono::seconds kGoAloneMemory{30};
+constexpr std::size_t kMaxGoAlone = 1024;
+
+using TimePoint = std::chrono::steady_clock::time_point;
+
+template <class Key>
+void remember_alone(std::map<Key, TimePoint>& memory, const Key& key) {
+  if (memory.size() >= kMaxGoAlone) memory.clear();
+  memory[key] = std::chrono::steady_clock::now() + kGoAloneMemory;
+}
+
+// Whether `key` is remembered and not expired (an expired entry is dropped).
+template <class Key>
+bool remembered_alone(std::map<Key, TimePoint>& memory, const Key& key) {
+  if (memory.empty()) return false;
+  const auto it = memory.find(key);
+  if (it == memory.end()) return false;
+  if (std::chrono::steady_clock::now() <= it->second) return true;
+  memory.erase(it);
+  return false;
+}
 
 }  // namespace
 
@@ -73,10 +95,8 @@ void RelayLoop::charge_sole_outstanding(const std::string& reason, int reply_cod
   for (auto& b : inflight_) {
     const std::size_t i = b->tracker.sole_outstanding();
     if (i == static_cast<std::size_t>(-1)) continue;
-    if (reply_code == 404 || reply_code == 403) {  // the exchange's doing: its other rows go alone
-      if (refusing_exchanges_.size() >= kMaxRefusingExchanges) refusing_exchanges_.clear();
-      refusing_exchanges_[b->rows[i].exchange] = Clock::now() + kRefusingExchangeMemory;
-    }
+    if (reply_code == 404 || reply_code == 403)  // the exchange's doing: its other rows go alone
+      remember_alone(refusing_exchanges_, b->rows[i].exchange);
     // Once per distinct reason in a row: a missing exchange charges every row sent to it.
     const auto level = reason == last_refusal_ ? spdlog::level::debug : spdlog::level::warn;
     last_refusal_ = reason;
@@ -116,14 +136,44 @@ void RelayLoop::fail_overdue(std::chrono::milliseconds timeout) {
                "confirm them: suspended, without a majority?)", n, why);
 }
 
-bool RelayLoop::must_go_alone(ClaimedRow& row) {
-  if (row.refused_before || refusing_exchanges_.empty()) return row.refused_before;
-  const auto it = refusing_exchanges_.find(row.exchange);
-  if (it == refusing_exchanges_.end()) return false;
-  if (Clock::now() > it->second) {  // perhaps declared since: rows may go together again
-    refusing_exchanges_.erase(it);
-    return false;
+void RelayLoop::enforce_deadlines() {
+  const auto now = Clock::now();
+  const auto limit = [this] {
+    return " (" + std::to_string(deadline_.commit_within().count()) + " ms of postgres.idle_in_transaction_timeout_ms " +
+           std::to_string(config_.postgres.idle_in_transaction_timeout_ms) + ")";
+  };
+  for (auto& b : inflight_) {
+    const auto idle = now - b->session_used_at;
+    const bool publishing = !b->publishing_done || !b->suspects.empty();
+    if (publishing && idle >= deadline_.publish_for()) {
+      // The rows not sent (and suspects not probed again) stay pending: the next
+      // claim takes them at once, in a transaction of its own.
+      b->withheld = FailurePolicy::kWithheldPrefix + limit();
+      spdlog::warn("a batch of {} rows published {} of them in {} ms and publishes no more: {}", b->rows.size(),
+                   b->published, std::chrono::duration_cast<milliseconds>(idle).count(), b->withheld);
+      b->publishing_done = true;
+      // An isolation cut short starts over in the next batch, and would be cut
+      // again if the link is that slow, its culprit never found: its suspects go
+      // alone instead, each its own round trip (the next batches find it).
+      for (const auto i : b->suspects) remember_alone(lone_rows_, b->rows[i].id);
+      b->suspects.clear();
+      last_failure_ = b->withheld;
+    }
+    if (idle < deadline_.commit_within() || b->tracker.outstanding() == 0) continue;
+    const std::string why = FailurePolicy::kLatePrefix + limit();
+    const auto tags = b->tracker.fail_oldest_while([](std::size_t) { return true; }, why);
+    for (const auto tag : tags) metrics_->on_unconfirmed(tag, false);
+    last_failure_ = why;
+    spdlog::warn("{} row(s) got {}; the batch commits the rest, they are published again after a backoff",
+                 tags.size(), why);
   }
+}
+
+bool RelayLoop::must_go_alone(ClaimedRow& row) {
+  if (row.refused_before) return true;
+  // Perhaps declared since (an exchange), or found innocent meanwhile (a row): past
+  // their time, rows go together again.
+  if (!remembered_alone(refusing_exchanges_, row.exchange) && !remembered_alone(lone_rows_, row.id)) return false;
   row.refused_before = true;
   return true;
 }
@@ -158,14 +208,14 @@ void RelayLoop::check_stall() {
 void RelayLoop::settle(InflightBatch& b, std::vector<const ClaimedRow*>& acked, std::vector<FailedRow>& failed) {
   const double now_unix =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  // Rows left unpublished while the broker blocked the connection: say so (their
-  // metric and last_error), rather than "connection lost".
-  const std::string blocked = amqp_.blocked() ? "not published: broker blocked publishing (resource alarm)" : "";
+  // Rows left unpublished while the broker blocked the connection, or by the
+  // batch's time limit: say so (their metric and last_error), not "connection lost".
+  const std::string unsent = amqp_.blocked() ? "not published: broker blocked publishing (resource alarm)" : b.withheld;
   for (std::size_t i = 0; i < b.rows.size(); ++i) {
     const auto& row = b.rows[i];
     const auto outcome = b.tracker.outcome(i);
     const auto& reason =
-        outcome == ConfirmTracker::Outcome::kUnconfirmed && b.tracker.reason(i).empty() ? blocked : b.tracker.reason(i);
+        outcome == ConfirmTracker::Outcome::kUnconfirmed && b.tracker.reason(i).empty() ? unsent : b.tracker.reason(i);
     // The environment's failures wait a step further each time in a row.
     const int streak = FailurePolicy::waits_on_environment(outcome, reason) ? streaks_.count_failure(row.id) : 0;
     const auto s = FailurePolicy::settle(outcome, reason, row.attempts, config_.relay.max_attempts, streak);

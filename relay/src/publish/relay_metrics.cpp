@@ -29,7 +29,8 @@ outbox::metrics::Counter& failure_counter(outbox::metrics::Registry& r, const ch
                    "(unroutable), channel_closed (the broker closed the channel over it, e.g. its "
                    "exchange missing or its size over max_message_size; or, without an attempt, for "
                    "a server failure), connection_lost, confirm_timeout, blocked (broker resource "
-                   "alarm), invalid (a row that cannot be decoded or breaks an AMQP limit).",
+                   "alarm), invalid (a row that cannot be decoded or breaks an AMQP limit), batch_time_limit "
+                   "(its batch stopped publishing or waiting before the session's idle timeout).",
                    {{"reason", reason}});
 }
 
@@ -97,7 +98,7 @@ RelayMetrics::RelayMetrics(outbox::metrics::Registry& r, const std::string& vers
       failures_{&failure_counter(r, "nack"), &failure_counter(r, "returned"),
                 &failure_counter(r, "channel_closed"), &failure_counter(r, "connection_lost"),
                 &failure_counter(r, "confirm_timeout"), &failure_counter(r, "blocked"),
-                &failure_counter(r, "invalid")},
+                &failure_counter(r, "invalid"), &failure_counter(r, "batch_time_limit")},
       reconnects_pg_(reconnects(r, "postgres")),
       reconnects_amqp_(reconnects(r, "amqp")),
       connected_pg_(connected(r, "postgres")),

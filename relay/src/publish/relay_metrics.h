@@ -18,7 +18,10 @@
 namespace relay {
 
 // Why a claimed row was not published (label `reason` of publish failures).
-enum class FailureReason { kNack, kReturned, kChannelClosed, kConnectionLost, kConfirmTimeout, kBlocked, kInvalid };
+enum class FailureReason {
+  kNack, kReturned, kChannelClosed, kConnectionLost, kConfirmTimeout, kBlocked, kInvalid,
+  kBatchTimeLimit,  // its batch ran out of time before the session's idle timeout (BatchDeadline)
+};
 
 // How an idle relay waits (label `role` of outbox_relay_listen_role; docs/ARCHITECTURE.md,
 // "Processes and threads"): it holds the waiting lock and producers' inserts wake it; another
@@ -95,7 +98,7 @@ class RelayMetrics {
 
   outbox::metrics::Registry& registry_;
   outbox::metrics::Counter &published_, &batches_, &parked_, &commit_unknown_;
-  std::array<outbox::metrics::Counter*, 7> failures_;  // by FailureReason
+  std::array<outbox::metrics::Counter*, 8> failures_;  // by FailureReason
   outbox::metrics::Counter &reconnects_pg_, &reconnects_amqp_;
   outbox::metrics::Gauge &connected_pg_, &connected_amqp_, &blocked_, &last_claim_;
   outbox::metrics::Gauge &pending_, &parked_rows_, &oldest_age_, &lanes_owned_;
