@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "consumer_worker.h"
+#include "outbox/amqp/amqp_uri.h"
 #include "outbox/errors.h"
 #include "outbox/pg_dsn_check.h"
 #include "outbox/sql_identifier.h"
@@ -16,6 +17,8 @@
 
 namespace outbox {
 namespace {
+
+constexpr std::string_view kDeadLetterSuffix = ".dead-letter";  // of the default dead_letter_queue
 
 void require_range(const std::string& field, long long value, long long lo, long long hi) {
   if (value < lo || value > hi)
@@ -26,6 +29,17 @@ void require_amqp_name(const std::string& field, const std::string& value) {
   if (value.empty()) throw ValidationError(field, "is required");
   if (value.size() > 255)
     throw ValidationError(field, "'" + one_line(value, 80) + "' is longer than 255 bytes");
+}
+
+// rabbitmq-c's own parse, so a malformed URI is refused here, naming its field,
+// rather than at start() as a connection error. The text never holds the URI.
+void require_amqp_uri(const std::string& field, const std::string& uri) {
+  try {
+    outbox::amqp::AmqpUri::parse(uri, field);
+  } catch (const outbox::amqp::AmqpError&) {
+    throw ValidationError(field, "not a valid amqp://user:password@host:port/vhost URI (percent-encode @, :, / and % "
+                                 "in the user name and password)");
+  }
 }
 
 }  // namespace
@@ -41,6 +55,7 @@ void validate_runner_options(const RunnerOptions& o) {
   const bool tls = first.rfind("amqps://", 0) == 0;
   if (o.amqp_uris.empty() && !tls && first.rfind("amqp://", 0) != 0)
     throw ValidationError("amqp_uri", "must start with amqp:// or amqps://");
+  if (o.amqp_uris.empty()) require_amqp_uri("amqp_uri", o.amqp_uri);
   for (std::size_t i = 0; i < o.amqp_uris.size(); ++i) {
     const std::string& u = o.amqp_uris[i];
     const std::string field = "amqp_uris[" + std::to_string(i) + "]";
@@ -48,6 +63,7 @@ void validate_runner_options(const RunnerOptions& o) {
       throw ValidationError(field, "must start with amqp:// or amqps://");
     if ((u.rfind("amqps://", 0) == 0) != tls)
       throw ValidationError(field, "mixes amqp:// and amqps:// with amqp_uris[0]: every node must use the same scheme");
+    require_amqp_uri(field, u);
   }
   if (!tls && (!o.amqp_ca_file.empty() || !o.amqp_cert_file.empty() || !o.amqp_key_file.empty()))
     throw ValidationError("amqp_uri", "amqp_ca_file, amqp_cert_file and amqp_key_file need an amqps:// URI");
@@ -59,10 +75,15 @@ void validate_runner_options(const RunnerOptions& o) {
   require_amqp_name("queue", o.queue);
   require_amqp_name("dead_letter_exchange", o.dead_letter_exchange);
   if (!o.dead_letter_queue.empty()) require_amqp_name("dead_letter_queue", o.dead_letter_queue);
+  else if (o.queue.size() + kDeadLetterSuffix.size() > 255)
+    throw ValidationError("dead_letter_queue", "is empty, and its default '<queue>" + std::string(kDeadLetterSuffix) +
+                                                   "' would be longer than 255 bytes: name it");
   for (std::size_t i = 0; i < o.bindings.size(); ++i) {
     const auto& b = o.bindings[i];
     const std::string field = "bindings[" + std::to_string(i) + "]";
     require_amqp_name(field + ".exchange", b.exchange);
+    if (b.routing_key.size() > 255)
+      throw ValidationError(field + ".routing_key", "'" + one_line(b.routing_key, 80) + "' is longer than 255 bytes");
     if (b.exchange_type != "direct" && b.exchange_type != "topic" && b.exchange_type != "fanout" &&
         b.exchange_type != "headers")
       throw ValidationError(field + ".exchange_type", "'" + one_line(b.exchange_type, 80) +
@@ -98,7 +119,7 @@ struct ConsumerRunner::State {
 ConsumerRunner::ConsumerRunner(RunnerOptions options, Handler handler) : state_(std::make_unique<State>()) {
   validate_runner_options(options);
   if (!handler) throw ValidationError("handler", "is required");
-  if (options.dead_letter_queue.empty()) options.dead_letter_queue = options.queue + ".dead-letter";
+  if (options.dead_letter_queue.empty()) options.dead_letter_queue = options.queue + std::string(kDeadLetterSuffix);
   state_->options = std::move(options);
   state_->handler = std::move(handler);
   const auto& o = state_->options;
