@@ -20,6 +20,10 @@ namespace {
 
 // An age column: NULL where the time is infinite (a row written by hand).
 nlohmann::json seconds_or_null(const pqxx::field& f) { return f.is_null() ? nlohmann::json() : nlohmann::json(f.as<double>()); }
+
+// The characters of last_error read per row: a value written by hand may hold
+// hundreds of megabytes, and each listed row would be fetched and printed whole.
+constexpr int kLastErrorShown = 2000;
 std::string age_text(const pqxx::field& f) { return f.is_null() ? "-" : human_seconds(f.as<double>()); }
 
 constexpr const char* kDeadHelp =
@@ -82,7 +86,9 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
   const std::string where = " WHERE parked_at IS NOT NULL AND ($1::text IS NULL OR message_type = $1::text)";
   const auto total = tx.exec_params1("SELECT count(*) FROM " + table_of(config) + where, type)[0].as<std::int64_t>();
   auto rows = tx.exec_params(
-      "SELECT id, message_id::text, message_type, attempts, coalesce(last_error, ''), "
+      "SELECT id, message_id::text, message_type, attempts, left(coalesce(last_error, ''), " +
+          std::to_string(kLastErrorShown) + "), coalesce(char_length(last_error), 0) > " +
+          std::to_string(kLastErrorShown) + ", "
       "CASE WHEN isfinite(created_at) THEN extract(epoch from now() - created_at)::float8 END, "
       "CASE WHEN isfinite(parked_at) THEN extract(epoch from now() - parked_at)::float8 END "
       "FROM " + table_of(config) + where + " ORDER BY id LIMIT $2",
@@ -92,11 +98,14 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
     for (const auto& r : rows)
       list.push_back({{"id", r[0].as<std::int64_t>()}, {"message_id", r[1].c_str()}, {"type", r[2].c_str()},
                       {"attempts", r[3].as<int>()}, {"last_error", r[4].c_str()},
-                      {"age_s", seconds_or_null(r[5])}, {"parked_for_s", seconds_or_null(r[6])}});
+                      {"last_error_cut", r[5].as<bool>()},
+                      {"age_s", seconds_or_null(r[6])}, {"parked_for_s", seconds_or_null(r[7])}});
     auto blocked = nlohmann::json::array();
     for (const auto& b : blocked_keys(tx, config))
       blocked.push_back({{"ordering_key", b.key}, {"head_id", b.head_id}, {"waiting", b.waiting}});
-    std::cout << nlohmann::json{{"total", total}, {"rows", list}, {"blocked_keys", blocked}}.dump() << "\n";
+    // ASCII only (\uXXXX): row text may hold C1 controls, which a terminal acts on.
+    std::cout << nlohmann::json{{"total", total}, {"rows", list}, {"blocked_keys", blocked}}.dump(-1, ' ', true)
+              << "\n";
     return kExitOk;
   }
   const auto blocked = blocked_keys(tx, config);
@@ -113,8 +122,8 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
               "parked for", "last error");
   for (const auto& r : rows)
     std::printf("%-10lld %-36s %-24s %8d %12s %12s  %s\n", r[0].as<long long>(), r[1].c_str(),
-                outbox::one_line(r[2].c_str(), 24).c_str(), r[3].as<int>(), age_text(r[5]).c_str(),
-                age_text(r[6]).c_str(), outbox::one_line(r[4].c_str(), 300).c_str());
+                outbox::one_line(r[2].c_str(), 24).c_str(), r[3].as<int>(), age_text(r[6]).c_str(),
+                age_text(r[7]).c_str(), outbox::one_line(r[4].c_str(), 300).c_str());
   if (static_cast<std::int64_t>(rows.size()) < total)
     std::printf("... %lld more (raise --limit)\n", static_cast<long long>(total - rows.size()));
   return kExitOk;

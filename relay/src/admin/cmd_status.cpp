@@ -110,7 +110,7 @@ int cmd_status(const Args& raw) {
     j["by_type"] = nlohmann::json::array();
     for (const auto& t : types) j["by_type"].push_back(to_json(t, true));
     j["on_publish"] = config->relay.on_publish == OnPublish::kDelete ? "delete" : "mark";
-    std::cout << j.dump() << "\n";
+    std::cout << j.dump(-1, ' ', true) << "\n";  // ASCII only: a type may hold C1 controls
   } else {
     print_table(config->postgres.schema, total, types);
     if (config->relay.on_publish == OnPublish::kDelete)

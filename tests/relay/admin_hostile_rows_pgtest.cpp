@@ -1,0 +1,74 @@
+// The admin commands read rows written by hand (psql, producers in other languages):
+// whatever text a row holds, what they print cannot act on the operator's terminal
+// and stays bounded.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "outbox/outbox_writer.h"
+#include "relay_process.h"
+#include "test_env.h"
+
+using testenv::run_relay_command;
+using testenv::ScopedSchema;
+using testenv::sql_exec;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Rows of `type`, parked, with `last_error`; written as a producer and an operator
+// in psql could.
+void park_rows(const ScopedSchema& schema, const std::string& type, const std::string& last_error, int n) {
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  for (int i = 0; i < n; ++i)
+    tx.exec_params("INSERT INTO \"" + schema.name() + "\".outbox (exchange, routing_key, message_type, payload) "
+                   "VALUES ('ex', 'rk', $1, '\\x7b7d'::bytea)", type);
+  tx.exec_params("UPDATE \"" + schema.name() + "\".outbox SET parked_at = now(), attempts = 10, last_error = $1",
+                 last_error);
+  tx.commit();
+}
+
+// The JSON value a command printed on its one line of stdout (stderr is captured too).
+nlohmann::json json_of(const std::string& output) {
+  auto begin = output.find('{'), end = output.rfind('}');
+  REQUIRE(begin != std::string::npos);
+  return nlohmann::json::parse(output.substr(begin, end - begin + 1));
+}
+
+}  // namespace
+
+TEST_CASE("dead list and status print no terminal control from a row, and dead list bounds a huge last_error") {
+  ScopedSchema schema;
+  // U+009B is CSI and U+009D OSC to a terminal in UTF-8 mode: clear the screen,
+  // write the clipboard; U+202E reverses what follows.
+  const std::string csi = "\xc2\x9b", osc = "\xc2\x9d";
+  const std::string type = "Order" + csi + "2J" + osc + "52;c;cm0gLXJmIC8K\xc2\x9c\xe2\x80\xae";
+  const std::string last_error = "refused " + csi + "8m" + std::string(5 * 1024 * 1024, 'x');  // 5 MiB
+  park_rows(schema, type, last_error, 3);
+  const auto cfg = testenv::write_temp_file(testenv::relay_config_yaml(schema.name()));
+
+  for (const auto& args : {std::vector<std::string>{"dead", "list", "-c", cfg},
+                           {"dead", "list", "-c", cfg, "--json"},
+                           {"status", "-c", cfg}, {"status", "-c", cfg, "--json"}}) {
+    auto r = run_relay_command(args);
+    const auto shown = (args[0] == "dead" ? "dead list" : args[0]) + (args.back() == "--json" ? " --json" : "");
+    REQUIRE_MESSAGE(r.exit_code == 0, (shown + ": " + r.output.substr(0, 2000)));
+    CHECK_MESSAGE(!contains(r.output, csi), shown);
+    CHECK_MESSAGE(!contains(r.output, osc), shown);
+    CHECK_MESSAGE(!contains(r.output, "\xe2\x80\xae"), shown);
+    CHECK_MESSAGE(!contains(r.output, "\x1b"), shown);
+    CHECK_MESSAGE(r.output.size() < 64 * 1024, (shown + ": " + std::to_string(r.output.size()) + " bytes"));
+  }
+  // The JSON still carries the text itself (as \uXXXX escapes), the error cut and flagged.
+  auto j = json_of(run_relay_command({"dead", "list", "-c", cfg, "--json"}).output);
+  REQUIRE(j["rows"].size() == 3);
+  CHECK(j["rows"][0]["type"] == type);
+  CHECK(j["rows"][0]["last_error"].get<std::string>().rfind("refused " + csi + "8mxxx", 0) == 0);
+  CHECK(j["rows"][0]["last_error"].get<std::string>().size() < 4096);
+  CHECK(j["rows"][0]["last_error_cut"] == true);
+  auto status = json_of(run_relay_command({"status", "-c", cfg, "--json"}).output);
+  CHECK(status["by_type"][0]["type"] == type);
+}
