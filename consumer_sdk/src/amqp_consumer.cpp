@@ -43,7 +43,11 @@ InboundMessage decode(const amqp_envelope_t& env) {
   if (p._flags & AMQP_BASIC_TYPE_FLAG) d.type = string_of(p.type);
   if (p._flags & AMQP_BASIC_CONTENT_TYPE_FLAG) d.content_type = string_of(p.content_type);
   if (p._flags & AMQP_BASIC_CORRELATION_ID_FLAG) d.correlation_id = string_of(p.correlation_id);
-  if (p._flags & AMQP_BASIC_TIMESTAMP_FLAG)
+  // Any 64-bit value can arrive; past system_clock's range (year 2262) the conversion
+  // to its nanoseconds would overflow (a cast wrapped 2^64-1 to 1969): left absent.
+  constexpr auto kLatest = std::chrono::duration_cast<std::chrono::seconds>(
+      std::chrono::system_clock::time_point::max().time_since_epoch());
+  if ((p._flags & AMQP_BASIC_TIMESTAMP_FLAG) && p.timestamp <= static_cast<std::uint64_t>(kLatest.count()))
     d.timestamp = std::chrono::system_clock::time_point(std::chrono::seconds(static_cast<std::int64_t>(p.timestamp)));
   if (p._flags & AMQP_BASIC_HEADERS_FLAG)
     for (int i = 0; i < p.headers.num_entries; ++i)

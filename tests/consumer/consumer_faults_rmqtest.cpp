@@ -13,6 +13,9 @@
 
 #include <atomic>
 #include <future>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <pqxx/pqxx>
 #include <thread>
 
@@ -198,4 +201,38 @@ TEST_CASE("a worker's PostgreSQL sessions carry the consumer's name and keepaliv
   CHECK(testenv::sql_value("SELECT count(*) FROM pg_stat_activity WHERE application_name = '" + own_name + "'") == "2");
   chosen.stop();
   chosen.wait();
+}
+
+TEST_CASE("an AMQP timestamp no clock can hold reaches the handler as absent, never as a wrapped date") {
+  // A hand-written producer may put any 64-bit value there. 2^64-1 was cast to -1 s
+  // (1969: a false late delivery), 2^62 s overflowed the nanosecond clock.
+  Fixture f;
+  auto options = f.options();
+  options.retention = outbox::RetentionPolicy{};  // 30 d: a 1969 timestamp would be late
+  std::mutex mutex;
+  std::map<std::string, std::optional<std::int64_t>> seen;  // body -> timestamp in s
+  outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base&, const outbox::Delivery& d) {
+    std::lock_guard lock(mutex);
+    seen[d.body] = d.timestamp ? std::optional<std::int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                                                 d.timestamp->time_since_epoch()).count())
+                               : std::nullopt;
+  });
+  runner.start();
+  const auto now_s = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  for (auto [body, ts] : {std::pair<std::string, std::uint64_t>{"now", now_s}, {"max", ~std::uint64_t{0}},
+                          {"2^62", std::uint64_t{1} << 62}}) {
+    testenv::TestPublisher::Options o;
+    o.message_id = MessageId::generate_v7().to_string();
+    o.timestamp_unix_s = ts;
+    f.publisher.publish(f.topology.exchange, f.topology.routing_key, body, o);
+  }
+  REQUIRE(testenv::eventually(10s, [&] { return runner.counters().processed == 3; }));
+  runner.stop();
+  runner.wait();
+  std::lock_guard lock(mutex);
+  CHECK(seen["now"] == std::optional<std::int64_t>(static_cast<std::int64_t>(now_s)));
+  CHECK_FALSE(seen["max"].has_value());
+  CHECK_FALSE(seen["2^62"].has_value());
+  CHECK(runner.counters().late_deliveries == 0);  // the UUIDv7 time stands in: fresh
 }

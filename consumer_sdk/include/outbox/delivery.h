@@ -20,7 +20,8 @@ struct Delivery {
   std::optional<std::string> correlation_id;
   // Application headers with string, integer or boolean values (as text).
   std::map<std::string, std::string> headers;
-  // The AMQP timestamp property (whole seconds), when the producer set one.
+  // The AMQP timestamp property (whole seconds), when the producer set one the clock
+  // can hold (up to the year 2262; a larger value is left absent).
   std::optional<std::chrono::system_clock::time_point> timestamp;
   bool redelivered = false;                    // the broker's redelivered flag
   // 1 on the first try seen by this process; on a quorum queue at least one more
