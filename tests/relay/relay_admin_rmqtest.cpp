@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
+#include <cstdlib>
 #include <fstream>
 #include <pqxx/pqxx>
 #include <sstream>
@@ -205,6 +206,21 @@ TEST_CASE("replay --since changes nothing until --expect confirms the count it p
   REQUIRE_MESSAGE(confirmed.exit_code == 0, confirmed.output);
   CHECK(json_of(confirmed)["replayed"] == 5);
   CHECK(pending() == "5");
+}
+
+TEST_CASE("replay --since reads a time without an offset as UTC whatever the session's time zone") {
+  ScopedSchema schema;
+  enqueue(schema, "ex", "rk", "OrderPlaced", 1);
+  sql_exec("UPDATE " + table(schema) + " SET published_at = '2024-05-01 09:30:00+00'");
+  const auto cfg = config_file(schema);
+  // libpq sets the session's TimeZone from PGTZ: 10:00 in Tokyo is 01:00 UTC.
+  setenv("PGTZ", "Asia/Tokyo", 1);
+  auto r = run_relay_command({"replay", "--config", cfg, "--since", "2024-05-01T10:00:00", "--dry-run", "--json"});
+  auto shown = run_relay_command({"replay", "--config", cfg, "--since", "2024-05-01T09:00", "--dry-run"});
+  unsetenv("PGTZ");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  CHECK_MESSAGE(json_of(r)["matched"] == 0, r.output);  // published 09:30 UTC, before 10:00 UTC
+  CHECK_MESSAGE(contains(shown.output, "published 2024-05-01 09:30:00+00 to 2024-05-01 09:30:00+00"), shown.output);
 }
 
 TEST_CASE("cleanup deletes only rows published before the cutoff, in batches, keeping pending and parked ones") {

@@ -33,7 +33,8 @@ constexpr const char* kReplayHelp =
     "  --id ID...     message ids (UUID) or outbox ids (x-outbox-id); every one must\n"
     "                 exist and be published, or nothing changes (exit 2)\n"
     "  --since TIME   rows published at or after TIME: an RFC 3339 time\n"
-    "                 (2024-05-01T10:00:00Z) or an age (90m, 12h, 7d; at most 3650d).\n"
+    "                 (2024-05-01T10:00:00Z; without an offset, UTC) or an age\n"
+    "                 (90m, 12h, 7d; at most 3650d).\n"
     "                 Changes rows only with --expect N; without it, prints what\n"
     "                 matches and changes nothing (exit 2)\n"
     "  --expect N     the number of rows the selection must match, as a dry run\n"
@@ -219,6 +220,9 @@ int cmd_replay(const Args& raw) {
     auto& conn = *conn_owner;
     require_tls_session(conn, config->postgres);
     pqxx::work tx(conn);
+    // A --since without an offset (2024-05-01T10:00) means UTC, as the help says,
+    // whatever time zone the server or PGTZ gives the session; times shown are UTC too.
+    tx.exec("SET LOCAL TimeZone = 'UTC'");
     if (!selection.ids.empty() || !selection.message_ids.empty()) {
       auto problems = check_ids(tx, table, selection);
       if (!problems.empty()) {
