@@ -1,5 +1,5 @@
 # cmake --install BUILD --prefix P: what goes where (GNUInstallDirs), by component.
-#   relay: bin/outbox-relay, the systemd unit, share/outbox-relay/{migrations,events,
+#   relay: bin/outbox-relay, bin/outbox-keys, the systemd unit, share/outbox-relay/{migrations,events,
 #          roles.sql}, share/doc/outbox-relay/examples/*.yaml (and, with
 #          OUTBOX_BUILD_SHARED, the versioned shared libraries the binary needs)
 #   dev:   include/outbox/..., the libraries, lib/cmake/OutboxRelay/ (the CMake
@@ -12,7 +12,7 @@ set(OUTBOX_DATA_DIR ${CMAKE_INSTALL_DATADIR}/outbox-relay)
 set(OUTBOX_DOC_DIR ${CMAKE_INSTALL_DATAROOTDIR}/doc/outbox-relay)
 
 # --- the relay and its files ---
-install(TARGETS outbox-relay RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT relay)
+install(TARGETS outbox-relay outbox-keys RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT relay)
 install(DIRECTORY schema/migrations schema/events DESTINATION ${OUTBOX_DATA_DIR} COMPONENT relay)
 install(FILES schema/roles.sql DESTINATION ${OUTBOX_DATA_DIR} COMPONENT relay)
 install(FILES deploy/systemd/relay.yaml DESTINATION ${OUTBOX_DOC_DIR}/examples COMPONENT relay)

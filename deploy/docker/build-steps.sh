@@ -13,10 +13,10 @@ set -euo pipefail
 
 BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config libpqxx-dev librabbitmq-dev
   libboost-dev libboost-system-dev libyaml-cpp-dev doctest-dev libssl-dev nlohmann-json3-dev
-  libspdlog-dev libfmt-dev libbenchmark-dev)
+  libspdlog-dev libfmt-dev libbenchmark-dev libcli11-dev)
 RUNTIME_PACKAGES=(libpqxx-6.4 librabbitmq4 libyaml-cpp0.7 libspdlog1.10 libfmt9
   libboost-system1.74.0 libssl3 libpq5 libstdc++6 libgcc-s1 libc6 ca-certificates)
-BINARIES=(outbox-relay order-service event-printer)
+BINARIES=(outbox-relay outbox-keys order-service event-printer)
 
 case "${1:-}" in
   deps)
@@ -29,7 +29,7 @@ case "${1:-}" in
     cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
     cmake --build "$build" --target "${BINARIES[@]}"
     install -d "$root/usr/local/bin" "$root/usr/share/outbox-relay" "$root/etc/outbox-relay"
-    install -m 755 "$build/relay/outbox-relay" "$build/examples/order-service" \
+    install -m 755 "$build/relay/outbox-relay" "$build/crypto/outbox-keys" "$build/examples/order-service" \
       "$build/examples/event-printer" "$root/usr/local/bin/"
     install -m 644 "$src/schema/roles.sql" "$root/usr/share/outbox-relay/"
     cp -r "$src/schema/events" "$root/usr/share/outbox-relay/events"

@@ -9,7 +9,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libpqxx-dev librabbitmq-dev libboost-dev libboost-system-dev
   libyaml-cpp-dev doctest-dev libssl-dev nlohmann-json3-dev
-  libspdlog-dev libfmt-dev libbenchmark-dev
+  libspdlog-dev libfmt-dev libbenchmark-dev libcli11-dev
   postgresql-15 postgresql-client-15 rabbitmq-server
   python3 procps iproute2
   # operations (issue 8): TLS test certificates, /metrics cross-check, dashboard picture

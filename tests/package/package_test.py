@@ -108,7 +108,7 @@ def check_contents(debs, source):
         listing = run(["dpkg-deb", "-c", deb])
         files[name] = {line.split()[-1].lstrip(".") for line in listing.splitlines() if not line.startswith("d")}
     relay, dev = files["outbox-relay"], files["liboutbox-dev"]
-    for path in ["/usr/bin/outbox-relay", "/usr/lib/systemd/system/outbox-relay.service",
+    for path in ["/usr/bin/outbox-relay", "/usr/bin/outbox-keys", "/usr/lib/systemd/system/outbox-relay.service",
                  "/usr/share/outbox-relay/migrations/0001_outbox.sql", "/usr/share/outbox-relay/roles.sql",
                  "/usr/share/outbox-relay/events/OrderPlaced.yaml",
                  "/usr/share/doc/outbox-relay/examples/relay.yaml"]:

@@ -1,0 +1,135 @@
+#include "keys_commands.h"
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <pqxx/pqxx>
+
+#include "outbox/error_text.h"
+#include "outbox/keyring.h"
+#include "outbox/one_line.h"
+#include "outbox/pg_connection.h"
+#include "outbox/sql_identifier.h"
+#include "outbox/subject_key_store.h"
+
+namespace outbox::keys_tool {
+namespace {
+
+std::shared_ptr<const Keyring> load_keyring(const KeysOptions& o) {
+  if (!o.keyring_file.empty()) return std::make_shared<const Keyring>(Keyring::load_file(o.keyring_file));
+  return std::make_shared<const Keyring>(Keyring::from_env(o.keyring_env));
+}
+
+bool has_keyring(const KeysOptions& o) { return !o.keyring_file.empty() || !o.keyring_env.empty(); }
+
+// The connection string from the environment variable --dsn-env names; its value
+// never appears in an error (open_pg_connection scrubs the password out of libpq's).
+std::unique_ptr<pqxx::connection> connect(const KeysOptions& o) {
+  const char* dsn = std::getenv(o.dsn_env.c_str());
+  if (!dsn || !*dsn)
+    throw std::invalid_argument("--dsn-env: the environment variable " + quoted_value(o.dsn_env) +
+                                " is not set (it holds the PostgreSQL connection string)");
+  return open_pg_connection(dsn);
+}
+
+// Subject keys with a wrapped key, by the master key that wraps them.
+std::map<std::string, long long> keys_by_master(pqxx::connection& conn, const std::string& table) {
+  pqxx::read_transaction tx(conn);
+  std::map<std::string, long long> out;
+  for (const auto& r : tx.exec("SELECT wrapping_key_id, count(*) FROM " + table +
+                               " WHERE wrapped_key IS NOT NULL GROUP BY 1 ORDER BY 1"))
+    out[r[0].as<std::string>()] = r[1].as<long long>();
+  return out;
+}
+
+// Runs `body`, turning every error into one line on `err` (key ids and option
+// names only: the SDK's errors never carry key bytes or passwords) and kFailed.
+template <class Body>
+int guarded(std::ostream& err, Body body) {
+  try {
+    return body();
+  } catch (const pqxx::undefined_table&) {
+    err << "outbox-keys: the schema has no outbox_subject_keys table: migrate it (outbox-relay migrate)\n";
+  } catch (const std::exception& e) {
+    err << "outbox-keys: " << one_line(e.what()) << "\n";
+  }
+  return kFailed;
+}
+
+}  // namespace
+
+int check(const KeysOptions& o, std::ostream& out, std::ostream& err) {
+  return guarded(err, [&] {
+    const auto ring = load_keyring(o);
+    out << "keyring " << (o.keyring_file.empty() ? "$" + o.keyring_env : o.keyring_file) << ": ok\n";
+    out << "  active key: " << quoted_value(ring->active_id()) << "\n  keys:";
+    for (const auto& id : ring->key_ids()) out << " " << quoted_value(id);
+    out << "\n  blind-index key: " << (ring->has_index_keys() ? quoted_value(ring->index_active_id()) : "none")
+        << "\n";
+    return kOk;
+  });
+}
+
+int status(const KeysOptions& o, std::ostream& out, std::ostream& err) {
+  return guarded(err, [&] {
+    const auto table = quoted_identifier(o.schema, "--schema") + ".outbox_subject_keys";
+    std::shared_ptr<const Keyring> ring;
+    if (has_keyring(o)) ring = load_keyring(o);
+    auto conn = connect(o);
+    const auto by_master = keys_by_master(*conn, table);  // everything read before anything is printed
+    const auto erased = pqxx::read_transaction(*conn)
+                            .exec1("SELECT count(*) FROM " + table + " WHERE erased_at IS NOT NULL")[0]
+                            .as<long long>();
+    long long to_rewrap = 0, missing = 0;
+    out << "subject keys by master key:\n";
+    for (const auto& [id, n] : by_master) {
+      std::string note;
+      if (ring && id == ring->active_id()) {
+        note = "active";
+      } else if (ring && ring->find(id)) {
+        note = "in the keyring, not active: rewrap them";
+        to_rewrap += n;
+      } else if (ring) {
+        note = "NOT in the keyring: they cannot be rewrapped or decrypted";
+        missing += n;
+      }
+      out << "  " << quoted_value(id) << ": " << n << (note.empty() ? "" : " (" + note + ")") << "\n";
+    }
+    out << "erased subjects: " << erased << "\n";
+    if (ring)
+      out << (to_rewrap + missing == 0 ? "every subject key is wrapped by the active key\n"
+                                       : std::to_string(to_rewrap) + " to rewrap, " + std::to_string(missing) +
+                                             " wrapped by keys missing from the keyring\n");
+    return kOk;
+  });
+}
+
+int rewrap(const KeysOptions& o, const std::atomic<bool>& stop, std::ostream& out, std::ostream& err) {
+  return guarded(err, [&] {
+    const auto ring = load_keyring(o);
+    const SubjectKeyStore store(o.schema, ring);
+    auto conn = connect(o);
+    std::size_t total = 0;
+    SubjectKeyStore::RewrapResult last;
+    for (;;) {
+      if (stop) {
+        err << "outbox-keys: interrupted after rewrapping " << total
+            << " subject keys (each batch committed); run it again to go on\n";
+        return kFailed;
+      }
+      pqxx::work tx(*conn);
+      last = store.rewrap(tx, o.batch);
+      tx.commit();
+      if (last.rewrapped == 0) break;
+      total += last.rewrapped;
+      err << "rewrapped " << last.rewrapped << " subject keys (" << total << " so far)\n";
+    }
+    out << "rewrapped " << total << " subject keys under the active key " << quoted_value(ring->active_id())
+        << "\n";
+    if (last.skipped() == 0) return kOk;
+    err << "outbox-keys: " << last.skipped_text() << "\n";
+    return kIncomplete;
+  });
+}
+
+}  // namespace outbox::keys_tool

@@ -1,0 +1,68 @@
+// outbox-keys: the operator's tool for field-encryption master keys (keys_commands.h).
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <iostream>
+
+#include "keys_commands.h"
+#include "outbox/one_line.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop = true; }
+
+// --keyring PATH or --keyring-env VAR on subcommand `sub`: exactly one when
+// `required`, else at most one.
+void add_keyring_options(CLI::App& sub, outbox::keys_tool::KeysOptions& o, bool required) {
+  auto* group = sub.add_option_group("keyring", "where the keyring is (one of)");
+  group->add_option("--keyring", o.keyring_file, "keyring file (YAML, mode 0600)");
+  group->add_option("--keyring-env", o.keyring_env, "environment variable holding the keyring YAML");
+  if (required) group->require_option(1);
+  else group->require_option(0, 1);
+}
+
+void add_database_options(CLI::App& sub, outbox::keys_tool::KeysOptions& o) {
+  sub.add_option("--schema", o.schema, "the outbox schema")->required();
+  sub.add_option("--dsn-env", o.dsn_env, "environment variable holding the PostgreSQL connection string")
+      ->capture_default_str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace kt = outbox::keys_tool;
+  kt::KeysOptions o;
+  CLI::App app{"outbox-keys: check a keyring, and rewrap subject keys after a master-key rotation"};
+  app.require_subcommand(1);
+  auto* check = app.add_subcommand("check", "load a keyring and print its key ids (never key bytes)");
+  add_keyring_options(*check, o, true);
+  auto* status = app.add_subcommand("status", "count the subject keys by the master key that wraps them");
+  add_database_options(*status, o);
+  add_keyring_options(*status, o, false);
+  auto* rewrap = app.add_subcommand("rewrap", "rewrap the subject keys under the keyring's active key");
+  add_database_options(*rewrap, o);
+  add_keyring_options(*rewrap, o, true);
+  rewrap->add_option("--batch", o.batch, "subject keys per transaction")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
+      ->capture_default_str();
+  // CLI11 would only say "A subcommand is required" for a misspelt one.
+  const std::string first = argc > 1 ? argv[1] : "";
+  if (!first.empty() && first[0] != '-' && first != "check" && first != "status" && first != "rewrap") {
+    std::cerr << "outbox-keys: unknown command '" << outbox::one_line(first, 64)
+              << "' (expected check, status or rewrap; --help lists them)\n";
+    return kt::kUsage;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints the help, or the error naming the option
+    return code == 0 ? kt::kOk : kt::kUsage;
+  }
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  if (check->parsed()) return kt::check(o, std::cout, std::cerr);
+  if (status->parsed()) return kt::status(o, std::cout, std::cerr);
+  return kt::rewrap(o, g_stop, std::cout, std::cerr);
+}

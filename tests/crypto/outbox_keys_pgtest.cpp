@@ -1,0 +1,203 @@
+// outbox-keys, the operator's tool for master-key rotation, run as a command against
+// the real PostgreSQL: what it prints, what it changes, and its exit codes.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <cstdlib>
+#include <pqxx/pqxx>
+#include <regex>
+
+#include "crypto_test_support.h"
+#include "outbox/subject_key_store.h"
+#include "relay_process.h"
+#include "test_env.h"
+
+using namespace outbox;
+using cryptotest::contains;
+using testenv::ScopedSchema;
+using testenv::sql_value;
+
+namespace {
+
+testenv::CommandResult keys_tool(std::vector<std::string> args) {
+  args.insert(args.begin(), OUTBOX_KEYS_BIN);
+  return testenv::run_command(args);
+}
+
+// A keyring file as an operator keeps it: mode 0600.
+std::string keyring_file(const cryptotest::KeyTexts& keys, const std::string& active) {
+  const auto path = testenv::write_temp_file(cryptotest::keyring_yaml(keys, active));
+  REQUIRE(::chmod(path.c_str(), 0600) == 0);
+  return path;
+}
+
+// Subject keys for `subjects`, wrapped by `ring`'s active key.
+void make_subject_keys(const ScopedSchema& schema, const std::shared_ptr<const Keyring>& ring, int subjects,
+                       const std::string& prefix = "cust-") {
+  std::vector<std::string> names;
+  for (int i = 0; i < subjects; ++i) names.push_back(prefix + std::to_string(i));
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  SubjectKeyStore(schema.name(), ring).acquire(tx, names);
+  tx.commit();
+}
+
+std::string wrapping_counts(const ScopedSchema& schema) {
+  return sql_value("SELECT string_agg(wrapping_key_id || '=' || n, ',' ORDER BY wrapping_key_id) FROM (SELECT "
+                   "wrapping_key_id, count(*) n FROM \"" + schema.name() + "\".outbox_subject_keys GROUP BY 1) c");
+}
+
+}  // namespace
+
+TEST_CASE("check prints the key ids of a keyring and never a byte of a key") {
+  const auto keys = cryptotest::key_texts({"k1", "k2"});
+  const auto r = keys_tool({"check", "--keyring", keyring_file(keys, "k2")});
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(contains(r.output, "active key: 'k2'"));
+  CHECK(contains(r.output, "keys: 'k1' 'k2'"));
+  for (const auto& [id, text] : keys) CHECK_FALSE(contains(r.output, text.substr(0, 8)));
+}
+
+TEST_CASE("check refuses a keyring file others can read, and a bad key, naming the file and key id, not the key") {
+  auto keys = cryptotest::key_texts({"k1"});
+  const auto open_file = testenv::write_temp_file(cryptotest::keyring_yaml(keys, "k1"));
+  REQUIRE(::chmod(open_file.c_str(), 0644) == 0);
+  auto r = keys_tool({"check", "--keyring", open_file});
+  CHECK(r.exit_code == 1);
+  CHECK_MESSAGE(contains(r.output, "chmod 600"), r.output);
+  CHECK_FALSE(contains(r.output, keys["k1"].substr(0, 8)));
+  keys["k1"] = keys["k1"].substr(0, 40);  // 30 bytes, not 32
+  r = keys_tool({"check", "--keyring", keyring_file(keys, "k1")});
+  CHECK(r.exit_code == 1);
+  CHECK_MESSAGE(contains(r.output, "key 'k1'"), r.output);
+  CHECK_FALSE(contains(r.output, keys["k1"].substr(0, 8)));
+}
+
+TEST_CASE("a wrong command line exits 2 naming the option, and changes nothing") {
+  ScopedSchema schema("keys");
+  auto keys = cryptotest::key_texts({"k1", "k2"});
+  make_subject_keys(schema, cryptotest::keyring({{"k1", keys["k1"]}}, "k1"), 2);
+  auto r = keys_tool({"check"});
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(contains(r.output, "--keyring"), r.output);
+  const auto file = keyring_file(keys, "k2");  // would rewrap them all
+  r = keys_tool({"rewrap", "--schema", schema.name(), "--keyring", file, "--batch", "0"});
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(contains(r.output, "--batch"), r.output);
+  r = keys_tool({"rewrap", "--keyring", file});
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(contains(r.output, "--schema"), r.output);
+  r = keys_tool({"rewrap", "--schema", schema.name(), "--keyring", file, "--keyring-env", "X"});
+  CHECK(r.exit_code == 2);
+  r = keys_tool({"rotate", "--schema", schema.name()});
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(contains(r.output, "unknown command 'rotate'"), r.output);
+  CHECK(wrapping_counts(schema) == "k1=2");
+}
+
+TEST_CASE("rewrap moves every subject key to the active master key in committed batches, with progress") {
+  ScopedSchema schema("keys");
+  auto keys = cryptotest::key_texts({"k1", "k2"});
+  make_subject_keys(schema, cryptotest::keyring({{"k1", keys["k1"]}}, "k1"), 5);
+  const auto file = keyring_file(keys, "k2");
+  auto r = keys_tool({"status", "--schema", schema.name(), "--keyring", file});
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(contains(r.output, "'k1': 5 (in the keyring, not active: rewrap them)"));
+  CHECK(contains(r.output, "5 to rewrap, 0 wrapped by keys missing from the keyring"));
+  r = keys_tool({"rewrap", "--schema", schema.name(), "--keyring", file, "--batch", "2"});
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(contains(r.output, "rewrapped 2 subject keys (2 so far)"));
+  CHECK(contains(r.output, "rewrapped 1 subject keys (5 so far)"));
+  CHECK(contains(r.output, "rewrapped 5 subject keys under the active key 'k2'"));
+  CHECK(wrapping_counts(schema) == "k2=5");
+  // The old key can retire: a keyring of k2 alone unwraps every subject key.
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::read_transaction tx(conn);
+  const SubjectKeyStore only_new(schema.name(), cryptotest::keyring({{"k2", keys["k2"]}}, "k2"));
+  for (const auto& row : tx.exec("SELECT key_id FROM \"" + schema.name() + "\".outbox_subject_keys"))
+    CHECK_NOTHROW(only_new.fetch(tx, row[0].as<std::string>()));
+  r = keys_tool({"status", "--schema", schema.name(), "--keyring", file});
+  CHECK(contains(r.output, "every subject key is wrapped by the active key"));
+}
+
+TEST_CASE("rewrap with keys of a master key missing from the keyring moves the rest and exits 3 naming that key") {
+  ScopedSchema schema("keys");
+  auto keys = cryptotest::key_texts({"k0", "k1", "k2"});
+  make_subject_keys(schema, cryptotest::keyring({{"k0", keys["k0"]}}, "k0"), 1);
+  make_subject_keys(schema, cryptotest::keyring({{"k1", keys["k1"]}}, "k1"), 3, "other-");
+  const auto file = keyring_file({{"k1", keys["k1"]}, {"k2", keys["k2"]}}, "k2");
+  const auto r = keys_tool({"rewrap", "--schema", schema.name(), "--keyring", file});
+  CHECK(r.exit_code == 3);
+  CHECK_MESSAGE(contains(r.output, "'k0' (1); add those keys to the keyring"), r.output);
+  CHECK(wrapping_counts(schema) == "k0=1,k2=3");
+}
+
+TEST_CASE("the connection string comes from the environment, and a wrong one is an error without its password") {
+  ScopedSchema schema("keys");
+  const auto file = keyring_file(cryptotest::key_texts({"k1"}), "k1");
+  auto r = keys_tool({"status", "--schema", schema.name(), "--dsn-env", "OUTBOX_KEYS_TEST_UNSET"});
+  CHECK(r.exit_code == 1);
+  CHECK_MESSAGE(contains(r.output, "'OUTBOX_KEYS_TEST_UNSET' is not set"), r.output);
+  const std::string password = "S3cr3t:p@ss'w\"ord";
+  const auto dsn = testenv::pg_dsn() + " user=nobody_here password='" + std::regex_replace(password, std::regex("'"), "\\'") + "'";
+  REQUIRE(::setenv("OUTBOX_KEYS_TEST_DSN", dsn.c_str(), 1) == 0);
+  r = keys_tool({"rewrap", "--schema", schema.name(), "--keyring", file, "--dsn-env", "OUTBOX_KEYS_TEST_DSN"});
+  CHECK(r.exit_code == 1);
+  CHECK_MESSAGE(contains(r.output, "nobody_here"), r.output);  // libpq's error, scrubbed
+  CHECK_FALSE(contains(r.output, "S3cr"));
+  r = keys_tool({"status", "--schema", "no_such_schema_here", "--keyring", file});
+  CHECK(r.exit_code == 1);
+  CHECK_MESSAGE(contains(r.output, "migrate"), r.output);
+}
+
+TEST_CASE("rewrap stops between batches on SIGTERM: every key moved or untouched, and a second run finishes") {
+  ScopedSchema schema("keys");
+  auto keys = cryptotest::key_texts({"k1", "k2"});
+  constexpr int kKeys = 5000;
+  make_subject_keys(schema, cryptotest::keyring({{"k1", keys["k1"]}}, "k1"), kKeys);
+  const auto file = keyring_file(keys, "k2");
+  const auto out_path = testenv::write_temp_file("", ".out");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_TRUNC, 0);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::vector<std::string> args = {OUTBOX_KEYS_BIN, "rewrap", "--schema", schema.name(), "--keyring", file,
+                                   "--batch", "1"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  REQUIRE(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&actions);
+  auto output = [&] {
+    std::ifstream in(out_path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  REQUIRE(testenv::eventually(std::chrono::seconds(10), [&] { return contains(output(), "(20 so far)"); }));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK_MESSAGE(contains(output(), "interrupted after rewrapping"), output());
+  const auto moved = std::stoi(sql_value("SELECT count(*) FROM \"" + schema.name() +
+                                         "\".outbox_subject_keys WHERE wrapping_key_id = 'k2'"));
+  CHECK(moved >= 20);
+  CHECK(moved < kKeys);
+  const auto r = keys_tool({"rewrap", "--schema", schema.name(), "--keyring", file, "--batch", "1000"});
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(wrapping_counts(schema) == "k2=" + std::to_string(kKeys));
+}
