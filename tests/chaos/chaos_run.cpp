@@ -115,9 +115,9 @@ void ChaosRun::set_up() {
   relay_config_ = write_config("relay.yaml", "${OUTBOX_CHAOS_PROXIED_PG_DSN}", "${OUTBOX_CHAOS_PROXIED_AMQP_URI}");
 
   auto t = topology();
-  consumer_ = std::make_unique<LedgerConsumer>(ConsumerOptions{"127.0.0.1", servers_->amqp_port(), t.queue, 500, milliseconds(0)}, ledger_);
+  consumer_ = std::make_unique<LedgerConsumer>(ConsumerOptions{"127.0.0.1", servers_->amqp_port(), t.queue, 500, milliseconds(0), {}}, ledger_);
   limited_consumer_ = std::make_unique<LedgerConsumer>(
-      ConsumerOptions{"127.0.0.1", servers_->amqp_port(), t.limited_queue, 1, milliseconds(0)}, ledger_);
+      ConsumerOptions{"127.0.0.1", servers_->amqp_port(), t.limited_queue, 1, milliseconds(0), {}}, ledger_);
 
   ProducerOptions p;
   p.dsn = servers_->pg_dsn();

@@ -22,6 +22,7 @@
 #include "outbox/message_id.h"
 #include "outbox/outbox_writer.h"
 #include "relay_process.h"
+#include "tcp_proxy.h"
 #include "test_env.h"
 
 using namespace outbox;
@@ -75,6 +76,7 @@ class TlsServers {
   }
   std::string ca(const std::string& name = "ca.crt") const { return dir_ + "/tls/" + name; }
   int pg_port() const { return pg_port_; }
+  std::string socket_dir() const { return dir_ + "/servers/pg"; }  // servers.sh: -k $PG_DIR
   int amqps_port() const { return amqp_port_ + 1; }
   std::string rabbitmqctl(const std::string& args) const {
     return run_output("env " + env_ + OUTBOX_SERVERS_SH " rabbitmqctl " + args);
@@ -152,6 +154,40 @@ TEST_CASE("with require_tls, the relay publishes over amqps:// and sslmode=verif
   relay.signal(SIGTERM);
   CHECK(relay.wait() == 0);
   CHECK(testenv::sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox WHERE published_at IS NULL") == "0");
+}
+
+TEST_CASE("with require_tls, a reconnect that falls back to a Unix socket (where sslmode does not apply) is refused, not used") {
+  servers();
+  ScopedSchema schema;
+  TestBroker broker;
+  testenv::TcpProxy proxy("127.0.0.1", static_cast<std::uint16_t>(servers().pg_port()));
+  // The TCP host first (through the proxy), then the server's socket directory: libpq
+  // tries them in turn, and over the socket it uses no TLS whatever sslmode says.
+  auto yaml = tls_yaml(schema);
+  const std::string tcp = "host=localhost port=" + std::to_string(servers().pg_port());
+  REQUIRE(yaml.find(tcp) != std::string::npos);
+  yaml.replace(yaml.find(tcp), tcp.size(),
+               "host=localhost," + servers().socket_dir() + " port=" + std::to_string(proxy.port()) + "," +
+                   std::to_string(servers().pg_port()));
+  enqueue(schema, broker, 5);
+  RelayProcess relay(yaml);
+  REQUIRE_MESSAGE(broker.receive(5, std::chrono::milliseconds(10000)).size() == 5, relay.log());
+  const auto pending = [&] {
+    return testenv::sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox WHERE published_at IS NULL");
+  };
+  REQUIRE(testenv::eventually(std::chrono::seconds(5), [&] { return pending() == "0"; }));
+  // The TCP path goes away; the relay's sessions are cut and must not come back over the socket.
+  proxy.set_refusing(true);
+  proxy.cut_all();
+  enqueue(schema, broker, 5);
+  CHECK_MESSAGE(log_shows(relay, "the PostgreSQL session is not encrypted"), relay.log());
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  CHECK(pending() == "5");
+  // The TCP path is back: the relay publishes over TLS again.
+  proxy.set_refusing(false);
+  CHECK_MESSAGE(testenv::eventually(std::chrono::seconds(15), [&] { return pending() == "0"; }), relay.log());
+  relay.signal(SIGTERM);
+  CHECK(relay.wait() == 0);
 }
 
 TEST_CASE("a broker certificate from another CA, or not naming the host, is refused and nothing is published") {

@@ -132,7 +132,6 @@ int cmd_cleanup(const Args& raw) {
   try {
     auto conn_owner = connect_postgres(config->postgres);
     auto& conn = *conn_owner;
-    require_tls_session(conn, config->postgres);
     OutboxCleaner cleaner(conn, config->postgres.schema);
     if (!cleaner.try_lock()) {
       std::cerr << "cleanup: retention or another cleanup is running on schema '"

@@ -218,7 +218,6 @@ int cmd_replay(const Args& raw) {
   try {
     auto conn_owner = connect_postgres(config->postgres);
     auto& conn = *conn_owner;
-    require_tls_session(conn, config->postgres);
     pqxx::work tx(conn);
     // A --since without an offset (2024-05-01T10:00) means UTC, as the help says,
     // whatever time zone the server or PGTZ gives the session; times shown are UTC too.

@@ -91,7 +91,6 @@ int cmd_status(const Args& raw) {
   try {
     auto conn_owner = connect_postgres(config->postgres);
     auto& conn = *conn_owner;
-    require_tls_session(conn, config->postgres);
     types = query_status(conn, config->postgres.schema);
   } catch (const std::exception& e) {
     std::cerr << "status failed: " << outbox::one_line(e.what()) << "\n";

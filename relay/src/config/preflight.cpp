@@ -63,7 +63,6 @@ void preflight(pqxx::connection_base& conn, const RelayConfig& config) {
     for (std::size_t i = 0; i < missing.size(); ++i) text += (i ? "; and " : "") + missing[i];
     throw PreflightError(text + ". Grant the relay role from schema/roles.sql (see docs/OPERATIONS.md)");
   }
-  require_tls_session(conn, config.postgres);
 }
 
 void require_tls_session(pqxx::connection_base& conn, const PostgresConfig& postgres) {

@@ -25,14 +25,12 @@ class PreflightError : public std::runtime_error {
 std::vector<std::string> missing_privileges(pqxx::connection_base& conn, const std::string& schema,
                                             bool retention, bool delete_on_publish = false);
 
-// Throws PreflightError naming the role and each missing privilege, or when
-// postgres.require_tls is set and the session is not encrypted.
+// Throws PreflightError naming the role and each missing privilege.
 void preflight(pqxx::connection_base& conn, const RelayConfig& config);
 
 // Throws PreflightError when postgres.require_tls is set and the session is not
-// encrypted (libpq's sslmode does not apply over a Unix socket). Every command that
-// connects checks it before its first statement: run and check-config in preflight,
-// migrate and the admin commands right after connecting.
+// encrypted (libpq's sslmode does not apply over a Unix socket). connect_postgres
+// checks it for every session it opens, before any other statement.
 void require_tls_session(pqxx::connection_base& conn, const PostgresConfig& postgres);
 
 }  // namespace relay

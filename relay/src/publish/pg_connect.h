@@ -12,7 +12,9 @@ namespace relay {
 // Connects with dsn_with_session_options(config) through outbox::open_pg_connection:
 // when the connection fails, the exception's text is scrubbed of the password and
 // of any 4+ byte fragment of it and rethrown as the same pqxx type
-// (broken_connection, or sql_error with its SQLSTATE). Thread-safe.
+// (broken_connection, or sql_error with its SQLSTATE). With postgres.require_tls,
+// throws PreflightError when the session is not encrypted (require_tls_session).
+// Thread-safe.
 std::unique_ptr<pqxx::connection> connect_postgres(const PostgresConfig& config);
 
 }  // namespace relay
