@@ -1,9 +1,11 @@
 #include "outbox/payload_decryptor.h"
 
+#include <algorithm>
 #include <pqxx/pqxx>
 
 #include "outbox/crypto_errors.h"
 #include "outbox/environment_error.h"
+#include "outbox/pg_conninfo.h"
 
 namespace outbox {
 
@@ -12,10 +14,33 @@ struct PayloadDecryptor::KeyConnection {
   pqxx::connection conn;
 };
 
+namespace {
+
+// subject_keys_dsn with the lookup's limits where the user set none: without
+// connect_timeout a server (or pooler) that accepts and never answers holds the
+// shared connection's mutex, and with it every worker that needs a key, for good;
+// without keepalives a vanished host is noticed after the system's two hours.
+std::string key_session_dsn(const PayloadDecryptorOptions& o) {
+  auto info = PgConnInfo::parse(o.subject_keys_dsn);
+  const auto timeout_ms = std::max<long long>(1, o.subject_keys_timeout.count());
+  info.set_default("application_name", "outbox-consumer subject keys");
+  info.set_default("connect_timeout", std::to_string(std::max<long long>(2, (timeout_ms + 999) / 1000)));
+  info.set_default("keepalives", "1");
+  info.set_default("keepalives_idle", "10");
+  info.set_default("keepalives_interval", "5");
+  info.set_default("keepalives_count", "3");
+  info.set_default("tcp_user_timeout", std::to_string(std::max<long long>(timeout_ms, 5000)));
+  info.set_default("options", "-c statement_timeout=" + std::to_string(timeout_ms));
+  return info.to_string();
+}
+
+}  // namespace
+
 PayloadDecryptor::PayloadDecryptor(PayloadDecryptorOptions options) : options_(std::move(options)) {
   if (!options_.keyring) throw ValidationError("keyring", "a payload decryptor needs a keyring");
   FieldDecryptor::SubjectKeyFetcher fetch = nullptr;
   if (!options_.subject_keys_dsn.empty()) {
+    key_dsn_ = key_session_dsn(options_);  // throws std::invalid_argument for a DSN libpq cannot parse
     store_ = std::make_unique<SubjectKeyStore>(options_.subject_keys_schema, options_.keyring);
     fetch = [this](const std::string& key_id) { return fetch_subject_key(key_id); };
   }
@@ -36,7 +61,7 @@ std::string PayloadDecryptor::decrypt(const Delivery& delivery) const {
 SubjectKeyStore::DataKey PayloadDecryptor::fetch_subject_key(const std::string& key_id) const {
   std::lock_guard lock(mu_);
   try {
-    if (!conn_) conn_ = std::make_unique<KeyConnection>(options_.subject_keys_dsn);
+    if (!conn_) conn_ = std::make_unique<KeyConnection>(key_dsn_);
     pqxx::read_transaction tx(conn_->conn);
     return store_->fetch(tx, key_id);
   } catch (const pqxx::sql_error& e) {

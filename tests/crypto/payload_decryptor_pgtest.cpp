@@ -3,13 +3,16 @@
 // transient error when the key database is unreachable.
 #include <doctest/doctest.h>
 
+#include <future>
 #include <pqxx/pqxx>
+#include <regex>
 
 #include "crypto_test_support.h"
 #include "outbox/crypto_errors.h"
 #include "outbox/field_encryptor.h"
 #include "outbox/outbox_writer.h"
 #include "outbox/payload_decryptor.h"
+#include "tcp_proxy.h"
 #include "test_env.h"
 
 using namespace outbox;
@@ -83,6 +86,33 @@ TEST_CASE("a consumer restores the payload; tampering and erasure are permanent;
     } catch (const std::exception& e) {
       CHECK_FALSE(cryptotest::contains(e.what(), "hunter2"));
     }
+  }
+  SUBCASE("a key database that accepts connections and never answers: transient, within subject_keys_timeout") {
+    std::smatch port;
+    const auto dsn = testenv::pg_dsn();
+    REQUIRE(std::regex_search(dsn, port, std::regex(R"(port=(\d+))")));
+    testenv::TcpProxy proxy("127.0.0.1", static_cast<std::uint16_t>(std::stoi(port[1])));
+    proxy.set_stalled(true);
+    auto hung = options;
+    hung.subject_keys_dsn = std::regex_replace(dsn, std::regex(R"(port=\d+)"), "port=" + std::to_string(proxy.port()));
+    hung.subject_keys_timeout = std::chrono::milliseconds(2000);
+    PayloadDecryptor behind_proxy(hung);
+    const auto started = std::chrono::steady_clock::now();
+    auto lookup = std::async(std::launch::async, [&] {
+      try {
+        behind_proxy.decrypt("OrderPlaced", produced.body, produced.id);
+        return std::string("decrypted");
+      } catch (const EnvironmentError&) {
+        return std::string("EnvironmentError");
+      } catch (const std::exception& e) {
+        return std::string("other: ") + e.what();
+      }
+    });
+    const bool in_time = lookup.wait_for(std::chrono::seconds(8)) == std::future_status::ready;
+    proxy.set_stalled(false);  // lets a lookup that waits without a limit end, so the test can
+    CHECK_MESSAGE(in_time, "the lookup still waited after 8 s");
+    CHECK(lookup.get() == "EnvironmentError");
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(8));
   }
   SUBCASE("the subject is erased: permanent") {
     {

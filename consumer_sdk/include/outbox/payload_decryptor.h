@@ -2,6 +2,7 @@
 // PayloadDecryptor: restores a delivered payload's encrypted fields for a consumer
 // that holds the keyring (see docs/ENCRYPTION.md).
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,6 +29,12 @@ struct PayloadDecryptorOptions {
   std::string subject_keys_dsn;
   // Schema of that table (the producers' outbox schema).
   std::string subject_keys_schema = "outbox";
+  // The longest a subject-key lookup may wait for that database: libpq's
+  // connect_timeout (whole seconds, at least 2) and the session's statement_timeout,
+  // unless subject_keys_dsn sets its own. Past it the lookup fails with
+  // EnvironmentError (the message is requeued, no try counted) and frees the
+  // connection the workers share, so a key database that hangs cannot hold them.
+  std::chrono::milliseconds subject_keys_timeout{5000};
 };
 
 // Wraps FieldDecryptor for a consumer handler: body in, plaintext body out.
@@ -43,7 +50,9 @@ struct PayloadDecryptorOptions {
 // share one lazily opened connection under a mutex. Owns that connection: not copyable.
 class PayloadDecryptor {
  public:
-  // Throws ValidationError when the keyring is missing or the schema name is bad.
+  // Throws ValidationError when the keyring is missing or the schema name is bad,
+  // std::invalid_argument when libpq cannot parse subject_keys_dsn (naming options
+  // only, never a value).
   explicit PayloadDecryptor(PayloadDecryptorOptions options);
   ~PayloadDecryptor();
   PayloadDecryptor(const PayloadDecryptor&) = delete;
@@ -59,6 +68,7 @@ class PayloadDecryptor {
   SubjectKeyStore::DataKey fetch_subject_key(const std::string& key_id) const;
 
   PayloadDecryptorOptions options_;
+  std::string key_dsn_;  // subject_keys_dsn with the lookup's limits; never logged
   std::unique_ptr<SubjectKeyStore> store_;
   std::unique_ptr<FieldDecryptor> decryptor_;
   struct KeyConnection;  // the PostgreSQL connection for subject keys
