@@ -10,6 +10,7 @@
 #include "outbox/log_fields.h"
 #include "outbox/one_line.h"
 #include "outbox/pg_conninfo.h"
+#include "session_limits.h"
 
 namespace outbox::detail {
 namespace {
@@ -34,19 +35,11 @@ std::chrono::milliseconds environment_backoff(int n) {
   return std::min(std::chrono::milliseconds(500) * (1 << std::min(n - 1, 5)), std::chrono::milliseconds(10000));
 }
 
-// The worker's PostgreSQL connection string: pg_dsn with the relay's session limits
-// where the user set none. Without connect_timeout, a server (or pooler) that accepts
-// the connection and never answers holds the worker, and stop(), for good; without
-// keepalives a vanished host is noticed after the system's two hours.
+// The worker's PostgreSQL connection string: pg_dsn with the session limits where
+// the user set none (a hung server must not hold the worker, or stop(), for good).
 std::string session_dsn(const RunnerOptions& o) {
   auto info = PgConnInfo::parse(o.pg_dsn);
-  const auto timeout_s = std::max<long long>(2, (o.connect_timeout.count() + 999) / 1000);  // libpq: 2 s at least
-  info.set_default("application_name", "outbox-consumer " + o.consumer.value());
-  info.set_default("connect_timeout", std::to_string(timeout_s));
-  info.set_default("keepalives", "1");
-  info.set_default("keepalives_idle", "10");
-  info.set_default("keepalives_interval", "5");
-  info.set_default("keepalives_count", "3");
+  set_session_limits(info, "outbox-consumer " + o.consumer.value(), o.connect_timeout);
   return info.to_string();
 }
 

@@ -6,6 +6,7 @@
 #include "outbox/crypto_errors.h"
 #include "outbox/environment_error.h"
 #include "outbox/pg_conninfo.h"
+#include "session_limits.h"
 
 namespace outbox {
 
@@ -16,19 +17,14 @@ struct PayloadDecryptor::KeyConnection {
 
 namespace {
 
-// subject_keys_dsn with the lookup's limits where the user set none: without
-// connect_timeout a server (or pooler) that accepts and never answers holds the
-// shared connection's mutex, and with it every worker that needs a key, for good;
-// without keepalives a vanished host is noticed after the system's two hours.
+// subject_keys_dsn with the lookup's limits where the user set none: a key database
+// that hangs must not hold the shared connection's mutex, and with it every worker
+// that needs a key, for good. A statement_timeout too: the server ends a lookup
+// stuck behind a lock.
 std::string key_session_dsn(const PayloadDecryptorOptions& o) {
   auto info = PgConnInfo::parse(o.subject_keys_dsn);
   const auto timeout_ms = std::max<long long>(1, o.subject_keys_timeout.count());
-  info.set_default("application_name", "outbox-consumer subject keys");
-  info.set_default("connect_timeout", std::to_string(std::max<long long>(2, (timeout_ms + 999) / 1000)));
-  info.set_default("keepalives", "1");
-  info.set_default("keepalives_idle", "10");
-  info.set_default("keepalives_interval", "5");
-  info.set_default("keepalives_count", "3");
+  detail::set_session_limits(info, "outbox-consumer subject keys", o.subject_keys_timeout);
   info.set_default("tcp_user_timeout", std::to_string(std::max<long long>(timeout_ms, 5000)));
   info.set_default("options", "-c statement_timeout=" + std::to_string(timeout_ms));
   return info.to_string();
