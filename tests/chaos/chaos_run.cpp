@@ -298,9 +298,17 @@ bool ChaosRun::drain() {
     if (pending == 0 && recoverable == 0) return true;
     if (recoverable > 0 && Clock::now() >= next_requeue) {
       for (const auto& type : {kind::kNack, kind::kLate}) {
-        auto out = relay_command({"dead", "requeue", "--config", admin_config_, "--type", type});
-        requeued_ += std::atoll(out.c_str());
-        log("dead requeue --type " + type + ": " + out.substr(0, out.find('\n')));
+        const auto parked = scalar("SELECT count(*) FROM " + outbox + " WHERE parked_at IS NOT NULL AND message_type = '" +
+                                   type + "'");
+        if (parked == 0) continue;
+        // --type changes rows only with --expect N, the count; a row parked since makes
+        // it change nothing (exit 2 or 1), and the next round tries again.
+        auto r = run_process({options_.relay_bin, "dead", "requeue", "--config", admin_config_, "--type", type,
+                              "--expect", std::to_string(parked), "--json"});
+        const auto at = r.output.find("\"requeued\":");
+        if (r.exit_code == 0 && at != std::string::npos) requeued_ += std::atoll(r.output.c_str() + at + 11);
+        log("dead requeue --type " + type + " --expect " + std::to_string(parked) + ": exit " +
+            std::to_string(r.exit_code) + ", " + r.output.substr(0, r.output.find('\n')));
       }
       next_requeue = Clock::now() + seconds(3);
     }

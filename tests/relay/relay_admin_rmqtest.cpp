@@ -208,6 +208,46 @@ TEST_CASE("replay --since changes nothing until --expect confirms the count it p
   CHECK(pending() == "5");
 }
 
+TEST_CASE("dead requeue --type and --all change nothing until --expect confirms the count they printed") {
+  ScopedSchema schema;
+  enqueue(schema, "ex", "rk", "OrderPlaced", 3);
+  const auto refunds = enqueue(schema, "ex", "rk", "RefundIssued", 2);
+  sql_exec("UPDATE " + table(schema) + " SET parked_at = now(), attempts = 10");
+  const auto cfg = config_file(schema);
+  const auto parked = [&] { return sql_value("SELECT count(*) FROM " + table(schema) + " WHERE parked_at IS NOT NULL"); };
+
+  // Every parked payment, when the operator fixed the cause of one batch: shown, not requeued.
+  auto blind = run_relay_command({"dead", "requeue", "--config", cfg, "--all"});
+  CHECK_MESSAGE(blind.exit_code == 2, blind.output);
+  CHECK_MESSAGE(contains(blind.output, "5 parked row(s) match; nothing changed. To requeue them run again with "
+                                       "--expect 5"), blind.output);
+  CHECK_MESSAGE(contains(blind.output, "by type: OrderPlaced 3, RefundIssued 2"), blind.output);
+  CHECK(parked() == "5");
+
+  auto wrong = run_relay_command({"dead", "requeue", "--config", cfg, "--type", "OrderPlaced", "--expect", "2"});
+  CHECK_MESSAGE(wrong.exit_code == 2, wrong.output);
+  CHECK_MESSAGE(contains(wrong.output, "3 row(s) match, not --expect 2"), wrong.output);
+  CHECK(parked() == "5");
+
+  auto dry = run_relay_command({"dead", "requeue", "--config", cfg, "--type", "OrderPlaced", "--dry-run", "--json"});
+  REQUIRE_MESSAGE(dry.exit_code == 0, dry.output);
+  CHECK(json_of(dry)["matched"] == 3);
+  CHECK(json_of(dry)["requeued"] == 0);
+  CHECK(parked() == "5");
+
+  auto confirmed = run_relay_command({"dead", "requeue", "--config", cfg, "--type", "OrderPlaced", "--expect", "3",
+                                      "--json"});
+  REQUIRE_MESSAGE(confirmed.exit_code == 0, confirmed.output);
+  CHECK(json_of(confirmed)["requeued"] == 3);
+  CHECK(sql_value("SELECT string_agg(DISTINCT message_type, ',') FROM " + table(schema) +
+                  " WHERE parked_at IS NULL AND attempts = 0") == "OrderPlaced");
+
+  // Ids are a selection the operator wrote out: no --expect needed.
+  auto by_id = run_relay_command({"dead", "requeue", "--config", cfg, "--id", refunds[0]});
+  CHECK_MESSAGE(by_id.exit_code == 0, by_id.output);
+  CHECK(parked() == "1");
+}
+
 TEST_CASE("replay --since reads a time without an offset as UTC whatever the session's time zone") {
   ScopedSchema schema;
   enqueue(schema, "ex", "rk", "OrderPlaced", 1);

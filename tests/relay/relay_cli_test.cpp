@@ -151,6 +151,7 @@ TEST_CASE("dead: unknown subcommands, flags and selectors exit 2 before anything
       {{"dead", "requeue", "--config", path, "--all", "--type", "A"}, "needs exactly one of"},
       {{"dead", "requeue", "--config", path, "--id", "12;DROP"}, "--id '12;DROP' is neither a message id"},
       {{"dead", "requeue", "--id", "1"}, "dead requeue needs --config FILE"},
+      {{"dead", "requeue", "--config", path, "--all", "--expect", "-1"}, "--expect must be a whole number from 0"},
   };
   for (const auto& c : cases) {
     auto r = run_relay_command(c.args);
@@ -159,7 +160,8 @@ TEST_CASE("dead: unknown subcommands, flags and selectors exit 2 before anything
   }
   auto help = run_relay_command({"dead", "--help"});
   CHECK(help.exit_code == 0);
-  CHECK(contains(help.output, "outbox-relay dead requeue --config FILE (--id ID... | --type T | --all)"));
+  CHECK(contains(help.output, "outbox-relay dead requeue --config FILE (--type T | --all)\n"
+                              "                                 (--dry-run | --expect N)"));
 }
 
 TEST_CASE("check-config takes one file and only --connect") {

@@ -303,7 +303,7 @@ TEST_CASE("under the column grants the relay's admin commands work: status, dead
   INFO(list.output);
   CHECK(list.exit_code == 0);
   CHECK(contains(list.output, ids[1]));
-  auto requeue = run_relay_command({"dead", "requeue", "--config", config, "--all"});
+  auto requeue = run_relay_command({"dead", "requeue", "--config", config, "--all", "--expect", "1"});
   INFO(requeue.output);
   CHECK(requeue.exit_code == 0);
   REQUIRE(drain() == 0);

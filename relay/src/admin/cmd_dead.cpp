@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <pqxx/pqxx>
 
 #include "admin/admin_args.h"
@@ -28,7 +29,9 @@ std::string age_text(const pqxx::field& f) { return f.is_null() ? "-" : human_se
 
 constexpr const char* kDeadHelp =
     "usage: outbox-relay dead list --config FILE [--type T] [--limit N] [--json]\n"
-    "       outbox-relay dead requeue --config FILE (--id ID... | --type T | --all) [--json]\n"
+    "       outbox-relay dead requeue --config FILE --id ID... [--json]\n"
+    "       outbox-relay dead requeue --config FILE (--type T | --all)\n"
+    "                                 (--dry-run | --expect N) [--json]\n"
     "\n"
     "A row is parked when it failed relay.max_attempts times for a reason of its own\n"
     "(nacked, unroutable, its exchange missing); the relay never claims it again.\n"
@@ -45,10 +48,16 @@ constexpr const char* kDeadHelp =
     "                nothing changes (exit 2)\n"
     "    --type T    every parked row of message type T\n"
     "    --all       every parked row\n"
+    "                --type and --all change rows only with --expect N; without it,\n"
+    "                they print what matches by type and change nothing (exit 2)\n"
+    "    --expect N  the number of rows the selection must match, as a dry run\n"
+    "                printed it; any other number changes nothing (exit 2)\n"
+    "    --dry-run   count what would be requeued, change nothing\n"
     "  --json    one JSON value on stdout\n"
     "\n"
-    "exit codes: 0 done, 1 PostgreSQL failed, 2 bad usage, configuration, or an id\n"
-    "that is unknown or not parked\n";
+    "exit codes: 0 done (or dry run), 1 PostgreSQL failed, 2 bad usage,\n"
+    "configuration, an id that is unknown or not parked, --type or --all without\n"
+    "--expect, or a count other than --expect\n";
 
 std::string table_of(const RelayConfig& config) {
   return outbox::quoted_identifier(config.postgres.schema, "postgres.schema") + ".outbox";
@@ -151,10 +160,64 @@ void check_requeue_usage(const AdminArgs& args) {
   const int selectors = args.has("--id") + args.has("--type") + args.has("--all");
   if (selectors != 1) throw UsageError("dead requeue needs exactly one of --id ID..., --type T or --all");
   parse_id_flags(args.all("--id"));
+  args.integer("--expect", 0, 0, 100000000);
+}
+
+// The parked rows a requeue selects. Every parameter appears in the text (PostgreSQL
+// must infer each one's type); an unused criterion is passed as NULL or empty.
+constexpr const char* kRequeueWhere =
+    " WHERE parked_at IS NOT NULL "
+    "AND ($1 OR id = ANY($2::bigint[]) OR message_id = ANY($3::uuid[]) OR message_type = $4::text)";
+
+pqxx::result exec_requeue_sql(pqxx::work& tx, const std::string& sql, const AdminArgs& args,
+                              const IdSelection& ids) {
+  return tx.exec_params(sql, args.has("--all"), outbox::pg::bigint_array(ids.ids),
+                        outbox::pg::text_array(ids.message_ids), args.value("--type"));
+}
+
+// What a selection matches: the count, and by message type (the ten largest) for the
+// operator to check before anything changes. The window sums run before the LIMIT, so
+// the total counts every type.
+struct Matches {
+  std::int64_t count = 0;
+  std::string by_type;
+};
+
+Matches count_matches(pqxx::work& tx, const std::string& table, const AdminArgs& args, const IdSelection& ids) {
+  auto rows = exec_requeue_sql(tx,
+                               "SELECT message_type, count(*), sum(count(*)) OVER ()::bigint, count(*) OVER () "
+                               "FROM " + table + kRequeueWhere + " GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 10",
+                               args, ids);
+  Matches m;
+  if (rows.empty()) return m;
+  m.count = rows[0][2].as<std::int64_t>();
+  m.by_type = "by type:";
+  for (const auto& r : rows) m.by_type += " " + outbox::one_line(r[0].c_str(), 80) + " " + r[1].c_str() + ",";
+  m.by_type.pop_back();
+  const auto types = rows[0][3].as<std::int64_t>();
+  if (types > static_cast<std::int64_t>(rows.size()))
+    m.by_type += " and " + std::to_string(types - rows.size()) + " more type(s)";
+  return m;
+}
+
+// Why the selection may not change rows yet, or nullopt when it may: --type and --all
+// can match far more than meant (every parked payment, not the one batch whose cause
+// was fixed), so they change rows only when the operator confirmed the count a dry run
+// showed. As replay --since.
+std::optional<std::string> unconfirmed(const AdminArgs& args, std::int64_t count) {
+  const auto expect = args.integer("--expect", 0, 0, 100000000);
+  if (args.has("--expect") && count != expect)
+    return std::to_string(count) + " row(s) match, not --expect " + std::to_string(expect) +
+           "; check the selection (a dry run shows it). Nothing changed";
+  if (!args.has("--id") && !args.has("--expect") && count > 0)
+    return std::to_string(count) + " parked row(s) match; nothing changed. To requeue them run "
+           "again with --expect " + std::to_string(count);
+  return std::nullopt;
 }
 
 int dead_requeue(const AdminArgs& args, const RelayConfig& config) {
   const auto selection = parse_id_flags(args.all("--id"));
+  const bool dry_run = args.has("--dry-run");
   const auto table = table_of(config);
   auto conn_owner = connect_postgres(config.postgres);
   auto& conn = *conn_owner;
@@ -167,17 +230,32 @@ int dead_requeue(const AdminArgs& args, const RelayConfig& config) {
       return kExitUsage;
     }
   }
-  // Pending again and due now; attempts restart so a row gets a full set of retries.
-  auto r = tx.exec_params(
-      "UPDATE " + table + " SET parked_at = NULL, attempts = 0, next_attempt_at = now() "
-      "WHERE parked_at IS NOT NULL "
-      "AND ($1 OR id = ANY($2::bigint[]) OR message_id = ANY($3::uuid[]) OR message_type = $4::text) "
-      "RETURNING id",
-      args.has("--all"), outbox::pg::bigint_array(selection.ids), outbox::pg::text_array(selection.message_ids),
-      args.value("--type"));
-  tx.commit();
-  if (args.json()) std::cout << nlohmann::json{{"requeued", r.size()}}.dump() << "\n";
-  else std::cout << r.size() << " row(s) back to pending; the running relay publishes them\n";
+  const auto matches = count_matches(tx, table, args, selection);
+  if (!args.has("--id") && matches.count > 0) std::cerr << "dead requeue: " << matches.by_type << "\n";
+  if (!dry_run)
+    if (auto why = unconfirmed(args, matches.count)) {
+      std::cerr << "dead requeue: " << *why << "\n";
+      return kExitUsage;
+    }
+  std::int64_t requeued = 0;
+  if (!dry_run) {
+    // Pending again and due now; attempts restart so a row gets a full set of retries.
+    auto r = exec_requeue_sql(tx,
+                              "UPDATE " + table + " SET parked_at = NULL, attempts = 0, next_attempt_at = now()" +
+                                  kRequeueWhere + " RETURNING id",
+                              args, selection);
+    // A row parked since the count: what was confirmed is no longer what would change.
+    if (static_cast<std::int64_t>(r.size()) != matches.count)
+      throw std::runtime_error("the selection changed while requeueing; nothing changed, try again");
+    tx.commit();
+    requeued = matches.count;
+  }
+  if (args.json())
+    std::cout << nlohmann::json{{"dry_run", dry_run}, {"matched", matches.count}, {"requeued", requeued}}.dump() << "\n";
+  else if (dry_run)
+    std::cout << matches.count << " parked row(s) would be requeued (dry run, nothing changed)\n";
+  else
+    std::cout << requeued << " row(s) back to pending; the running relay publishes them\n";
   return kExitOk;
 }
 
@@ -195,7 +273,8 @@ int cmd_dead(const Args& raw) {
   const Args rest(raw.begin() + 1, raw.end());
   const auto args = sub == "list"
                         ? AdminArgs("dead list", rest, {{"--type", true}, {"--limit", true}, {"--json"}})
-                        : AdminArgs("dead requeue", rest, {{"--id", true, true}, {"--type", true}, {"--all"}, {"--json"}});
+                        : AdminArgs("dead requeue", rest, {{"--id", true, true}, {"--type", true}, {"--all"},
+                                                             {"--expect", true}, {"--dry-run"}, {"--json"}});
   if (args.help()) {
     std::cout << kDeadHelp;
     return kExitOk;

@@ -22,8 +22,8 @@ const std::vector<Command>& all_commands() {
                                "                          delete old published rows in batches"},
       {"dead", cmd_dead, "list --config FILE [--type T] [--limit N] [--json]\n"
                          "                          parked rows: id, message id, type, attempts, age, last error\n"
-                         "  outbox-relay dead requeue --config FILE (--id ID... | --type T | --all) [--json]\n"
-                         "                          parked rows back to pending"},
+                         "  outbox-relay dead requeue --config FILE (--id ID... | (--type T | --all) (--dry-run | --expect N))\n"
+                         "                          [--json]   parked rows back to pending"},
   };
   return commands;
 }
