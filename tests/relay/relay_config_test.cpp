@@ -1,17 +1,24 @@
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
+#include <thread>
+#include <unistd.h>
 
 #include "config/config.h"
 #include "config/rfc3339.h"
 #include "outbox/pg_conninfo.h"
 
 using relay::ConfigError;
+using relay::load_config;
 using relay::parse_config;
 
 namespace {
@@ -391,4 +398,70 @@ TEST_CASE("an integer with a leading zero or in hex or octal is refused, naming 
   CHECK(parse_config(replace(kValid, "batch_size: 250", "batch_size: 10"), "relay.yaml").relay.batch_size == 10);
   CHECK(parse_config(replace(kValid, "heartbeat_s: 10", "heartbeat_s: 0"), "relay.yaml").amqp.heartbeat_s == 0);
   CHECK(parse_config(replace(kValid, "heartbeat_s: 10", "heartbeat_s: +5"), "relay.yaml").amqp.heartbeat_s == 5);
+}
+
+TEST_CASE("a configuration file over 1 MiB is refused naming the path and the limit, and one at 1 MiB is read") {
+  SecretEnv env;
+  const std::string path = "/tmp/relay_config_test_large.yaml";
+  auto padded = [&](std::size_t size) {
+    std::string text = kValid + "# ";
+    text += std::string(size - text.size() - 1, 'Z') + "\n";
+    std::ofstream(path) << text;
+  };
+  CHECK(relay::kMaxConfigFileBytes == 1024 * 1024);
+  padded(relay::kMaxConfigFileBytes);
+  CHECK(load_config(path).relay.batch_size == 250);
+  padded(relay::kMaxConfigFileBytes + 1);
+  try {
+    load_config(path);
+    FAIL("a file over the limit was accepted");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()) == path + ": the configuration file is larger than 1 MiB, the most the relay reads");
+  }
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a configuration path that never ends (a FIFO fed without end) is read only up to the limit") {
+  const std::string path = "/tmp/relay_config_test_fifo_" + std::to_string(::getpid());
+  std::remove(path.c_str());
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  std::signal(SIGPIPE, SIG_IGN);  // the writer learns of the reader's close from EPIPE
+  // A writer that would go on (here up to 16 MiB, so a reader without a limit ends too).
+  std::size_t written = 0;
+  std::thread writer([&] {
+    const int fd = ::open(path.c_str(), O_WRONLY);
+    const std::string chunk(65536, '#');
+    while (written < 16u * 1024 * 1024) {
+      const auto n = ::write(fd, chunk.data(), chunk.size());
+      if (n <= 0) break;
+      written += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+  });
+  std::string error = "(accepted)";
+  try {
+    load_config(path);
+  } catch (const ConfigError& e) {
+    error = e.what();
+  }
+  writer.join();
+  std::remove(path.c_str());
+  CHECK_MESSAGE(error == path + ": the configuration file is larger than 1 MiB, the most the relay reads", error);
+  // The reader stopped at 1 MiB + 1 byte; the writer got at most a pipe buffer further.
+  CHECK_MESSAGE(written < 3u * 1024 * 1024, written);
+}
+
+TEST_CASE("a ${file:} secret over 64 KiB is refused naming the path and the limit, never the contents") {
+  const std::string path = "/tmp/relay_config_test_large_secret";
+  const auto yaml = replace(kValid, "${TEST_PG_SECRET}", "${file:" + path + "}");
+  CHECK(relay::kMaxSecretFileBytes == 64 * 1024);
+  std::ofstream(path) << std::string(relay::kMaxSecretFileBytes, 'S');
+  CHECK(outbox::PgConnInfo::parse(parse_config(yaml, "relay.yaml").postgres.dsn).get("password").value_or("").size() ==
+        relay::kMaxSecretFileBytes);
+  std::ofstream(path) << "TOPSECRET" << std::string(relay::kMaxSecretFileBytes, 'S');
+  auto e = error_of(yaml);
+  CHECK_MESSAGE(e == "relay.yaml:2: postgres.dsn: secret file '" + path + "' is larger than 64 KiB, the most a "
+                     "${file:} reference reads", e);
+  CHECK(!contains(e, "TOPSECRET"));
+  std::remove(path.c_str());
 }

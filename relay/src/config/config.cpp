@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "outbox/duration.h"
+#include "config/bounded_read.h"
 #include "config/endpoint_syntax.h"
 #include "outbox/amqp_wire.h"
 #include "outbox/errors.h"
@@ -249,9 +250,12 @@ class SectionReader {
                          : type == std::filesystem::file_type::not_found ? "it does not exist"
                                                                          : "it is not a regular file"));
     }
-    std::ifstream in(path, std::ios::binary);
-    std::string text(std::istreambuf_iterator<char>(in), {});
-    if (!in.is_open() || in.bad()) fail(at, key, "cannot read secret file '" + path + "'");
+    auto read = read_bounded(path, kMaxSecretFileBytes);
+    if (read.status == BoundedRead::Status::kTooLarge)
+      fail(at, key, "secret file '" + path + "' is larger than " + size_text(kMaxSecretFileBytes) +
+                        ", the most a ${file:} reference reads");
+    if (read.status != BoundedRead::Status::kOk) fail(at, key, "cannot read secret file '" + path + "'");
+    auto& text = read.text;
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
     return text;
   }
@@ -577,11 +581,12 @@ RelayConfig parse_config(const std::string& yaml_text, const std::string& origin
 }
 
 RelayConfig load_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path + ": cannot read the configuration file");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return parse_config(buf.str(), path);
+  auto read = read_bounded(path, kMaxConfigFileBytes);
+  if (read.status == BoundedRead::Status::kTooLarge)
+    throw ConfigError(path + ": the configuration file is larger than " + size_text(kMaxConfigFileBytes) +
+                      ", the most the relay reads");
+  if (read.status != BoundedRead::Status::kOk) throw ConfigError(path + ": cannot read the configuration file");
+  return parse_config(read.text, path);
 }
 
 }  // namespace relay

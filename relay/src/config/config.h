@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -221,7 +222,17 @@ class ConfigError : public std::runtime_error {
 // rules, naming the key path and its line. Throws ConfigError.
 RelayConfig parse_config(const std::string& yaml_text, const std::string& origin);
 
-// Reads and parses a file. Throws ConfigError (also when it cannot be read).
+// The largest configuration file read. A real one is a few KiB; a path that is not
+// one (/dev/zero, a FIFO, a log file given by mistake) is refused at this size rather
+// than read until memory runs out.
+constexpr std::size_t kMaxConfigFileBytes = 1024 * 1024;
+// The largest ${file:PATH}. A password, URI or DSN is under 1 KiB and a token a few
+// KiB; 64 KiB leaves room for those and keeps a file of the wrong kind (a backup, a
+// dump) from being read whole, and a file referenced many times from costing much.
+constexpr std::size_t kMaxSecretFileBytes = 64 * 1024;
+
+// Reads and parses a file. Throws ConfigError (also when it cannot be read, or holds
+// more than kMaxConfigFileBytes).
 RelayConfig load_config(const std::string& path);
 
 }  // namespace relay
