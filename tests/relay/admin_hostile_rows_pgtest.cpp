@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <pqxx/pqxx>
 
 #include "outbox/outbox_writer.h"
@@ -71,4 +72,34 @@ TEST_CASE("dead list and status print no terminal control from a row, and dead l
   CHECK(j["rows"][0]["last_error_cut"] == true);
   auto status = json_of(run_relay_command({"status", "-c", cfg, "--json"}).output);
   CHECK(status["by_type"][0]["type"] == type);
+}
+
+TEST_CASE("status lists the 50 types with the most pending rows, not every one of thousands; --json lists them all") {
+  ScopedSchema schema;
+  // 3 000 distinct types of one row each, as a script or a bad producer writes them,
+  // and two busy types that sort last by name.
+  sql_exec("INSERT INTO \"" + schema.name() + "\".outbox (exchange, routing_key, message_type, payload) "
+           "SELECT 'ex', 'rk', 'T' || lpad(g::text, 5, '0'), '\\x7b7d'::bytea FROM generate_series(1, 3000) g");
+  sql_exec("INSERT INTO \"" + schema.name() + "\".outbox (exchange, routing_key, message_type, payload) "
+           "SELECT 'ex', 'rk', CASE WHEN g <= 5 THEN 'zzBusy' ELSE 'zzSecond' END, '\\x7b7d'::bytea "
+           "FROM generate_series(1, 8) g");
+  const auto cfg = testenv::write_temp_file(testenv::relay_config_yaml(schema.name()));
+
+  auto text = run_relay_command({"status", "-c", cfg});
+  REQUIRE_MESSAGE(text.exit_code == 0, text.output.substr(0, 2000));
+  const auto lines = std::count(text.output.begin(), text.output.end(), '\n');
+  CHECK_MESSAGE(lines < 70, lines);
+  CHECK(contains(text.output, "pending                        3008"));  // totals count every type
+  CHECK(contains(text.output, "zzBusy "));
+  CHECK(contains(text.output, "zzSecond "));
+  CHECK(contains(text.output, "T00048 "));
+  CHECK(!contains(text.output, "T00049 "));
+  CHECK_MESSAGE(contains(text.output, "... and 2952 more types (--json lists every type)"), text.output.substr(0, 4000));
+  CHECK(text.output.find("zzBusy") < text.output.find("zzSecond"));
+
+  auto json = run_relay_command({"status", "-c", cfg, "--json"});
+  REQUIRE(json.exit_code == 0);
+  const auto j = json_of(json.output);
+  CHECK(j["by_type"].size() == 3002);
+  CHECK(j["pending"] == 3008);
 }

@@ -2,9 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <pqxx/pqxx>
+#include <tuple>
 
 #include "admin/admin_args.h"
 #include "config/preflight.h"
@@ -22,9 +24,11 @@ constexpr const char* kStatusHelp =
     "Prints the outbox backlog: rows pending (not yet published), parked (failed\n"
     "relay.max_attempts times; see 'dead list'), the age of the oldest pending row\n"
     "(the relay's lag), and rows published in the last minute, overall and by\n"
-    "message type. Reads the whole outbox table once; changes nothing.\n"
+    "message type. Reads the whole outbox table once; changes nothing. The table\n"
+    "lists the 50 types with the most pending rows (then parked), and how many more\n"
+    "there are; the totals count every type.\n"
     "\n"
-    "  --json   one JSON object on stdout instead of the table\n"
+    "  --json   one JSON object on stdout instead of the table, listing every type\n"
     "\n"
     "exit codes: 0 printed, 1 PostgreSQL failed, 2 bad usage or configuration\n";
 
@@ -61,7 +65,21 @@ nlohmann::json to_json(const TypeStatus& s, bool with_type) {
   return j;
 }
 
-void print_table(const std::string& schema, const TypeStatus& total, const std::vector<TypeStatus>& types) {
+// The types the table lists: a terminal shows a screenful, and a table written by hand
+// can hold 100 000 distinct types. The busiest come first, as an operator looks for them.
+constexpr std::size_t kTypesShown = 50;
+
+std::vector<TypeStatus> busiest(std::vector<TypeStatus> types) {
+  const auto shown = std::min(types.size(), kTypesShown);
+  std::partial_sort(types.begin(), types.begin() + shown, types.end(), [](const TypeStatus& a, const TypeStatus& b) {
+    return std::tie(b.pending, b.parked, a.type) < std::tie(a.pending, a.parked, b.type);
+  });
+  types.resize(shown);
+  return types;
+}
+
+void print_table(const std::string& schema, const TypeStatus& total, const std::vector<TypeStatus>& all_types) {
+  const auto types = busiest(all_types);
   std::printf("schema '%s'\n", schema.c_str());
   std::printf("  pending                %12lld\n", static_cast<long long>(total.pending));
   std::printf("  parked                 %12lld\n", static_cast<long long>(total.parked));
@@ -75,6 +93,9 @@ void print_table(const std::string& schema, const TypeStatus& total, const std::
                 static_cast<long long>(t.pending), static_cast<long long>(t.parked),
                 t.pending ? human_seconds(t.oldest_pending_age_s).c_str() : "-",
                 static_cast<long long>(t.published_last_minute));
+  if (all_types.size() > types.size())
+    std::printf("... and %zu more types (--json lists every type)\n",
+                all_types.size() - types.size());
 }
 
 }  // namespace
