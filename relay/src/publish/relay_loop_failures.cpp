@@ -137,6 +137,7 @@ void RelayLoop::fail_overdue(std::chrono::milliseconds timeout) {
 }
 
 void RelayLoop::enforce_deadlines() {
+  if (inflight_.empty()) return;  // an idle relay's turn reads no clock
   const auto now = Clock::now();
   const auto limit = [this] {
     return " (" + std::to_string(deadline_.commit_within().count()) + " ms of postgres.idle_in_transaction_timeout_ms " +
