@@ -166,13 +166,21 @@ SubjectKeyStore::DataKey SubjectKeyStore::fetch(pqxx::transaction_base& tx, cons
 }
 
 bool SubjectKeyStore::erase(pqxx::transaction_base& tx, const std::string& subject) const {
+  return erase_in(tx, table_, subject);
+}
+
+bool SubjectKeyStore::erase(pqxx::transaction_base& tx, const std::string& schema, const std::string& subject) {
+  return erase_in(tx, quoted_identifier(schema, "schema") + ".outbox_subject_keys", subject);
+}
+
+bool SubjectKeyStore::erase_in(pqxx::transaction_base& tx, const std::string& table, const std::string& subject) {
   if (subject.empty()) throw ValidationError("subject", "must not be empty");
   // One statement: a first event for the subject whose key row is not committed yet
   // makes the insert wait for it, then erase the key it committed (an UPDATE first
   // and a tombstone after would find no row, then a conflict, and erase nothing).
   // A row with a fresh key id is the new tombstone; no row, an erased subject.
   const auto key_id = new_key_id();
-  auto r = tx.exec_params("INSERT INTO " + table_ + " AS k (subject, key_id, erased_at) VALUES ($1, $2, now()) "
+  auto r = tx.exec_params("INSERT INTO " + table + " AS k (subject, key_id, erased_at) VALUES ($1, $2, now()) "
                           "ON CONFLICT (subject) DO UPDATE "
                           "SET wrapped_key = NULL, wrapping_key_id = NULL, erased_at = now() "
                           "WHERE k.erased_at IS NULL RETURNING k.key_id <> $2",

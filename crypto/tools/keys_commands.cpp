@@ -132,4 +132,18 @@ int rewrap(const KeysOptions& o, const std::atomic<bool>& stop, std::ostream& ou
   });
 }
 
+int erase(const KeysOptions& o, std::ostream& out, std::ostream& err) {
+  return guarded(err, [&] {
+    auto conn = connect(o);
+    pqxx::work tx(*conn);
+    const bool destroyed = SubjectKeyStore::erase(tx, o.schema, o.subject);
+    tx.commit();
+    out << "subject " << quoted_value(o.subject)
+        << (destroyed ? ": data key destroyed; its encrypted fields can no longer be decrypted"
+                      : ": had no data key, or was erased before; none will be made for it")
+        << "\nrun VACUUM on the outbox_subject_keys table so no old copy of the key stays in its pages\n";
+    return kOk;
+  });
+}
+
 }  // namespace outbox::keys_tool

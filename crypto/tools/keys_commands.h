@@ -1,7 +1,8 @@
 #pragma once
-// The commands of outbox-keys, the operator's tool for the field-encryption master
-// keys: check a keyring, see which master keys wrap the subject keys, and rewrap
-// them under the active key after a rotation (docs/ENCRYPTION.md, "Rotation").
+// The commands of outbox-keys, the operator's tool for the field-encryption keys:
+// check a keyring, see which master keys wrap the subject keys, rewrap them under
+// the active key after a rotation (docs/ENCRYPTION.md, "Rotation"), and erase a
+// subject's key (crypto-shredding).
 
 #include <atomic>
 #include <cstddef>
@@ -19,6 +20,7 @@ struct KeysOptions {
   // command line, where `ps` shows it to every user of the host.
   std::string dsn_env = "OUTBOX_PG_DSN";
   std::size_t batch = 500;   // rewrap: subject keys per transaction
+  std::string subject;       // erase: the data subject (e.g. a customer id)
 };
 
 // Exit codes, the same for every command.
@@ -36,5 +38,10 @@ int status(const KeysOptions& options, std::ostream& out, std::ostream& err);
 // transaction, with a progress line per batch on `err`, until none is left or `stop`
 // is set (between batches: each batch is all or nothing).
 int rewrap(const KeysOptions& options, const std::atomic<bool>& stop, std::ostream& out, std::ostream& err);
+
+// Crypto-shredding of one subject (an erasure request): destroys its data key, so
+// its encrypted fields can no longer be decrypted anywhere, and leaves a tombstone
+// so no new key is minted for it. Needs no keyring. Irreversible.
+int erase(const KeysOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace outbox::keys_tool

@@ -34,7 +34,7 @@ void add_database_options(CLI::App& sub, outbox::keys_tool::KeysOptions& o) {
 int main(int argc, char** argv) {
   namespace kt = outbox::keys_tool;
   kt::KeysOptions o;
-  CLI::App app{"outbox-keys: check a keyring, and rewrap subject keys after a master-key rotation"};
+  CLI::App app{"outbox-keys: check a keyring, rewrap subject keys after a master-key rotation, erase a subject"};
   app.require_subcommand(1);
   auto* check = app.add_subcommand("check", "load a keyring and print its key ids (never key bytes)");
   add_keyring_options(*check, o, true);
@@ -49,11 +49,17 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   // CLI11 would only say "A subcommand is required" for a misspelt one.
   const std::string first = argc > 1 ? argv[1] : "";
-  if (!first.empty() && first[0] != '-' && first != "check" && first != "status" && first != "rewrap") {
+  if (!first.empty() && first[0] != '-' && first != "check" && first != "status" && first != "rewrap" &&
+      first != "erase") {
     std::cerr << "outbox-keys: unknown command '" << outbox::one_line(first, 64)
-              << "' (expected check, status or rewrap; --help lists them)\n";
+              << "' (expected check, status, rewrap or erase; --help lists them)\n";
     return kt::kUsage;
   }
+  auto* erase = app.add_subcommand("erase", "destroy one subject's data key (crypto-shredding; irreversible)");
+  add_database_options(*erase, o);
+  erase->add_option("--subject", o.subject, "the data subject, e.g. a customer id")
+      ->required()
+      ->check([](const std::string& v) { return v.empty() ? std::string("must not be empty") : std::string(); });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -64,5 +70,6 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   if (check->parsed()) return kt::check(o, std::cout, std::cerr);
   if (status->parsed()) return kt::status(o, std::cout, std::cerr);
+  if (erase->parsed()) return kt::erase(o, std::cout, std::cerr);
   return kt::rewrap(o, g_stop, std::cout, std::cerr);
 }

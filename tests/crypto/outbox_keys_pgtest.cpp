@@ -19,6 +19,7 @@
 #include <regex>
 
 #include "crypto_test_support.h"
+#include "outbox/crypto_errors.h"
 #include "outbox/subject_key_store.h"
 #include "relay_process.h"
 #include "test_env.h"
@@ -200,4 +201,38 @@ TEST_CASE("rewrap stops between batches on SIGTERM: every key moved or untouched
   const auto r = keys_tool({"rewrap", "--schema", schema.name(), "--keyring", file, "--batch", "1000"});
   CHECK_MESSAGE(r.exit_code == 0, r.output);
   CHECK(wrapping_counts(schema) == "k2=" + std::to_string(kKeys));
+}
+
+TEST_CASE("erase destroys one subject's key without a keyring, leaves the others, and says so") {
+  ScopedSchema schema("keys");
+  auto keys = cryptotest::key_texts({"k1"});
+  const auto ring = cryptotest::keyring(keys, "k1");
+  make_subject_keys(schema, ring, 2);  // cust-0, cust-1
+  const auto table = "\"" + schema.name() + "\".outbox_subject_keys";
+  const auto cust0_key = sql_value("SELECT key_id FROM " + table + " WHERE subject = 'cust-0'");
+  auto r = keys_tool({"erase", "--schema", schema.name(), "--subject", "cust-0"});
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(contains(r.output, "subject 'cust-0': data key destroyed"));
+  CHECK(contains(r.output, "VACUUM"));
+  CHECK(sql_value("SELECT wrapped_key IS NULL AND erased_at IS NOT NULL FROM " + table + " WHERE subject = 'cust-0'") ==
+        "t");
+  CHECK(sql_value("SELECT wrapped_key IS NOT NULL AND erased_at IS NULL FROM " + table + " WHERE subject = 'cust-1'") ==
+        "t");
+  {  // No keyring can open cust-0's fields any more.
+    pqxx::connection conn(testenv::pg_dsn());
+    pqxx::read_transaction tx(conn);
+    CHECK_THROWS_AS(SubjectKeyStore(schema.name(), ring).fetch(tx, cust0_key), SubjectErasedError);
+  }
+  r = keys_tool({"erase", "--schema", schema.name(), "--subject", "cust-0"});  // again
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "had no data key, or was erased before"));
+  r = keys_tool({"erase", "--schema", schema.name(), "--subject", "never-seen\n\x1b[2J"});  // a tombstone first
+  CHECK(r.exit_code == 0);
+  CHECK_MESSAGE(contains(r.output, "'never-seen\\n\\x1b[2J'"), r.output);  // escaped, not acted on
+  CHECK(sql_value("SELECT count(*) FROM " + table + " WHERE erased_at IS NOT NULL") == "2");
+  r = keys_tool({"erase", "--schema", schema.name(), "--subject", ""});
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(contains(r.output, "--subject"), r.output);
+  r = keys_tool({"erase", "--schema", schema.name()});
+  CHECK(r.exit_code == 2);
 }

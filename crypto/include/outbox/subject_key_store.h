@@ -53,6 +53,10 @@ class SubjectKeyStore {
   // then destroy the key it committed. Commit `tx` to make it take effect, then
   // VACUUM the table (see docs/ENCRYPTION.md).
   bool erase(pqxx::transaction_base& tx, const std::string& subject) const;
+  // The same without a keyring: erasure destroys a key and needs none, so whoever
+  // carries out an erasure request need not hold the master keys. Throws
+  // ValidationError when `schema` is not a plain identifier or `subject` is empty.
+  static bool erase(pqxx::transaction_base& tx, const std::string& schema, const std::string& subject);
 
   // What one rewrap() call did. Key ids only, never key bytes.
   struct RewrapResult {
@@ -80,6 +84,8 @@ class SubjectKeyStore {
 
  private:
   struct Row;
+  // erase() on `table` (schema-qualified, quoted).
+  static bool erase_in(pqxx::transaction_base& tx, const std::string& table, const std::string& subject);
   DataKey unwrap(const Row& row) const;
   std::string wrap(const std::string& subject, const std::string& key_id, const SecretKey& key) const;
 
