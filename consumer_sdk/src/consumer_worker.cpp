@@ -30,7 +30,7 @@ int broker_returns(const Delivery& d) {
 }
 
 // The pause after the `n`th environment failure in a row: 500 ms, doubling to 10 s
-// (the AMQP reconnect backoff's steps).
+// (before the next message, and before a reconnect).
 std::chrono::milliseconds environment_backoff(int n) {
   return std::min(std::chrono::milliseconds(500) * (1 << std::min(n - 1, 5)), std::chrono::milliseconds(10000));
 }
@@ -65,20 +65,20 @@ void ConsumerWorker::connect() {
 void ConsumerWorker::run() {
   // Every line this worker thread logs names its consumer (JSON logs: a field).
   LogFields fields{{"consumer", shared_.options.consumer.value()}, {"worker", index_}};
-  auto backoff = std::chrono::milliseconds(500);
+  int losses = 0;  // connection failures in a row
   while (!shared_.stop.is_set()) {
     try {
       connect();
-      backoff = std::chrono::milliseconds(500);
+      losses = 0;
       consume_until_stopped();
     } catch (const std::exception& e) {
       // Unacked messages return to the queue with the connection; the inbox turns
       // any that did commit into duplicates.
+      const auto backoff = environment_backoff(++losses);
       spdlog::warn("consumer {}: {}; reconnecting in {} ms", name_, one_line(e.what()), backoff.count());
       amqp_.close();
       if (pg_ && !pg_->is_open()) pg_.reset();
       if (shared_.stop.wait_for(backoff)) break;
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(10000));
     }
   }
   amqp_.close();

@@ -133,4 +133,23 @@ std::string human_seconds(double s) {
   return buf;
 }
 
+std::optional<std::string> unconfirmed_selection(const AdminArgs& args, std::int64_t count, bool needs_expect,
+                                                 const std::string& rows, const std::string& command) {
+  const auto expect = args.integer("--expect", 0, 0, 100000000);
+  if (args.has("--expect") && count != expect)
+    return std::to_string(count) + " row(s) match, not --expect " + std::to_string(expect) +
+           "; check the selection (a dry run shows it). Nothing changed";
+  if (needs_expect && !args.has("--expect") && count > 0)
+    return std::to_string(count) + " " + rows + " row(s) match; nothing changed. To " + command +
+           " run again with --expect " + std::to_string(count);
+  return std::nullopt;
+}
+
+std::string by_type_text(const pqxx::result& rows) {
+  std::string out = "by type:";
+  for (const auto& r : rows) out += " " + outbox::one_line(r[0].c_str(), 80) + " " + r[1].c_str() + ",";
+  if (!rows.empty()) out.pop_back();
+  return out;
+}
+
 }  // namespace relay

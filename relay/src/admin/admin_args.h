@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <pqxx/result>
+
 #include "admin/commands.h"
 #include "config/config.h"
 
@@ -59,5 +61,17 @@ IdSelection parse_id_flags(const std::vector<std::string>& given);
 
 // "12.3 s", "4 min 5 s", "2 h 3 min": ages and ETAs for people.
 std::string human_seconds(double seconds);
+
+// Why a bulk selection (replay --since, dead requeue --type/--all) may not change
+// rows yet, or nullopt when it may: it can match far more than meant (every payment),
+// so it changes rows only with --expect N equal to the `count` it matches; with
+// `needs_expect` false (--id: every id checked) only a given --expect is held to it.
+// `rows` names them ("published", "parked") and `command` the way to go on
+// ("replay them"). Pure.
+std::optional<std::string> unconfirmed_selection(const AdminArgs& args, std::int64_t count, bool needs_expect,
+                                                 const std::string& rows, const std::string& command);
+
+// "by type: A 12, B 3" from (message_type, count) rows, the types cut to one line.
+std::string by_type_text(const pqxx::result& rows);
 
 }  // namespace relay

@@ -191,28 +191,11 @@ Matches count_matches(pqxx::work& tx, const std::string& table, const AdminArgs&
   Matches m;
   if (rows.empty()) return m;
   m.count = rows[0][2].as<std::int64_t>();
-  m.by_type = "by type:";
-  for (const auto& r : rows) m.by_type += " " + outbox::one_line(r[0].c_str(), 80) + " " + r[1].c_str() + ",";
-  m.by_type.pop_back();
+  m.by_type = by_type_text(rows);
   const auto types = rows[0][3].as<std::int64_t>();
   if (types > static_cast<std::int64_t>(rows.size()))
     m.by_type += " and " + std::to_string(types - rows.size()) + " more type(s)";
   return m;
-}
-
-// Why the selection may not change rows yet, or nullopt when it may: --type and --all
-// can match far more than meant (every parked payment, not the one batch whose cause
-// was fixed), so they change rows only when the operator confirmed the count a dry run
-// showed. As replay --since.
-std::optional<std::string> unconfirmed(const AdminArgs& args, std::int64_t count) {
-  const auto expect = args.integer("--expect", 0, 0, 100000000);
-  if (args.has("--expect") && count != expect)
-    return std::to_string(count) + " row(s) match, not --expect " + std::to_string(expect) +
-           "; check the selection (a dry run shows it). Nothing changed";
-  if (!args.has("--id") && !args.has("--expect") && count > 0)
-    return std::to_string(count) + " parked row(s) match; nothing changed. To requeue them run "
-           "again with --expect " + std::to_string(count);
-  return std::nullopt;
 }
 
 int dead_requeue(const AdminArgs& args, const RelayConfig& config) {
@@ -233,7 +216,7 @@ int dead_requeue(const AdminArgs& args, const RelayConfig& config) {
   const auto matches = count_matches(tx, table, args, selection);
   if (!args.has("--id") && matches.count > 0) std::cerr << "dead requeue: " << matches.by_type << "\n";
   if (!dry_run)
-    if (auto why = unconfirmed(args, matches.count)) {
+    if (auto why = unconfirmed_selection(args, matches.count, !args.has("--id"), "parked", "requeue them")) {
       std::cerr << "dead requeue: " << *why << "\n";
       return kExitUsage;
     }

@@ -113,10 +113,7 @@ std::string describe_matches(pqxx::work& tx, const std::string& table, const std
                              "SELECT min(published_at)::text, max(published_at)::text FROM " + table +
                                  " WHERE " + where,
                              s);
-  std::string out = "by type:";
-  for (const auto& r : types)
-    out += " " + outbox::one_line(r[0].c_str(), 80) + " " + r[1].c_str() + ",";
-  if (!types.empty()) out.pop_back();
+  std::string out = by_type_text(types);
   if (!span[0][0].is_null()) out += std::string("; published ") + span[0][0].c_str() + " to " + span[0][1].c_str();
   return out;
 }
@@ -164,20 +161,6 @@ std::vector<std::string> replay_rows(pqxx::work& tx, const std::string& table, c
   return ids;
 }
 
-// Why a --since selection may not change rows yet, or nullopt when it may: a time
-// range can match far more than meant (the whole table of payments), so it changes
-// rows only when the operator confirmed the count a dry run showed.
-std::optional<std::string> unconfirmed(const AdminArgs& args, std::int64_t count, long long expect,
-                                       bool by_time) {
-  if (args.has("--expect") && count != expect)
-    return std::to_string(count) + " row(s) match, not --expect " + std::to_string(expect) +
-           "; check the selection (a dry run shows it). Nothing changed";
-  if (by_time && !args.has("--expect") && count > 0)
-    return std::to_string(count) + " published row(s) match; nothing changed. To replay them run "
-           "again with --expect " + std::to_string(count);
-  return std::nullopt;
-}
-
 void print_outcome(const AdminArgs& args, const Selection& selection, std::int64_t count,
                    const std::vector<std::string>& ids) {
   const bool dry_run = args.has("--dry-run");
@@ -207,7 +190,7 @@ int cmd_replay(const Args& raw) {
   const auto selection = parse_selection(args);
   const bool by_time = args.has("--since");
   const auto max = args.integer("--max", 100000, 1, 100000000);
-  const auto expect = args.integer("--expect", 0, 0, 100000000);
+  args.integer("--expect", 0, 0, 100000000);  // a bad --expect is bad usage, before connecting
   auto config = load_config_or_report(args.config_path());
   if (!config) return kExitUsage;
   if (config->relay.on_publish == OnPublish::kDelete)
@@ -239,7 +222,7 @@ int cmd_replay(const Args& raw) {
     }
     if (by_time && count > 0) std::cerr << "replay: " << describe_matches(tx, table, where, selection) << "\n";
     if (!args.has("--dry-run"))
-      if (auto why = unconfirmed(args, count, expect, by_time)) {
+      if (auto why = unconfirmed_selection(args, count, by_time, "published", "replay them")) {
         std::cerr << "replay: " << *why << "\n";
         return kExitUsage;
       }
