@@ -148,9 +148,13 @@ std::vector<ClaimedRow> OutboxStore::claim_around(pqxx::transaction_base& tx, in
   auto rows = decode_claim(run_claim(tx, "outbox_claim_below", {std::to_string(limit), std::to_string(skip_from)}));
   const auto rest = limit - static_cast<int>(rows.size());
   if (rest <= 0) return rows;
-  auto above = decode_claim(run_claim(tx, "outbox_claim_above", {std::to_string(rest), std::to_string(skip_to)}));
+  auto above = claim_above(tx, rest, skip_to);
   rows.insert(rows.end(), std::make_move_iterator(above.begin()), std::make_move_iterator(above.end()));
   return rows;
+}
+
+std::vector<ClaimedRow> OutboxStore::claim_above(pqxx::transaction_base& tx, int limit, std::int64_t skip_to) {
+  return decode_claim(run_claim(tx, "outbox_claim_above", {std::to_string(limit), std::to_string(skip_to)}));
 }
 
 // The statement `name` of binary_statements_, prepared on this session on first use.

@@ -102,6 +102,9 @@ class OutboxStore {
   // (a late commit) waits until the batch ends. REQUIRES: skip_from <= skip_to.
   std::vector<ClaimedRow> claim_around(pqxx::transaction_base& tx, int limit, std::int64_t skip_from,
                                        std::int64_t skip_to);
+  // Only the part above the range: deep in a backlog, where below it are mostly the
+  // dead rows of the last batch (ClaimFloorPolicy says when).
+  std::vector<ClaimedRow> claim_above(pqxx::transaction_base& tx, int limit, std::int64_t skip_to);
   // relay.ordering per_key: claims only the head (lowest pending id) of each key
   // whose lane is in `lanes`, and only when that head is due. A head that is
   // locked by a batch in flight, or (with park_key) parked, holds its key back.

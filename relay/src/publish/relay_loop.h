@@ -20,6 +20,7 @@
 #include "publish/failure_policy.h"
 #include "publish/inflight_batch.h"
 #include "publish/lane_manager.h"
+#include "publish/claim_floor_policy.h"
 #include "publish/listen_arm_policy.h"
 #include "publish/notify_listener.h"
 #include "publish/outbox_store.h"
@@ -148,6 +149,7 @@ class RelayLoop {
   AmqpPublisher amqp_;
   NotifyListener listener_;
   ListenArmPolicy arm_policy_;  // when an armed listener gives its lock back
+  ClaimFloorPolicy floor_policy_;  // where a claim behind batches in flight starts
   Backoff backoff_;
   Backoff reconnect_backoff_;
   BatchDeadline deadline_;

@@ -68,6 +68,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
     }
     batch->tx = std::make_unique<BatchTransaction>(store->connection());
     batch->rows = claim_rows(*store, *batch->tx, limit);
+    floor_policy_.claimed(batch->rows.size(), static_cast<std::size_t>(limit));
     // Invariant: rows come only from a claim, which begins the transaction (their locks).
     if (!batch->rows.empty() && !batch->tx->begun()) throw std::logic_error("rows claimed outside a transaction");
     metrics_->claimed(batch->rows.size(), seconds_since(t0));
@@ -77,6 +78,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
     spdlog::error("claim failed{}: {}", sql ? " (SQLSTATE " + sql->sqlstate() + ")" : std::string(),
                   outbox::one_line(e.what()));
     batch->tx.reset();
+    floor_policy_.claimed(0, static_cast<std::size_t>(limit));
     // 25006 read_only_sql_transaction: this server is a standby now (a demoted
     // primary, or a DSN without target_session_attrs=read-write). A new session
     // lets libpq find the primary; the reconnect backs off.
@@ -106,17 +108,25 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
 }
 
 // A claim behind batches in flight (a backlog: see can_claim) leaves out their id
-// range rather than visit each of their locked rows again (OutboxStore::claim_around).
+// range rather than visit each of their locked rows again (OutboxStore::claim_around),
+// and deep in a backlog mostly starts above it (ClaimFloorPolicy).
 std::vector<ClaimedRow> RelayLoop::claim_rows(OutboxStore& store, BatchTransaction& tx, int limit) {
   if (lanes_) return store.claim_key_heads(tx, limit, lanes_->owned(), key_cursor_);
-  if (inflight_.empty()) return store.claim(tx, limit);
   std::int64_t from = std::numeric_limits<std::int64_t>::max(), to = std::numeric_limits<std::int64_t>::min();
   for (const auto& b : inflight_)
     for (const auto& row : b->rows) {
       from = std::min(from, row.id);
       to = std::max(to, row.id);
     }
-  return from <= to ? store.claim_around(tx, limit, from, to) : store.claim(tx, limit);
+  switch (floor_policy_.next_claim(from <= to)) {
+    case ClaimFloorPolicy::Start::kAboveRange:
+      return store.claim_above(tx, limit, to);
+    case ClaimFloorPolicy::Start::kAroundRange:
+      return store.claim_around(tx, limit, from, to);
+    case ClaimFloorPolicy::Start::kLowest:
+      break;
+  }
+  return store.claim(tx, limit);
 }
 
 }  // namespace relay
