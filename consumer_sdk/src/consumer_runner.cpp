@@ -101,6 +101,9 @@ void validate_runner_options(const RunnerOptions& o) {
   }
   require_range("retry_delay_ms", o.retry_delay.count(), 0, 3600000);
   require_range("retry_delay_max_ms", o.retry_delay_max.count(), o.retry_delay.count(), 3600000);
+  if (o.retry_order == RetryOrder::kSetAside && o.prefetch < 2)
+    throw ValidationError("retry_order", "kSetAside needs a prefetch of at least 2 (a delivery slot stays free for "
+                                         "new messages), got prefetch " + std::to_string(o.prefetch));
   require_range("heartbeat_s", o.heartbeat_s, 0, 3600);
   require_range("connect_timeout_ms", o.connect_timeout.count(), 100, 600000);
   require_range("poll_interval_ms", o.poll_interval.count(), 10, 10000);

@@ -50,7 +50,10 @@ ConsumerWorker::ConsumerWorker(SharedState& shared, int index)
       index_(index),
       name_(shared.options.consumer.value() + "#" + std::to_string(index)),
       amqp_(amqp_settings(shared.options, "outbox-consumer " + name_)),
-      pg_dsn_(session_dsn(shared.options)) {}
+      pg_dsn_(session_dsn(shared.options)),
+      set_aside_(shared.options.retry_order == RetryOrder::kSetAside
+                     ? static_cast<std::size_t>(shared.options.prefetch - 1)
+                     : 0) {}
 
 ConsumerWorker::~ConsumerWorker() = default;
 
@@ -76,6 +79,8 @@ void ConsumerWorker::run() {
       // any that did commit into duplicates.
       const auto backoff = environment_backoff(++losses);
       spdlog::warn("consumer {}: {}; reconnecting in {} ms", name_, one_line(e.what()), backoff.count());
+      // Their delivery tags died with the channel; the broker requeued them.
+      set_aside_.take_all();
       amqp_.close();
       if (pg_ && !pg_->is_open()) pg_.reset();
       if (shared_.stop.wait_for(backoff)) break;
@@ -86,9 +91,19 @@ void ConsumerWorker::run() {
 
 void ConsumerWorker::consume_until_stopped() {
   while (!shared_.stop.is_set()) {
-    auto message = amqp_.next(shared_.options.poll_interval);
+    const auto now = SetAsideQueue::Clock::now();
+    if (auto due = set_aside_.take_due(now)) {
+      handle(*due);
+      continue;
+    }
+    auto message = amqp_.next(set_aside_.wait_before_next(now, shared_.options.poll_interval));
     if (message) handle(*message);
   }
+  requeue_set_aside();
+}
+
+void ConsumerWorker::requeue_set_aside() {
+  for (const auto& m : set_aside_.take_all()) amqp_.requeue(m.delivery_tag);  // counted as retried when set aside
 }
 
 void ConsumerWorker::handle(InboundMessage& m) {
@@ -120,7 +135,7 @@ void ConsumerWorker::handle(InboundMessage& m) {
     outcome == Outcome::kProcessed ? shared_.metrics->processed() : shared_.metrics->duplicate();
     return;
   }
-  settle_failure(d, m.delivery_tag, outcome, error);
+  settle_failure(m, outcome, error);
 }
 
 ConsumerWorker::Outcome ConsumerWorker::run_transaction(const Delivery& d, std::string& error) {
@@ -169,7 +184,9 @@ ConsumerWorker::Outcome ConsumerWorker::session_lost(std::string what, std::stri
   return Outcome::kEnvironment;
 }
 
-void ConsumerWorker::settle_failure(const Delivery& d, std::uint64_t tag, Outcome outcome, const std::string& error) {
+void ConsumerWorker::settle_failure(InboundMessage& m, Outcome outcome, const std::string& error) {
+  const Delivery& d = m.delivery;
+  const std::uint64_t tag = m.delivery_tag;
   const auto& o = shared_.options;
   const std::string id = d.message_id.to_string();
   LogFields reason{{"reason", one_line(error)}};
@@ -201,8 +218,16 @@ void ConsumerWorker::settle_failure(const Delivery& d, std::uint64_t tag, Outcom
   }
   auto delay = o.retry_delay * (1LL << std::min(failures - 1, 20));
   delay = std::min<std::chrono::milliseconds>(delay, o.retry_delay_max);
-  spdlog::warn("consumer {}: message {} ({}) failed try {}/{}, requeued in {} ms: {}", name_, id,
-               one_line(d.type, 100), failures, o.max_attempts, delay.count(), one_line(error));
+  // Set aside (kSetAside, room left): the worker handles the next deliveries meanwhile.
+  const std::string type = one_line(d.type, 100);
+  if (set_aside_.add(m, SetAsideQueue::Clock::now() + delay)) {
+    spdlog::warn("consumer {}: message {} ({}) failed try {}/{}, set aside for {} ms: {}", name_, id, type, failures,
+                 o.max_attempts, delay.count(), one_line(error));
+    shared_.metrics->retried();
+    return;
+  }
+  spdlog::warn("consumer {}: message {} ({}) failed try {}/{}, requeued in {} ms: {}", name_, id, type, failures,
+               o.max_attempts, delay.count(), one_line(error));
   shared_.stop.wait_for(delay);  // a stop cuts the wait short; the message is requeued at once
   amqp_.requeue(tag);
   shared_.metrics->retried();

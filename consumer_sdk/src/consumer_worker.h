@@ -10,6 +10,7 @@
 #include "outbox/consumer_runner.h"
 #include "outbox/inbox.h"
 #include "retry_tracker.h"
+#include "set_aside_queue.h"
 #include "stop_signal.h"
 #include "watched_connection.h"
 
@@ -49,7 +50,9 @@ class ConsumerWorker {
   void handle(InboundMessage& message);
   Outcome run_transaction(const Delivery& delivery, std::string& error);
   Outcome session_lost(std::string what, std::string& error);
-  void settle_failure(const Delivery& delivery, std::uint64_t tag, Outcome outcome, const std::string& error);
+  void settle_failure(InboundMessage& message, Outcome outcome, const std::string& error);
+  // Requeues what is set aside (at a stop: another worker or process tries it next).
+  void requeue_set_aside();
   void note_late_delivery(const Delivery& delivery);
 
   SharedState& shared_;
@@ -59,6 +62,7 @@ class ConsumerWorker {
   std::string pg_dsn_;  // options.pg_dsn with the session limits (session_dsn); never logged
   std::unique_ptr<WatchedConnection> pg_;
   int environment_failures_ = 0;  // kEnvironment outcomes in a row; sets the pause before the next message
+  SetAsideQueue set_aside_;       // RetryOrder::kSetAside: failed messages waiting for their retry
 };
 
 }  // namespace outbox::detail

@@ -94,6 +94,7 @@ TEST_CASE("runner options name the field at fault") {
       {"prefetch", [](outbox::RunnerOptions& o) { o.prefetch = 0; }},
       {"max_attempts", [](outbox::RunnerOptions& o) { o.max_attempts = 0; }},
       {"retry_delay_max_ms", [](outbox::RunnerOptions& o) { o.retry_delay_max = o.retry_delay - 1ms; }},
+      {"retry_order", [](outbox::RunnerOptions& o) { o.retry_order = outbox::RetryOrder::kSetAside; }},  // prefetch 1
       {"bindings[0].exchange", [](outbox::RunnerOptions& o) { o.bindings[0].exchange.clear(); }},
       {"bindings[0].exchange_type", [](outbox::RunnerOptions& o) { o.bindings[0].exchange_type = "x-custom"; }},
       // Otherwise found only at start(), as an AmqpError, after the runner was built:

@@ -409,3 +409,89 @@ TEST_CASE("a PostgreSQL connection that fails names the server but never a byte 
     CHECK_MESSAGE(testenv::leaked_fragment(error, pw).empty(), error);
   }
 }
+
+// RetryOrder::kSetAside: a failing message waits for its retry beside the worker, not in it.
+TEST_CASE("with kSetAside a message that keeps failing does not hold back the messages behind it") {
+  Fixture f;
+  auto options = f.options();
+  options.prefetch = 10;
+  options.retry_order = outbox::RetryOrder::kSetAside;
+  options.max_attempts = 4;
+  options.retry_delay = 400ms;  // waits of 400 + 800 + 1 600 ms before it is dead-lettered
+  options.retry_delay_max = 2000ms;
+  std::atomic<int> poison_calls{0};
+  outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
+    if (d.body == "poison") {
+      ++poison_calls;
+      throw std::runtime_error("always broken");
+    }
+    f.record_effect(tx, d);
+  });
+  runner.start();
+  f.publish("poison");
+  for (int i = 0; i < 20; ++i) f.publish("good" + std::to_string(i));
+  // Held in its worker, the poison message would keep the 20 behind it waiting 2.8 s.
+  CHECK(testenv::eventually(1500ms, [&] { return f.effects() == 20; }));
+  CHECK(poison_calls < 3);  // still waiting for its later tries meanwhile
+  REQUIRE(testenv::eventually(10s, [&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == 1; }));
+  runner.stop();
+  runner.wait();
+  CHECK(poison_calls == 4);
+  CHECK(runner.counters().processed == 20);
+  CHECK(runner.counters().retried == 3);
+  CHECK(runner.counters().dead_lettered == 1);
+  CHECK(f.effects() == 20);
+  CHECK(testenv::queue_state(f.topology.queue).ready == 0);
+}
+
+TEST_CASE("with kSetAside a message that succeeds on a later try is processed once, its failed tries rolled back") {
+  Fixture f;
+  auto options = f.options();
+  options.prefetch = 5;
+  options.retry_order = outbox::RetryOrder::kSetAside;
+  options.retry_delay = 200ms;
+  options.retry_delay_max = 200ms;
+  std::mutex m;
+  std::vector<std::string> committed_order;
+  int flaky_tries = 0;
+  outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
+    f.record_effect(tx, d);  // written before the failure: must vanish with the rollback
+    std::lock_guard lock(m);
+    if (d.body == "flaky" && ++flaky_tries < 3) throw std::runtime_error("gateway timeout");
+    committed_order.push_back(d.body);
+  });
+  runner.start();
+  f.publish("flaky");
+  for (int i = 0; i < 3; ++i) f.publish("m" + std::to_string(i));
+  REQUIRE(testenv::eventually(10s, [&] { return runner.counters().processed == 4; }));
+  runner.stop();
+  runner.wait();
+  CHECK(committed_order == std::vector<std::string>{"m0", "m1", "m2", "flaky"});
+  CHECK(flaky_tries == 3);
+  CHECK(f.effects() == 4);
+  CHECK(f.inbox_rows() == 4);
+  CHECK(runner.counters().dead_lettered == 0);
+  CHECK(testenv::queue_state(f.topology.queue).ready == 0);
+}
+
+TEST_CASE("with kSetAside a stop requeues the messages set aside at once: none is lost or waited for") {
+  Fixture f;
+  auto options = f.options();
+  options.prefetch = 5;
+  options.retry_order = outbox::RetryOrder::kSetAside;
+  options.retry_delay = 30000ms;
+  options.retry_delay_max = 30000ms;
+  outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base&, const outbox::Delivery&) {
+    throw std::runtime_error("downstream refuses");
+  });
+  runner.start();
+  for (int i = 0; i < 3; ++i) f.publish("m" + std::to_string(i));
+  REQUIRE(testenv::eventually(10s, [&] { return runner.counters().retried == 3; }));  // all three set aside
+  const auto t0 = std::chrono::steady_clock::now();
+  runner.stop();
+  runner.wait();
+  CHECK(std::chrono::steady_clock::now() - t0 < 3s);  // not the 30 s of their waits
+  REQUIRE(testenv::eventually(5s, [&] { return testenv::queue_state(f.topology.queue).ready == 3; }));
+  CHECK(testenv::queue_state(f.topology.dead_letter_queue).ready == 0);
+  CHECK(f.effects() == 0);
+}

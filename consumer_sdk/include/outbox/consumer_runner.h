@@ -40,6 +40,19 @@ enum class QueueType {
   kQuorum,   // x-queue-type: quorum, replicated (Raft) over the cluster's nodes
 };
 
+// RunnerOptions::retry_order: what a worker does while a failed message waits for
+// its next try (docs/CONSUMER.md, "Retries").
+enum class RetryOrder {
+  // Holds it: nothing behind it on that worker is handled first, so the queue's order
+  // is kept, and a message that always fails costs its worker the sum of its waits.
+  kHoldInOrder,
+  // Sets it aside, unacked (at most prefetch - 1 at once), and handles the next
+  // deliveries meanwhile; it is tried again in the same worker when its wait is over.
+  // A stream of failing messages no longer slows the rest; messages may be handled
+  // out of the queue's order. Needs prefetch of at least 2.
+  kSetAside,
+};
+
 struct RunnerOptions {
   // libpq connection string; never logged. Each worker's session gets, unless set here:
   // application_name "outbox-consumer <consumer>", connect_timeout (below) and
@@ -90,6 +103,7 @@ struct RunnerOptions {
   int max_attempts = 5;
   std::chrono::milliseconds retry_delay{100};      // before the 1st requeue; doubles per try
   std::chrono::milliseconds retry_delay_max{10000};
+  RetryOrder retry_order = RetryOrder::kHoldInOrder;
   Deduplication dedup = Deduplication::kInbox;
   // When set, a message older than policy.retention on arrival is counted as a late
   // delivery and logged (its inbox row may be gone already).
