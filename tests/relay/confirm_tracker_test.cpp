@@ -204,3 +204,44 @@ TEST_CASE("failing overdue rows stops at the first one still in time") {
   CHECK(t.fail_oldest_while([](std::size_t row) { return row != 0; }, "late").empty());
   CHECK(t.outstanding() == 3);
 }
+
+namespace {
+// Rows 0..n-1 published with tags 1..n, row i carrying (i + 1) * 100 bytes.
+ConfirmTracker published_with_bytes(std::size_t n) {
+  ConfirmTracker t;
+  t.reset(n);
+  for (std::size_t i = 0; i < n; ++i) t.on_published(i, i + 1, "m" + std::to_string(i), (i + 1) * 100);
+  return t;
+}
+}  // namespace
+
+TEST_CASE("outstanding bytes count the payloads of the rows whose tags are not settled, however they settle") {
+  auto t = published_with_bytes(6);  // 100 + 200 + ... + 600
+  CHECK(t.outstanding_bytes() == 2100);
+  t.on_ack(2, true);  // rows 0 and 1
+  CHECK(t.outstanding_bytes() == 1800);
+  t.on_nack(3, false, "rejected");  // row 2
+  CHECK(t.outstanding_bytes() == 1500);
+  t.on_return("m3", "NO_ROUTE");  // returned: still outstanding until its ack
+  CHECK(t.outstanding_bytes() == 1500);
+  t.on_ack(4, false);
+  CHECK(t.outstanding_bytes() == 1100);
+  t.fail_oldest_while([](std::size_t row) { return row == 4; }, "no broker confirm");
+  CHECK(t.outstanding_bytes() == 600);
+  t.on_refused(5, "channel closed");
+  CHECK(t.outstanding_bytes() == 0);
+  CHECK(t.outstanding() == 0);
+}
+
+TEST_CASE("outstanding bytes are zero after the outstanding rows fail, are taken back, or the batch starts over") {
+  auto failed = published_with_bytes(3);
+  failed.fail_outstanding("connection lost");
+  CHECK(failed.outstanding_bytes() == 0);
+  auto taken = published_with_bytes(3);
+  CHECK(taken.take_outstanding().size() == 3);
+  CHECK(taken.outstanding_bytes() == 0);
+  taken.on_published(1, 10, "m1", 200);  // published again, alone
+  CHECK(taken.outstanding_bytes() == 200);
+  taken.reset(2);
+  CHECK(taken.outstanding_bytes() == 0);
+}

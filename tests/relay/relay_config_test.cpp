@@ -70,6 +70,7 @@ TEST_CASE("a valid file is parsed with defaults for what it leaves out and ${ENV
   CHECK(c.relay.max_attempts == 10);          // default
   CHECK(c.relay.max_payload_bytes == 16 * 1024 * 1024);  // default
   CHECK(c.amqp.publish_window == 1024);       // default
+  CHECK(c.amqp.publish_window_bytes == 64 * 1024 * 1024);  // default
   CHECK(c.log.level == "info");               // default
 }
 
@@ -287,7 +288,7 @@ TEST_CASE("every count and duration accepts its documented maximum and refuses o
   const std::set<std::string> numeric_keys = {
       "postgres.statement_timeout_ms", "postgres.idle_in_transaction_timeout_ms", "postgres.connect_timeout_s",
       "postgres.keepalives_idle_s", "amqp.heartbeat_s", "amqp.confirm_timeout_ms", "amqp.publish_window",
-      "amqp.frame_max", "relay.stall_after_s",
+      "amqp.publish_window_bytes", "amqp.frame_max", "relay.stall_after_s",
       "amqp.connect_timeout_ms", "relay.batch_size", "relay.pipeline_depth", "relay.poll_interval_ms",
       "relay.listen_poll_interval_ms", "relay.max_attempts", "relay.max_payload_bytes", "relay.backoff_initial_ms", "relay.backoff_max_ms",
       "relay.backoff_factor", "relay.summary_interval_s", "relay.lanes", "relay.rebalance_interval_ms",

@@ -12,11 +12,13 @@
 #include <pqxx/pqxx>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "http_scrape.h"
 #include "outbox/outbox_writer.h"
 #include "private_rabbitmq.h"
 #include "relay_process.h"
+#include "tcp_proxy.h"
 #include "test_env.h"
 
 using namespace outbox;
@@ -59,7 +61,8 @@ void declare_bound_queue(const std::string& queue, const std::string& exchange, 
   if (reply.reply_type != AMQP_RESPONSE_NORMAL) throw std::runtime_error("declaring " + queue + " failed");
 }
 
-void enqueue(const ScopedSchema& schema, const std::string& exchange, const std::string& key, int rows) {
+void enqueue(const ScopedSchema& schema, const std::string& exchange, const std::string& key, int rows,
+             const std::string& payload = "{}") {
   OutboxWriter writer({schema.name(), {}});
   pqxx::connection conn(testenv::pg_dsn());
   pqxx::work tx(conn);
@@ -68,11 +71,30 @@ void enqueue(const ScopedSchema& schema, const std::string& exchange, const std:
     m.exchange = Exchange(exchange);
     m.routing_key = RoutingKey(key);
     m.type = MessageType("EnvironmentTest");
-    m.payload = "{}";
+    m.payload = payload;
     writer.enqueue(tx, m);
   }
   tx.commit();
 }
+
+// Stops a queue's process answering (as a queue whose node hangs: the broker
+// confirms nothing routed to it), and lets it go again at the end of the scope.
+class SuspendedQueue {
+ public:
+  explicit SuspendedQueue(std::string name) : name_(std::move(name)) { call("suspend"); }
+  ~SuspendedQueue() { resume(); }
+  void resume() {
+    if (std::exchange(suspended_, false)) call("resume");
+  }
+
+ private:
+  void call(const std::string& what) const {
+    node().eval("{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"/\">>, queue, <<\"" + name_ +
+                "\">>)), sys:" + what + "(amqqueue:get_pid(Q)).");
+  }
+  std::string name_;
+  bool suspended_ = true;
+};
 
 long long count(const ScopedSchema& s, const std::string& where) {
   return std::stoll(sql_value("SELECT count(*) FROM \"" + s.name() + "\".outbox WHERE " + where));
@@ -94,10 +116,8 @@ TEST_CASE("a row its queue never confirms times out alone: its batch commits and
   TestBroker broker;
   const std::string stuck = testenv::unique_name("stuck_q");
   declare_bound_queue(stuck, broker.exchange(), "stuck", 0);
-  // The queue's process stops answering (as a queue whose node hangs): the broker
-  // confirms nothing routed to it, and everything else as usual.
-  node().eval("{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"/\">>, queue, <<\"" + stuck +
-              "\">>)), sys:suspend(amqqueue:get_pid(Q)).");
+  // The broker confirms nothing routed to it, and everything else as usual.
+  SuspendedQueue suspended(stuck);
   enqueue(schema, broker.exchange(), "stuck", 1);
   enqueue(schema, broker.exchange(), broker.routing_key(), 20);  // claimed with it
   RelayProcess relay(yaml(schema, "  backoff_initial_ms: 3000\n  backoff_max_ms: 20000\n"));
@@ -134,8 +154,6 @@ TEST_CASE("a row its queue never confirms times out alone: its batch commits and
   CHECK(broker.receive(static_cast<std::size_t>(good) * 2, 1500ms).size() == static_cast<std::size_t>(good));
   relay.signal(SIGTERM);
   CHECK(relay.wait() == 0);
-  node().eval("{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"/\">>, queue, <<\"" + stuck +
-              "\">>)), sys:resume(amqqueue:get_pid(Q)).");
 }
 
 TEST_CASE("a full reject-publish queue nacks: each retry waits longer, no attempt is charged, the others publish") {
@@ -163,4 +181,39 @@ TEST_CASE("a full reject-publish queue nacks: each retry waits longer, no attemp
   CHECK(count(schema, "routing_key = 'full' AND last_error = 'nacked by broker'") == 20);
   relay.signal(SIGTERM);
   CHECK(relay.wait() == 0);
+}
+
+TEST_CASE("big rows a queue does not confirm stop at publish_window_bytes instead of flooding the broker") {
+  node();
+  ScopedSchema schema;
+  TestBroker broker;
+  const std::string stuck = testenv::unique_name("stuck_q");
+  declare_bound_queue(stuck, broker.exchange(), "stuck", 0);
+  const std::string payload = "{\"p\":\"" + std::string(300 * 1024, 'x') + "\"}";
+  enqueue(schema, broker.exchange(), "stuck", 10, payload);  // 3 MiB in all
+  testenv::TcpProxy amqp("127.0.0.1", static_cast<std::uint16_t>(node().port()));
+  std::string config = yaml(schema, "");
+  config.replace(config.find("${OUTBOX_AMQP_URI}"), std::string("${OUTBOX_AMQP_URI}").size(),
+                 "amqp://guest:guest@127.0.0.1:" + std::to_string(amqp.port()) + "/%2f");
+  config.replace(config.find("confirm_timeout_ms: 2000"), std::string("confirm_timeout_ms: 2000").size(),
+                 "confirm_timeout_ms: 30000\n  publish_window_bytes: 1048576");
+  config.replace(config.find("idle_in_transaction_timeout_ms: 6000"),
+                 std::string("idle_in_transaction_timeout_ms: 6000").size(), "idle_in_transaction_timeout_ms: 60000");
+  {
+    SuspendedQueue suspended(stuck);
+    RelayProcess relay(config);
+    REQUIRE_MESSAGE(testenv::eventually(10s, [&] { return amqp.bytes_to_target() > 600 * 1024; }), relay.log());
+    std::this_thread::sleep_for(2s);
+    // Three rows (900 KiB) fit in 1 MiB unconfirmed; the fourth waits for their acks.
+    // Without the bound all ten (3 MiB) were at the broker at once.
+    CHECK_MESSAGE(amqp.bytes_to_target() < 1100 * 1024, amqp.bytes_to_target());
+    CHECK(count(schema, "published_at IS NOT NULL") == 0);
+    suspended.resume();
+    // Acked, the next ones go: all ten published, none charged an attempt.
+    CHECK_MESSAGE(testenv::eventually(20s, [&] { return count(schema, "published_at IS NULL") == 0; }), relay.log());
+    CHECK(count(schema, "attempts > 0") == 0);
+    CHECK(amqp.bytes_to_target() < 4 * 1024 * 1024);  // each row once
+    relay.signal(SIGTERM);
+    CHECK(relay.wait() == 0);
+  }
 }

@@ -18,12 +18,14 @@ namespace {
 
 // One proxied connection: a client socket, a server socket and a pump per direction.
 struct Session : std::enable_shared_from_this<Session> {
-  Session(boost::asio::io_context& io, const std::atomic<bool>& stalled, const std::atomic<int>& delay_ms)
-      : client(io), server(io), stalled(stalled), delay_ms(delay_ms) {}
+  Session(boost::asio::io_context& io, const std::atomic<bool>& stalled, const std::atomic<int>& delay_ms,
+          std::atomic<std::uint64_t>& bytes_to_target)
+      : client(io), server(io), stalled(stalled), delay_ms(delay_ms), bytes_to_target(bytes_to_target) {}
 
   tcp::socket client, server;
   const std::atomic<bool>& stalled;
   const std::atomic<int>& delay_ms;
+  std::atomic<std::uint64_t>& bytes_to_target;  // client -> server, written
   std::array<char, 65536> up{}, down{};
   bool closed = false;
   std::function<void()> on_close;
@@ -66,8 +68,9 @@ struct Session : std::enable_shared_from_this<Session> {
       return;
     }
     boost::asio::async_write(to, boost::asio::buffer(buf.data(), n),
-                             [self, &from, &to, &buf](auto ec2, std::size_t) {
+                             [self, &from, &to, &buf](auto ec2, std::size_t written) {
                                if (ec2) return self->close(false);
+                               if (&to == &self->server) self->bytes_to_target += written;
                                self->pump(from, to, buf);
                              });
   }
@@ -95,6 +98,7 @@ struct TcpProxy::Impl {
   std::atomic<bool> stalled{false}, refusing{false};
   std::atomic<int> delay_ms{0};
   std::atomic<int> open{0};
+  std::atomic<std::uint64_t> bytes_to_target{0};
   std::map<std::uint64_t, std::shared_ptr<Session>> sessions;  // io thread only
   std::uint64_t next_id = 0;
   std::thread thread;
@@ -116,7 +120,7 @@ struct TcpProxy::Impl {
   }
 
   void connect(tcp::socket client) {
-    auto session = std::make_shared<Session>(io, stalled, delay_ms);
+    auto session = std::make_shared<Session>(io, stalled, delay_ms, bytes_to_target);
     session->client = std::move(client);
     auto id = next_id++;
     sessions[id] = session;
@@ -187,5 +191,6 @@ void TcpProxy::set_stalled(bool stalled) { impl_->stalled = stalled; }
 void TcpProxy::set_refusing(bool refusing) { impl_->refusing = refusing; }
 void TcpProxy::set_delay_ms(int delay_ms) { impl_->delay_ms = delay_ms; }
 int TcpProxy::open_connections() const { return impl_->open; }
+std::uint64_t TcpProxy::bytes_to_target() const { return impl_->bytes_to_target; }
 
 }  // namespace testenv

@@ -38,6 +38,8 @@ class TcpProxy {
   void set_refusing(bool refusing);
   // Connections open now.
   int open_connections() const;
+  // Bytes forwarded from clients to the target so far, over every connection.
+  std::uint64_t bytes_to_target() const;
 
  private:
   struct Impl;

@@ -397,6 +397,7 @@ void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c,
   r.integer("heartbeat_s", c.heartbeat_s, 0, 3600);
   r.integer("confirm_timeout_ms", c.confirm_timeout_ms, 100, 3600000);
   r.integer("publish_window", c.publish_window, 1, 65535);
+  r.integer("publish_window_bytes", c.publish_window_bytes, 1048576, 1073741824);
   r.integer("frame_max", c.frame_max, static_cast<long long>(outbox::kMinFrameMax), 1048576);
   r.integer("connect_timeout_ms", c.connect_timeout_ms, 100, 600000);
   r.boolean("require_tls", c.require_tls);

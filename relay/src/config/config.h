@@ -59,6 +59,11 @@ struct AmqpConfig {
   // Most unconfirmed messages on the channel at once. Also the bound on the extra
   // copies of innocent messages one poison message can cause (see RelayLoop).
   int publish_window = 1024;
+  // Most payload bytes unconfirmed on the channel at once: a burst of big rows must
+  // not push gigabytes at a broker (its memory alarm blocks every publisher on it,
+  // other services' too). A message that would pass it waits for acks, unless nothing
+  // is outstanding: a larger message then goes with nothing else unconfirmed.
+  int publish_window_bytes = 64 * 1024 * 1024;
   // The largest AMQP frame the relay asks for at login (the broker may grant less:
   // the negotiated value is what counts). A message's whole content header
   // (properties and header table) must fit in one frame; the producer SDK checks

@@ -6,13 +6,28 @@ namespace relay {
 
 void ConfirmTracker::reset(std::size_t rows) {
   rows_.assign(rows, RowState{});
-  by_tag_.clear();
+  row_bytes_.assign(rows, 0);
+  forget_all_tags();
   by_message_.clear();
 }
 
-void ConfirmTracker::on_published(std::size_t row, std::uint64_t tag, const std::string& message_id) {
+void ConfirmTracker::on_published(std::size_t row, std::uint64_t tag, const std::string& message_id,
+                                  std::size_t bytes) {
   by_tag_[tag] = row;
   by_message_[message_id] = row;
+  row_bytes_[row] = bytes;
+  outstanding_bytes_ += bytes;
+}
+
+std::map<std::uint64_t, std::size_t>::iterator ConfirmTracker::forget_tag(
+    std::map<std::uint64_t, std::size_t>::iterator it) {
+  outstanding_bytes_ -= row_bytes_[it->second];
+  return by_tag_.erase(it);
+}
+
+void ConfirmTracker::forget_all_tags() {
+  by_tag_.clear();
+  outstanding_bytes_ = 0;
 }
 
 void ConfirmTracker::settle(std::uint64_t tag, bool multiple, Outcome outcome, const std::string& reason,
@@ -28,12 +43,14 @@ void ConfirmTracker::settle(std::uint64_t tag, bool multiple, Outcome outcome, c
     auto it = by_tag_.find(tag);
     if (it == by_tag_.end()) return;  // unknown or already settled: nothing to do
     apply(it->second);
-    by_tag_.erase(it);
+    forget_tag(it);
     return;
   }
   auto end = by_tag_.upper_bound(tag);
-  for (auto it = by_tag_.begin(); it != end; ++it) apply(it->second);
-  by_tag_.erase(by_tag_.begin(), end);
+  for (auto it = by_tag_.begin(); it != end;) {
+    apply(it->second);
+    it = forget_tag(it);
+  }
 }
 
 void ConfirmTracker::on_ack(std::uint64_t tag, bool multiple, std::vector<std::size_t>* acked_rows) {
@@ -63,13 +80,13 @@ void ConfirmTracker::fail_outstanding(const std::string& reason, Outcome outcome
     state.outcome = outcome;
     state.reason = reason;
   }
-  by_tag_.clear();
+  forget_all_tags();
 }
 
 std::vector<std::uint64_t> ConfirmTracker::fail_oldest_while(const std::function<bool(std::size_t row)>& overdue,
                                                              const std::string& reason) {
   std::vector<std::uint64_t> tags;
-  for (auto it = by_tag_.begin(); it != by_tag_.end() && overdue(it->second); it = by_tag_.erase(it)) {
+  for (auto it = by_tag_.begin(); it != by_tag_.end() && overdue(it->second); it = forget_tag(it)) {
     tags.push_back(it->first);
     auto& state = rows_[it->second];
     if (state.outcome == Outcome::kReturned) continue;
@@ -91,7 +108,7 @@ std::vector<std::size_t> ConfirmTracker::take_outstanding() {
     state = RowState{};
     rows.push_back(row);
   }
-  by_tag_.clear();
+  forget_all_tags();
   std::sort(rows.begin(), rows.end());
   return rows;
 }
@@ -99,7 +116,7 @@ std::vector<std::size_t> ConfirmTracker::take_outstanding() {
 void ConfirmTracker::on_refused(std::size_t row, const std::string& reason) {
   for (auto it = by_tag_.begin(); it != by_tag_.end(); ++it) {
     if (it->second != row) continue;
-    by_tag_.erase(it);
+    forget_tag(it);
     break;
   }
   rows_[row].outcome = Outcome::kRefused;

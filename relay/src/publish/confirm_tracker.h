@@ -30,9 +30,10 @@ class ConfirmTracker {
 
   // Starts a batch of `rows` rows, all unconfirmed.
   void reset(std::size_t rows);
-  // Row `row` was published with `tag` under `message_id`.
+  // Row `row` was published with `tag` under `message_id`, `bytes` of payload: they
+  // count in outstanding_bytes() until its tag is settled.
   // REQUIRES: tags increase within a channel.
-  void on_published(std::size_t row, std::uint64_t tag, const std::string& message_id);
+  void on_published(std::size_t row, std::uint64_t tag, const std::string& message_id, std::size_t bytes = 0);
   // `acked_rows` (may be null) gets the rows this ack settled, for their timing.
   void on_ack(std::uint64_t tag, bool multiple, std::vector<std::size_t>* acked_rows = nullptr);
   void on_nack(std::uint64_t tag, bool multiple, const std::string& reason);
@@ -61,6 +62,8 @@ class ConfirmTracker {
   std::size_t sole_outstanding() const;
 
   std::size_t outstanding() const { return by_tag_.size(); }
+  // Payload bytes of the outstanding rows (amqp.publish_window_bytes).
+  std::size_t outstanding_bytes() const { return outstanding_bytes_; }
   Outcome outcome(std::size_t row) const { return rows_[row].outcome; }
   const std::string& reason(std::size_t row) const { return rows_[row].reason; }
 
@@ -72,7 +75,13 @@ class ConfirmTracker {
   void settle(std::uint64_t tag, bool multiple, Outcome outcome, const std::string& reason,
               std::vector<std::size_t>* settled = nullptr);
 
+  // Every erase from by_tag_ goes through here, to keep outstanding_bytes_ true.
+  std::map<std::uint64_t, std::size_t>::iterator forget_tag(std::map<std::uint64_t, std::size_t>::iterator it);
+  void forget_all_tags();
+
   std::vector<RowState> rows_;
+  std::vector<std::size_t> row_bytes_;                       // payload bytes, by row
+  std::size_t outstanding_bytes_ = 0;
   std::map<std::uint64_t, std::size_t> by_tag_;              // outstanding tags only
   std::unordered_map<std::string, std::size_t> by_message_;  // for returns
 };

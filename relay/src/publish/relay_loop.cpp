@@ -263,6 +263,7 @@ bool RelayLoop::publish_some(InflightBatch& b) {
     }
     if (outstanding() >= window) break;  // await_broker() waits for acks
     auto& row = b.rows[b.published];
+    if (!window_has_room_for(row.payload_bytes)) break;
     if (row.invalid) {  // cannot be decoded: its own attempt; the rows behind it go on
       b.tracker.on_unpublishable(b.published++, *row.invalid);
       continue;
@@ -318,7 +319,7 @@ bool RelayLoop::publish_row(InflightBatch& b, std::size_t i) {
                     &row.headers, &row.payload, row.created_unix_s};
   try {
     const auto tag = amqp_.publish(m);
-    b.tracker.on_published(i, tag, row.message_id);
+    b.tracker.on_published(i, tag, row.message_id, row.payload_bytes);
     metrics_->on_published(tag);
   } catch (const UnpublishableMessage& e) {
     // The row's own fault, nothing sent: an attempt for it; the rows behind it go on.
@@ -366,6 +367,14 @@ std::size_t RelayLoop::outstanding() const {
   std::size_t n = 0;
   for (const auto& b : inflight_) n += b->tracker.outstanding();
   return n;
+}
+
+// amqp.publish_window_bytes: room for `bytes` more beside what is unconfirmed; a
+// message larger than the whole window goes once nothing else is outstanding.
+bool RelayLoop::window_has_room_for(std::size_t bytes) const {
+  std::size_t unconfirmed = 0;
+  for (const auto& b : inflight_) unconfirmed += b->tracker.outstanding_bytes();
+  return unconfirmed == 0 || unconfirmed + bytes <= static_cast<std::size_t>(config_.amqp.publish_window_bytes);
 }
 
 // Reads what the broker sent, without waiting. Called on every turn of the loop:

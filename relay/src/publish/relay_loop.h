@@ -107,6 +107,7 @@ class RelayLoop {
   void check_stall();
   bool load_payloads(InflightBatch& batch);
   std::size_t outstanding() const;
+  bool window_has_room_for(std::size_t payload_bytes) const;  // amqp.publish_window_bytes
   bool isolating() const;  // some batch has suspects to publish alone
   void pump_events();
   void await_broker();

@@ -45,7 +45,8 @@ bool RelayLoop::can_claim() {
   }
   for (const auto& b : inflight_)
     if (!b->publishing_done || !b->suspects.empty()) return false;
-  return outstanding() < static_cast<std::size_t>(config_.amqp.publish_window) && free_store();
+  return outstanding() < static_cast<std::size_t>(config_.amqp.publish_window) && window_has_room_for(0) &&
+         free_store();
 }
 
 std::size_t RelayLoop::claim_batch(bool probe_first) {
