@@ -20,6 +20,9 @@ ConsumerMetrics::ConsumerMetrics(metrics::Registry& r, const std::string& consum
       late_deliveries_(r.counter("inbox_late_deliveries_total",
                                  "Messages that arrived older than the inbox retention (a duplicate of them "
                                  "could go unnoticed).",
-                                 {{"consumer", consumer}})) {}
+                                 {{"consumer", consumer}})),
+      set_aside_(r.gauge("outbox_consumer_set_aside",
+                         "Failed messages set aside, unacked, until their next try (RetryOrder::kSetAside).",
+                         {{"consumer", consumer}})) {}
 
 }  // namespace outbox::detail

@@ -28,6 +28,8 @@ class ConsumerMetrics {
   void retried() { bump(counters_.retried, retried_); }
   void dead_lettered() { bump(counters_.dead_lettered, dead_lettered_); }
   void late_delivery() { bump(counters_.late_deliveries, late_deliveries_); }
+  // Messages set aside now (RetryOrder::kSetAside), across the runner's workers.
+  void set_aside_changed(int delta) { set_aside_.add(delta); }
 
   const ConsumerCounters& counters() const { return counters_; }
 
@@ -39,6 +41,7 @@ class ConsumerMetrics {
 
   ConsumerCounters counters_;
   metrics::Counter &processed_, &duplicates_, &failed_, &retried_, &dead_lettered_, &late_deliveries_;
+  metrics::Gauge& set_aside_;
 };
 
 }  // namespace outbox::detail

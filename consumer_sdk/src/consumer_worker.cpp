@@ -80,7 +80,7 @@ void ConsumerWorker::run() {
       const auto backoff = environment_backoff(++losses);
       spdlog::warn("consumer {}: {}; reconnecting in {} ms", name_, one_line(e.what()), backoff.count());
       // Their delivery tags died with the channel; the broker requeued them.
-      set_aside_.take_all();
+      shared_.metrics->set_aside_changed(-static_cast<int>(set_aside_.take_all().size()));
       amqp_.close();
       if (pg_ && !pg_->is_open()) pg_.reset();
       if (shared_.stop.wait_for(backoff)) break;
@@ -93,6 +93,7 @@ void ConsumerWorker::consume_until_stopped() {
   while (!shared_.stop.is_set()) {
     const auto now = SetAsideQueue::Clock::now();
     if (auto due = set_aside_.take_due(now)) {
+      shared_.metrics->set_aside_changed(-1);
       handle(*due);
       continue;
     }
@@ -103,7 +104,10 @@ void ConsumerWorker::consume_until_stopped() {
 }
 
 void ConsumerWorker::requeue_set_aside() {
-  for (const auto& m : set_aside_.take_all()) amqp_.requeue(m.delivery_tag);  // counted as retried when set aside
+  for (const auto& m : set_aside_.take_all()) {
+    shared_.metrics->set_aside_changed(-1);
+    amqp_.requeue(m.delivery_tag);  // counted as retried when set aside
+  }
 }
 
 void ConsumerWorker::handle(InboundMessage& m) {
@@ -221,6 +225,7 @@ void ConsumerWorker::settle_failure(InboundMessage& m, Outcome outcome, const st
   // Set aside (kSetAside, room left): the worker handles the next deliveries meanwhile.
   const std::string type = one_line(d.type, 100);
   if (set_aside_.add(m, SetAsideQueue::Clock::now() + delay)) {
+    shared_.metrics->set_aside_changed(1);
     spdlog::warn("consumer {}: message {} ({}) failed try {}/{}, set aside for {} ms: {}", name_, id, type, failures,
                  o.max_attempts, delay.count(), one_line(error));
     shared_.metrics->retried();

@@ -487,9 +487,12 @@ TEST_CASE("with kSetAside a stop requeues the messages set aside at once: none i
   runner.start();
   for (int i = 0; i < 3; ++i) f.publish("m" + std::to_string(i));
   REQUIRE(testenv::eventually(10s, [&] { return runner.counters().retried == 3; }));  // all three set aside
+  const std::string gauge = "outbox_consumer_set_aside{consumer=\"" + options.consumer.value() + "\"} ";
+  CHECK_MESSAGE(runner.metrics().render().find(gauge + "3\n") != std::string::npos, runner.metrics().render());
   const auto t0 = std::chrono::steady_clock::now();
   runner.stop();
   runner.wait();
+  CHECK(runner.metrics().render().find(gauge + "0\n") != std::string::npos);
   CHECK(std::chrono::steady_clock::now() - t0 < 3s);  // not the 30 s of their waits
   REQUIRE(testenv::eventually(5s, [&] { return testenv::queue_state(f.topology.queue).ready == 3; }));
   CHECK(testenv::queue_state(f.topology.dead_letter_queue).ready == 0);
