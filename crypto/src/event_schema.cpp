@@ -11,6 +11,7 @@
 
 #include "outbox/error_text.h"
 #include "outbox/crypto_errors.h"
+#include "outbox/payload_json.h"
 
 namespace outbox {
 
@@ -218,29 +219,46 @@ bool matches(Kind kind, const nlohmann::json& v) {
   return false;
 }
 
-void validate_node(const Node& n, const nlohmann::json& v, const std::string& path) {
+// The path an error names for node `n` at `path`. Inside a sensitive value (`secret`,
+// reached at `path`, which then stays its path) the payload's keys and indexes are
+// the plaintext's: the schema's pattern below the value stands in for them.
+std::string shown_path(const Node& n, const std::string& path, const Node* secret) {
+  return secret ? path + n.pattern.substr(secret->pattern.size()) : path;
+}
+
+void validate_node(const Node& n, const nlohmann::json& v, const std::string& path, const Node* secret) {
   if (!matches(n.kind, v))
-    throw SchemaValidationError(path, std::string("expected ") + kind_name(n.kind) + ", got " + json_kind(v));
+    throw SchemaValidationError(shown_path(n, path, secret),
+                                std::string("expected ") + kind_name(n.kind) + ", got " + json_kind(v));
+  if (!secret && n.sensitive) secret = &n;
   if (n.kind == Kind::kArray) {
-    for (std::size_t i = 0; i < v.size(); ++i) validate_node(n.items[0], v[i], path + "[" + std::to_string(i) + "]");
+    for (std::size_t i = 0; i < v.size(); ++i)
+      validate_node(n.items[0], v[i], secret ? path : path + "[" + std::to_string(i) + "]", secret);
     return;
   }
   if (n.kind != Kind::kObject) return;
   for (std::size_t i = 0; i < n.names.size(); ++i) {
+    const std::string child_path = secret ? path : path + "." + n.names[i];
     auto it = v.find(n.names[i]);
     if (it == v.end()) {
-      if (n.required.count(n.names[i])) throw SchemaValidationError(path + "." + n.names[i], "required field is missing");
+      if (n.required.count(n.names[i]))
+        throw SchemaValidationError(shown_path(n.properties[i], child_path, secret), "required field is missing");
       continue;
     }
-    validate_node(n.properties[i], *it, path + "." + n.names[i]);
+    validate_node(n.properties[i], *it, child_path, secret);
   }
   if (n.additional_properties) return;
-  for (auto it = v.begin(); it != v.end(); ++it)
-    if (!child(n, it.key()))
-      throw SchemaValidationError(valid_property_name(it.key()) ? path + "." + it.key() : path,
-                                  valid_property_name(it.key())
-                                      ? "field not declared in the schema (additionalProperties is false)"
-                                      : "a field name the schema does not declare (additionalProperties is false)");
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (child(n, it.key())) continue;
+    if (secret)
+      throw SchemaValidationError(shown_path(n, path, secret),
+                                  "a field the schema does not declare (additionalProperties is false; names "
+                                  "inside a sensitive value are not shown)");
+    throw SchemaValidationError(valid_property_name(it.key()) ? path + "." + it.key() : path,
+                                valid_property_name(it.key())
+                                    ? "field not declared in the schema (additionalProperties is false)"
+                                    : "a field name the schema does not declare (additionalProperties is false)");
+  }
 }
 
 void walk_sensitive(const Node& n, nlohmann::json& v, const std::string& path,
@@ -308,7 +326,23 @@ EventSchema EventSchema::load_file(const std::string& path) {
 const std::string& EventSchema::type() const { return root_->type; }
 const std::string& EventSchema::subject_field() const { return root_->subject; }
 
-void EventSchema::validate(const nlohmann::json& payload) const { validate_node(*root_, payload, "$"); }
+void EventSchema::validate(const nlohmann::json& payload) const { validate_node(*root_, payload, "$", nullptr); }
+
+std::string EventSchema::error_path(const PayloadJson& refused) const {
+  const Node* n = root_.get();
+  const Node* secret = nullptr;
+  std::string path = "$";
+  for (const auto& step : refused.steps()) {
+    if (!secret && n && n->sensitive) secret = n;
+    const Node* next = nullptr;
+    if (n && step.array && n->kind == Kind::kArray) next = &n->items[0];
+    if (n && !step.array && n->kind == Kind::kObject) next = child(*n, step.key);
+    if (secret && !next) break;  // a key the schema does not declare, inside the value: the plaintext's
+    if (!secret) path += step.array ? "[" + std::to_string(step.index) + "]" : "." + step.key;
+    n = next;
+  }
+  return secret ? shown_path(*n, path, secret) : path;
+}
 
 void EventSchema::for_each_sensitive(nlohmann::json& payload, const SensitiveVisitor& visit) const {
   walk_sensitive(*root_, payload, "$", visit);

@@ -72,7 +72,7 @@ class Checker {
   bool binary(json::binary_t&) { return value(); }
   bool start_object(std::size_t) { return open(false); }
   bool key(json::string_t& k) {
-    frames_.back().key = k;
+    frames.back().key = k;
     return true;
   }
   bool end_object() { return close(); }
@@ -84,11 +84,13 @@ class Checker {
       return refuse(kInexact);
     }
     problem = "not valid JSON";
-    path = "$";
+    frames.clear();
     return false;
   }
 
-  std::string problem, path = "$";
+  std::string problem;
+  // The open arrays and objects, one step each: index and key follow the values read.
+  std::vector<PayloadJson::Step> frames;
 
  private:
   static constexpr int kNumberOverflow = 406;  // nlohmann's out_of_range.406
@@ -96,40 +98,28 @@ class Checker {
       "a number with more digits or range than a double carries: serialised again it would change; "
       "send it as a string";
 
-  // An open array or object: the path's last step, for refuse(). Built from whether
-  // it is an array only; index and key start out empty and follow the values read.
-  struct Frame {
-    explicit Frame(bool is_array) : array(is_array) {}
-    bool array;
-    long index = -1;
-    std::string key;
-  };
-
   bool value() {
-    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+    if (!frames.empty() && frames.back().array) ++frames.back().index;
     return true;
   }
   bool open(bool array) {
     value();
-    if (frames_.size() >= PayloadJson::kMaxDepth)
+    if (frames.size() >= PayloadJson::kMaxDepth)
       return refuse("nested deeper than " + std::to_string(PayloadJson::kMaxDepth) + " levels");
-    frames_.emplace_back(array);
+    frames.emplace_back(array);
     return true;
   }
   bool close() {
-    frames_.pop_back();
+    frames.pop_back();
     return true;
   }
+  // Stops the parse; `frames` stay where it stopped.
   bool refuse(std::string why) {
     problem = std::move(why);
-    path = "$";
-    for (const auto& f : frames_)
-      path += f.array ? "[" + std::to_string(f.index) + "]" : "." + f.key;
     return false;
   }
 
   bool exact_numbers_;
-  std::vector<Frame> frames_;
 };
 
 }  // namespace
@@ -142,7 +132,8 @@ PayloadJson::PayloadJson(std::string_view text, bool exact_numbers) {
   Checker checker(exact_numbers);
   if (!nlohmann::json::sax_parse(text, &checker)) {
     problem_ = checker.problem.empty() ? "not valid JSON" : checker.problem;
-    path_ = checker.path;
+    steps_ = std::move(checker.frames);
+    for (const auto& s : steps_) path_ += s.array ? "[" + std::to_string(s.index) + "]" : "." + s.key;
     return;
   }
   value_ = nlohmann::json::parse(text);  // checked above: neither throws nor nests too deep

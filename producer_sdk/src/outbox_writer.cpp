@@ -107,8 +107,9 @@ std::vector<std::optional<std::string>> OutboxWriter::prepare_payloads(pqxx::tra
     }
     // A payload with sensitive fields is serialised again after encryption.
     PayloadJson parsed(messages[i].payload, /*exact_numbers=*/schema->has_sensitive_fields());
-    if (!parsed.ok())
-      throw SchemaValidationError(parsed.path(), "the payload of a " + quoted_value(type) + " event: " + parsed.problem());
+    if (!parsed.ok())  // named by the schema's rule: never a key inside a sensitive value
+      throw SchemaValidationError(schema->error_path(parsed),
+                                  "the payload of a " + quoted_value(type) + " event: " + parsed.problem());
     auto json = std::move(parsed.value());
     schema->validate(json);
     if (!schema->has_sensitive_fields()) continue;

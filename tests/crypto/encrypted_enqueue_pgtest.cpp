@@ -150,6 +150,38 @@ TEST_CASE("an amount a double cannot carry, or a payload nested too deep, is ref
   CHECK(s.count("outbox_subject_keys") == "0");
 }
 
+TEST_CASE("a payload refused inside a sensitive value is named by that value's path, never by its keys") {
+  // Free-form notes: their keys are as much the plaintext as their values.
+  Setup s;
+  auto registry = std::make_shared<SchemaRegistry>();
+  registry->add(EventSchema::parse("x-event-type: PatientNote\ntype: object\nproperties:\n"
+                                   "  patient_id: {type: string}\n"
+                                   "  notes: {type: object, x-gdpr-sensitive: true, additionalProperties: true}\n",
+                                   "PatientNote.yaml"));
+  auto options = s.options();
+  options.event_schemas = registry;
+  OutboxWriter writer(options);
+  const auto refused_at = [&](const std::string& payload) {
+    Message m = order_event({}, "PatientNote");
+    m.payload = payload;
+    pqxx::work tx(s.conn);
+    try {
+      writer.enqueue(tx, m);
+    } catch (const SchemaValidationError& e) {
+      CHECK_MESSAGE(!contains(e.what(), "hiv-positive"), e.what());
+      return e.path();
+    }
+    return std::string("(accepted)");
+  };
+  CHECK(refused_at(R"({"patient_id": "p-1", "notes": {"hiv-positive": 1e400}})") == "$.notes");
+  CHECK(refused_at(R"({"patient_id": "p-1", "notes": {"hiv-positive": 12345678901234567890123}})") == "$.notes");
+  CHECK(refused_at(R"({"patient_id": "p-1", "notes": {"hiv-positive": )" + std::string(200, '[') +
+                   std::string(200, ']') + "}}") == "$.notes");
+  // Outside it the path is the payload's, as before.
+  CHECK(refused_at(R"({"patient_id": "p-1", "extra": {"n": 1e400}})") == "$.extra.n");
+  CHECK(s.count() == "0");
+}
+
 TEST_CASE("a type without a schema passes unchanged when schemas are optional") {
   Setup s;
   OutboxWriter writer(s.options());

@@ -145,3 +145,35 @@ TEST_CASE("a registry refuses two schemas for one event type") {
   CHECK(r.find("A") != nullptr);
   CHECK(r.find("B") == nullptr);
 }
+
+TEST_CASE("an error inside a sensitive value names no key or index of it, only the schema's pattern") {
+  auto schema = EventSchema::parse("type: object\nproperties:\n"
+                                   "  id: {type: string}\n"
+                                   "  profile:\n"
+                                   "    type: object\n"
+                                   "    x-gdpr-sensitive: true\n"
+                                   "    properties:\n"
+                                   "      name: {type: string}\n"
+                                   "      visits: {type: array, items: {type: integer}}\n"
+                                   "  lines: {type: array, items: {type: object, properties: {note: {type: object, "
+                                   "x-gdpr-sensitive: true, properties: {text: {type: string}}}}}}\n",
+                                   "Profile.yaml");
+  const auto path_of = [&](const std::string& text, const std::string& secret) {
+    try {
+      schema.validate(json::parse(text));
+    } catch (const SchemaValidationError& e) {
+      CHECK_MESSAGE(!contains(e.what(), secret), e.what());
+      return e.path();
+    }
+    return std::string("(valid)");
+  };
+  // The key is the plaintext's: the object is encrypted whole, its keys with it.
+  CHECK(path_of(R"({"profile": {"name": "Ada", "Lovelace": 1}})", "Lovelace") == "$.profile");
+  CHECK(path_of(R"({"lines": [{}, {"note": {"Lovelace": "x"}}]})", "Lovelace") == "$.lines[1].note");
+  // How many visits the profile holds is its plaintext too: the pattern says where.
+  CHECK(path_of(R"({"profile": {"visits": [1, 2, 3, "x"]}})", "[3]") == "$.profile.visits[]");
+  // What the schema declares is no secret, and outside the value nothing changes.
+  CHECK(path_of(R"({"profile": {"name": 5}})", "Ada") == "$.profile.name");
+  CHECK(path_of(R"({"lines": [{}, {"note": {"text": 5}}]})", "Ada") == "$.lines[1].note.text");
+  CHECK(path_of(R"({"id": "c-7", "Lovelace": 1})", "c-7") == "$.Lovelace");
+}

@@ -10,6 +10,8 @@
 
 namespace outbox {
 
+class PayloadJson;
+
 // A JSON-Schema subset: `type` object, string, number, integer, boolean or array;
 // `properties`, `required` and `additionalProperties` (default false: a field the
 // schema does not declare is a field nobody classified, so it is refused) for
@@ -44,8 +46,16 @@ class EventSchema {
   const std::string& type() const;
 
   // Throws SchemaValidationError naming the JSON path of the first violation
-  // (missing required field, wrong type, undeclared field). Never echoes a value.
+  // (missing required field, wrong type, undeclared field). Never echoes a value;
+  // inside a sensitive value, whose keys and shape are part of its plaintext, the
+  // path is the value's own followed by the schema's pattern below it
+  // ("$.customer.address.postcode", "$.lines[1].notes.visits[]"), and an
+  // undeclared key there is not named.
   void validate(const nlohmann::json& payload) const;
+
+  // The JSON path to name in an error about the place where `refused` (a
+  // PayloadJson that is not ok()) stopped, by the same rule as validate().
+  std::string error_path(const PayloadJson& refused) const;
 
   // Calls `visit` for every sensitive value present in `payload`, depth first in
   // schema order. Parts of the payload that do not match the schema's shape are
