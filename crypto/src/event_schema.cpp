@@ -77,8 +77,17 @@ class SchemaParser {
     return v.Scalar() == "true";
   }
 
-  Node node(const YAML::Node& y, const std::string& pattern, bool in_sensitive, bool root) const {
+  // `depth`: 0 for the root. YAML aliases make the document a graph: one that refers
+  // to a node containing it is a cycle, and aliases repeated level after level grow
+  // as 2^levels. Both stop at a bound instead of exhausting the stack or the memory.
+  Node node(const YAML::Node& y, const std::string& pattern, bool in_sensitive, std::size_t depth) {
+    if (depth > PayloadJson::kMaxDepth)
+      fail(y, pattern, "nested deeper than " + std::to_string(PayloadJson::kMaxDepth) +
+                           " levels, which no payload may be (a YAML alias that refers to a node containing it?)");
+    if (++nodes_ > kMaxNodes)
+      fail(y, pattern, "more than " + std::to_string(kMaxNodes) + " schema nodes (YAML aliases repeated?)");
     if (!y.IsMap()) fail(y, pattern, "expected a mapping with a 'type'");
+    const bool root = depth == 0;
     Node n;
     n.pattern = pattern;
     n.kind = kind_of(y, pattern);
@@ -86,10 +95,10 @@ class SchemaParser {
     n.sensitive = flag(y, "x-gdpr-sensitive", pattern);
     if (n.sensitive && in_sensitive) fail(y, pattern, "x-gdpr-sensitive inside a field that is already sensitive");
     parse_searchable(y, n);
-    if (n.kind == Kind::kObject) parse_object(y, n, in_sensitive || n.sensitive);
+    if (n.kind == Kind::kObject) parse_object(y, n, in_sensitive || n.sensitive, depth);
     if (n.kind == Kind::kArray) {
       if (!y["items"]) fail(y, pattern, "an array needs 'items'");
-      n.items.push_back(node(y["items"], pattern + "[]", in_sensitive || n.sensitive, false));
+      n.items.push_back(node(y["items"], pattern + "[]", in_sensitive || n.sensitive, depth + 1));
     }
     return n;
   }
@@ -133,7 +142,7 @@ class SchemaParser {
       fail(s, n.pattern, "an index name is [A-Za-z_][A-Za-z0-9_-]*");
   }
 
-  void parse_object(const YAML::Node& y, Node& n, bool in_sensitive) const {
+  void parse_object(const YAML::Node& y, Node& n, bool in_sensitive, std::size_t depth) {
     if (const auto props = y["properties"]) {
       if (!props.IsMap()) fail(props, n.pattern, "'properties' must be a mapping");
       for (const auto& kv : props) {
@@ -143,7 +152,7 @@ class SchemaParser {
         for (const auto& seen : n.names)
           if (seen == name) fail(kv.first, n.pattern, "property " + quoted_value(name) + " declared twice");
         n.names.push_back(name);
-        n.properties.push_back(node(kv.second, n.pattern + "." + name, in_sensitive, false));
+        n.properties.push_back(node(kv.second, n.pattern + "." + name, in_sensitive, depth + 1));
       }
     }
     if (const auto req = y["required"]) {
@@ -158,7 +167,11 @@ class SchemaParser {
     n.additional_properties = flag(y, "additionalProperties", n.pattern);
   }
 
+  // Far more fields than an event has, far fewer than memory holds.
+  static constexpr std::size_t kMaxNodes = 10000;
+
   std::string source_;
+  std::size_t nodes_ = 0;
 };
 
 const Node* child(const Node& n, const std::string& name) {
@@ -291,7 +304,7 @@ EventSchema EventSchema::parse(const std::string& yaml, const std::string& sourc
   SchemaParser parser(source);
   std::shared_ptr<Node> root;
   try {
-    root = std::make_shared<Node>(parser.node(doc, "$", false, true));
+    root = std::make_shared<Node>(parser.node(doc, "$", false, 0));
   } catch (const YAML::Exception& e) {  // e.g. a mapping where a property name belongs
     throw ValidationError("event schema " + source,
                           "malformed: " + e.msg + " (line " + std::to_string(e.mark.line + 1) + ")");

@@ -177,3 +177,24 @@ TEST_CASE("an error inside a sensitive value names no key or index of it, only t
   CHECK(path_of(R"({"lines": [{}, {"note": {"text": 5}}]})", "Ada") == "$.lines[1].note.text");
   CHECK(path_of(R"({"id": "c-7", "Lovelace": 1})", "c-7") == "$.Lovelace");
 }
+
+TEST_CASE("a schema whose YAML aliases loop or multiply is refused at load, naming the bound") {
+  // An alias to a node that contains it: the schema is a cycle.
+  CHECK(contains(schema_error("type: object\nproperties:\n  node: &node\n    type: object\n"
+                              "    properties:\n      child: *node\n"),
+                 "nested deeper than 128 levels"));
+  // Each level refers twice to the one before: 2^40 nodes from 40 lines.
+  std::string yaml = "type: object\nproperties:\n  l0: &l0 {type: object, properties: {s: {type: string}}}\n";
+  for (int i = 1; i <= 40; ++i)
+    yaml += "  l" + std::to_string(i) + ": &l" + std::to_string(i) + " {type: object, properties: {a: *l" +
+            std::to_string(i - 1) + ", b: *l" + std::to_string(i - 1) + "}}\n";
+  CHECK(contains(schema_error(yaml), "more than 10000 schema nodes"));
+  // A schema as deep as a payload may be still loads.
+  std::string deep = "type: object\n", indent;
+  for (int i = 0; i < 100; ++i) {
+    deep += indent + "properties:\n" + indent + "  a:\n";
+    indent += "    ";
+    deep += indent + "type: object\n";
+  }
+  CHECK_NOTHROW(EventSchema::parse(deep, "deep.yaml"));
+}
