@@ -13,6 +13,7 @@
 #include "outbox/inbox.h"
 #include "outbox/message_id.h"
 #include "outbox/outbox_writer.h"
+#include "outbox/trace_context.h"
 #include "test_env.h"
 
 using namespace outbox;
@@ -62,6 +63,42 @@ Refused refused(const std::string& call, const std::string& dsn = testenv::pg_ds
     return {e.sqlstate(), e.what()};
   }
   return {"", "nothing raised"};
+}
+
+// What `call` raised, as PL/pgSQL reads it: the message alone (libpq adds CONTEXT
+// lines) and the column field. Empty when it raised nothing.
+Refused diagnostics(const std::string& call, std::string* column) {
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::nontransaction q(conn);
+  q.exec("DO $do$ DECLARE m text; c text; BEGIN PERFORM " + call + "; "
+         "EXCEPTION WHEN invalid_parameter_value THEN GET STACKED DIAGNOSTICS m = MESSAGE_TEXT, c = COLUMN_NAME; "
+         "PERFORM set_config('outbox_test.message', m, false), set_config('outbox_test.column', c, false); END $do$");
+  const auto r = q.exec1("SELECT current_setting('outbox_test.message', true), "
+                         "current_setting('outbox_test.column', true)");
+  *column = r[1].as<std::string>("");
+  return {"", r[0].as<std::string>("")};
+}
+
+// Any byte a terminal or a log reader would act on: controls, DEL, and non-ASCII.
+bool raw_bytes(const std::string& text) {
+  for (unsigned char c : text)
+    if (c < 0x20 || c >= 0x7f) return true;
+  return false;
+}
+
+// The field the SDK's ValidationError names for a header called `name`.
+std::string sdk_header_field(const std::string& name) {
+  Message m;
+  m.exchange = Exchange("o");
+  m.routing_key = RoutingKey("r");
+  m.type = MessageType("T");
+  m.headers[name] = "v";
+  try {
+    validate_message(m, {});
+  } catch (const ValidationError& e) {
+    return e.field();
+  }
+  return "(accepted)";
 }
 
 }  // namespace
@@ -318,4 +355,45 @@ TEST_CASE("the producer role of roles.sql may enqueue, and the consumer role may
   }
   CHECK(denied(refused("SELECT " + s + ".enqueue('o', 'r', 'T', '')", as_consumer)));
   CHECK(denied(refused("DELETE FROM " + s + ".inbox", as_consumer)));
+}
+
+TEST_CASE("a refused value is escaped in enqueue's and inbox_record's errors as the SDK escapes it, never raw") {
+  ScopedSchema schema;
+  const auto s = "\"" + schema.name() + "\"";
+  const auto fn = schema.name() + ".enqueue: ";
+  const std::string traceparent = "'00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'";
+  std::string column;
+  // A newline, an ANSI colour and a right-to-left override: each would act on the
+  // reader's terminal or split the caller's log line.
+  auto r = diagnostics(s + ".enqueue('o', 'r', 'T', '', jsonb_build_object(E'a\\nb\\u001b[31m\\u202e', 'v'))",
+                       &column);
+  const auto field = sdk_header_field("a\nb\x1b[31m\xe2\x80\xae");
+  CHECK(field == "headers['a\\nb\\x1b[31m\\xe2\\x80\\xae']");
+  CHECK(column == field);
+  CHECK(r.message == fn + field + " header name must be 1-128 characters of [A-Za-z0-9_.-]");
+  CHECK_FALSE(raw_bytes(r.message + column));
+  // A long name: 64 bytes shown, then its size, as the SDK shows it.
+  r = diagnostics(s + ".enqueue('o', 'r', 'T', '', jsonb_build_object(repeat('\u00e9', 100), 'v'))", &column);
+  std::string long_name;
+  for (int i = 0; i < 100; ++i) long_name += "\xc3\xa9";
+  CHECK(column == sdk_header_field(long_name));
+  CHECK(contains(column, "... (200 bytes)"));
+  // A tracestate member: the SDK's own wording.
+  r = diagnostics(s + ".enqueue('o', 'r', 'T', '', traceparent => " + traceparent +
+                      ", tracestate => E'a=\\u001b]0;title\\u0007')",
+                  &column);
+  try {
+    validate_tracestate("a=\x1b]0;title\x07");
+    FAIL("the SDK accepted a tracestate with control characters");
+  } catch (const ValidationError& e) {
+    CHECK(r.message == fn + "tracestate " + e.detail());
+  }
+  CHECK(contains(r.message, "'a=\\x1b]0;title\\x07'"));
+  // A consumer name that would forge a second log line.
+  r = diagnostics(s + ".inbox_record('" + MessageId::generate_v7().to_string() + "', E'billing\\nERROR:  forged')",
+                  &column);
+  CHECK(r.message == schema.name() +
+                         ".inbox_record: consumer 'billing\\nERROR:  forged' is not a consumer name (1-200 of "
+                         "[A-Za-z0-9_.:-])");
+  CHECK_FALSE(raw_bytes(r.message));
 }
