@@ -47,14 +47,21 @@ void require_utf8(const std::string& field, const std::string& value) {
     throw ValidationError(field, "is not valid UTF-8 (at byte " + std::to_string(at) + ")");
 }
 
+// Text the row stores in a text column or in its headers' JSON: neither holds a NUL
+// or bytes that are not UTF-8 (PostgreSQL would refuse the row, aborting the caller's
+// transaction, or the JSON encoder would throw).
+void require_text(const std::string& field, const std::string& value) {
+  if (value.find('\0') != std::string::npos)
+    throw ValidationError(field, "must not contain NUL bytes");
+  require_utf8(field, value);
+}
+
 void require_short(const std::string& field, const std::string& value, bool required) {
   if (required && value.empty()) throw ValidationError(field, "must not be empty");
   if (value.size() > kShortStrMax)
     throw ValidationError(field, "is " + std::to_string(value.size()) +
                                      " bytes, at most 255 allowed: " + shown(value));
-  if (value.find('\0') != std::string::npos)
-    throw ValidationError(field, "must not contain NUL bytes");
-  require_utf8(field, value);
+  require_text(field, value);
 }
 
 bool valid_header_name_char(char c) {
@@ -76,9 +83,7 @@ void validate_header(const std::string& name, const std::string& value) {
   if (value.size() > kHeaderValueMax)
     throw ValidationError(field, "header value is " + std::to_string(value.size()) +
                                      " bytes, at most 4096 allowed");
-  if (value.find('\0') != std::string::npos)
-    throw ValidationError(field, "header value must not contain NUL bytes");
-  require_utf8(field, value);
+  require_text(field, value);
 }
 
 // The headers as the relay sends them: the application's and the trace context
@@ -131,7 +136,11 @@ void validate_message(const Message& m, const MessageLimits& limits) {
                                          " bytes, above the maximum of " +
                                          std::to_string(limits.max_payload_bytes));
   for (const auto& [name, value] : m.headers) validate_header(name, value);
-  if (m.traceparent) validate_traceparent(*m.traceparent);
+  if (m.traceparent) {
+    // A later version's fields after the flags are free-form: the syntax leaves them be.
+    require_text("traceparent", *m.traceparent);
+    validate_traceparent(*m.traceparent);
+  }
   if (m.tracestate) {
     if (!m.traceparent) throw ValidationError("tracestate", "needs a traceparent");
     validate_tracestate(*m.tracestate);

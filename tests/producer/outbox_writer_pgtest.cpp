@@ -105,6 +105,22 @@ TEST_CASE("a batch with one bad message writes nothing") {
   CHECK(count(schema) == "0");
 }
 
+TEST_CASE("a traceparent the row's headers cannot hold is refused before the INSERT, and the transaction goes on") {
+  ScopedSchema schema;
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  const std::string later = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-";
+  for (const std::string& bad : {later + "\xff", later + std::string("a\0b", 3)}) {
+    auto m = order_placed(1);
+    m.traceparent = bad;
+    CHECK_THROWS_AS(writer.enqueue(tx, m), ValidationError);
+  }
+  writer.enqueue(tx, order_placed(2));  // the caller's transaction is still usable
+  tx.commit();
+  CHECK(count(schema) == "1");
+}
+
 TEST_CASE("re-enqueueing a message id that exists fails instead of duplicating it") {
   ScopedSchema schema;
   OutboxWriter writer({schema.name(), {}});

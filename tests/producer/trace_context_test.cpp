@@ -103,3 +103,14 @@ TEST_CASE("a later-version traceparent longer than a header value's 4096 bytes i
   m.traceparent = later + std::string(4097 - later.size(), 'x');
   CHECK(field_of(m) == "traceparent");
 }
+
+TEST_CASE("a later-version traceparent with a NUL or bytes that are not UTF-8 is refused naming it") {
+  // The fields after the flags are free-form, but the row's headers are JSON text,
+  // which holds neither: the INSERT or the JSON encoder would fail instead.
+  const std::string later = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-";
+  for (const std::string& bad : {later + std::string("a\0b", 3), later + "\xff", later + "ok\xc3"}) {
+    auto m = valid();
+    m.traceparent = bad;
+    CHECK(field_of(m) == "traceparent");
+  }
+}
