@@ -1,5 +1,6 @@
 #include "outbox/outbox_writer.h"
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
@@ -22,6 +23,20 @@ std::string headers_json(const Message& m) {
   all["traceparent"] = *m.traceparent;
   if (m.tracestate) all["tracestate"] = *m.tracestate;
   return nlohmann::json(all).dump();
+}
+
+// One id given to two messages of a batch: the unique index would refuse the INSERT
+// and abort the caller's transaction, after any subject keys were written.
+void refuse_repeated_ids(const std::vector<Message>& messages, const std::vector<MessageId>& ids) {
+  std::map<MessageId, std::size_t> first;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    if (!messages[i].message_id) continue;  // generated: distinct
+    const auto [at, fresh] = first.emplace(ids[i], i);
+    if (!fresh)
+      throw ValidationError("message_id", "messages " + std::to_string(at->second) + " and " + std::to_string(i) +
+                                              " of the batch both carry " + quoted_value(ids[i].to_string()) +
+                                              ": one id names one message");
+  }
 }
 
 }  // namespace
@@ -59,6 +74,7 @@ std::vector<MessageId> OutboxWriter::enqueue_batch(pqxx::transaction_base& tx,
   // Fixed before encryption: the AAD binds each sensitive field to its message id.
   for (const auto& m : messages)
     ids.push_back(m.message_id ? MessageId::parse(*m.message_id) : MessageId::generate_v7());
+  refuse_repeated_ids(messages, ids);
   const auto prepared = prepare_payloads(tx, messages, ids);
 
   std::vector<std::string> id_text, exchanges, keys, types, ordering, content_types, headers;

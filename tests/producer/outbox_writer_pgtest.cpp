@@ -121,6 +121,27 @@ TEST_CASE("a traceparent the row's headers cannot hold is refused before the INS
   CHECK(count(schema) == "1");
 }
 
+TEST_CASE("a batch giving one message id to two messages is refused naming both, and the transaction goes on") {
+  ScopedSchema schema;
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  std::vector<Message> batch = {order_placed(1), order_placed(2), order_placed(3)};
+  batch[0].message_id = "0190b2b2-7c1e-7abc-8def-000000000001";
+  batch[2].message_id = "0190B2B2-7C1E-7ABC-8DEF-000000000001";  // the same id, in capitals
+  pqxx::work tx(conn);
+  try {
+    writer.enqueue_batch(tx, batch);
+    FAIL("two messages with one id were accepted");
+  } catch (const ValidationError& e) {
+    CHECK(e.field() == "message_id");
+    CHECK(e.detail() == "messages 0 and 2 of the batch both carry '0190b2b2-7c1e-7abc-8def-000000000001': "
+                        "one id names one message");
+  }
+  writer.enqueue(tx, order_placed(4));  // nothing written, and the transaction is still usable
+  tx.commit();
+  CHECK(count(schema) == "1");
+}
+
 TEST_CASE("re-enqueueing a message id that exists fails instead of duplicating it") {
   ScopedSchema schema;
   OutboxWriter writer({schema.name(), {}});

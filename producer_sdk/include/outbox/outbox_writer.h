@@ -52,8 +52,9 @@ class OutboxWriter {
   // naming an x-gdpr-subject may create that subject's key row in `tx` first.
   MessageId enqueue(pqxx::transaction_base& tx, const Message& message) const;
 
-  // Validates every message first (nothing is written if any is bad), then inserts
-  // all of them with one statement. Ids are returned in input order.
+  // Validates every message first (nothing is written if any is bad; two messages
+  // given one message_id are bad too), then inserts all of them with one statement.
+  // Ids are returned in input order.
   std::vector<MessageId> enqueue_batch(pqxx::transaction_base& tx,
                                        const std::vector<Message>& messages) const;
 
