@@ -67,6 +67,13 @@ MessageId OutboxWriter::enqueue(pqxx::transaction_base& tx, const Message& messa
 
 std::vector<MessageId> OutboxWriter::enqueue_batch(pqxx::transaction_base& tx,
                                                    const std::vector<Message>& messages) const {
+  // A nontransaction commits each statement on its own: the event would commit
+  // whatever becomes of the business rows around it (and a subject key without it),
+  // the dual write the outbox exists to avoid.
+  if (dynamic_cast<pqxx::nontransaction*>(&tx) != nullptr)
+    throw ValidationError("transaction", "a pqxx::nontransaction commits each statement alone: enqueue in the "
+                                         "transaction (pqxx::work, or a subtransaction of it) that writes the "
+                                         "business rows");
   for (const auto& m : messages) validate_message(m, options_.limits);
   std::vector<MessageId> ids;
   if (messages.empty()) return ids;

@@ -73,6 +73,32 @@ TEST_CASE("a rolled-back transaction leaves no outbox row, together with the bus
   CHECK(sql_value("SELECT count(*) FROM \"" + schema.name() + "\".orders") == "0");
 }
 
+TEST_CASE("an enqueue outside a transaction (pqxx::nontransaction) is refused and writes nothing") {
+  ScopedSchema schema;
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::nontransaction autocommit(conn);
+  // Each statement would commit on its own: the event, whatever became of the
+  // business rows written around it.
+  try {
+    writer.enqueue(autocommit, order_placed(1));
+    FAIL("enqueue through a nontransaction was accepted");
+  } catch (const ValidationError& e) {
+    CHECK(e.field() == "transaction");
+    CHECK(std::string(e.what()).find("pqxx::work") != std::string::npos);
+  }
+  CHECK_THROWS_AS(writer.enqueue_batch(autocommit, {order_placed(2), order_placed(3)}), ValidationError);
+  CHECK(count(schema) == "0");
+  // A subtransaction (a savepoint of the caller's transaction) is one.
+  pqxx::connection other(testenv::pg_dsn());
+  pqxx::work tx(other);
+  pqxx::subtransaction savepoint(tx, "enqueue");
+  writer.enqueue(savepoint, order_placed(4));
+  savepoint.commit();
+  tx.commit();
+  CHECK(count(schema) == "1");
+}
+
 TEST_CASE("a batch writes every message in one statement with distinct ids in input order") {
   ScopedSchema schema;
   OutboxWriter writer({schema.name(), {}});

@@ -50,6 +50,8 @@ class OutboxWriter {
   // inserts one row. Throws ValidationError (SchemaValidationError for the
   // payload) before any outbox row is written when the message is bad. A schema
   // naming an x-gdpr-subject may create that subject's key row in `tx` first.
+  // A pqxx::nontransaction is refused (ValidationError "transaction"): the row must
+  // commit or vanish with the caller's business rows.
   MessageId enqueue(pqxx::transaction_base& tx, const Message& message) const;
 
   // Validates every message first (nothing is written if any is bad; two messages
