@@ -401,6 +401,10 @@ std::string EventSchema::subject_of(const nlohmann::json& payload) const {
     subject = v->dump();
   }
   if (subject.empty()) throw SchemaValidationError(path, "the subject (x-gdpr-subject) must not be empty");
+  // JSON may carry \u0000; PostgreSQL text may not: the subject-key statement would
+  // fail and abort the caller's transaction, business rows and all.
+  if (subject.find('\0') != std::string::npos)
+    throw SchemaValidationError(path, "the subject (x-gdpr-subject) must not contain NUL (\\u0000)");
   return subject;
 }
 

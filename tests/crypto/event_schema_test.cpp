@@ -137,6 +137,16 @@ TEST_CASE("an integer subject names one subject however it is written, and one p
                          SchemaValidationError);
 }
 
+TEST_CASE("a subject holding a NUL is refused naming its path, before it reaches PostgreSQL") {
+  auto schema = EventSchema::parse("x-gdpr-subject: customer_id\ntype: object\nrequired: [customer_id]\nproperties:\n"
+                                   "  customer_id: {type: string}\n  s: {type: string, x-gdpr-sensitive: true}\n",
+                                   "t.yaml");
+  CHECK_THROWS_WITH_AS(schema.subject_of(json::parse(R"({"customer_id": "c-1\u0000x"})")),
+                       doctest::Contains("$.customer_id: the subject (x-gdpr-subject) must not contain NUL"),
+                       SchemaValidationError);
+  CHECK(schema.subject_of(json::parse(R"({"customer_id": "c-1"})")) == "c-1");
+}
+
 TEST_CASE("a registry refuses two schemas for one event type") {
   SchemaRegistry r;
   r.add(EventSchema::parse("x-event-type: A\ntype: object\n", "a1.yaml"));
