@@ -100,10 +100,19 @@ long long count(const ScopedSchema& s, const std::string& where) {
   return std::stoll(sql_value("SELECT count(*) FROM \"" + s.name() + "\".outbox WHERE " + where));
 }
 
-std::string yaml(const ScopedSchema& schema, const std::string& relay_extra) {
+// What a case changes in the relay's configuration besides its relay: section.
+struct Link {
+  std::string uri = "${OUTBOX_AMQP_URI}";
+  int idle_in_transaction_timeout_ms = 6000;
+  int confirm_timeout_ms = 2000;
+  std::string amqp_extra;
+};
+
+std::string yaml(const ScopedSchema& schema, const std::string& relay_extra, const Link& link = {}) {
   return "postgres:\n  dsn: ${OUTBOX_PG_DSN}\n  schema: " + schema.name() +
-         "\n  idle_in_transaction_timeout_ms: 6000\n"
-         "amqp:\n  uri: ${OUTBOX_AMQP_URI}\n  heartbeat_s: 1\n  confirm_timeout_ms: 2000\n"
+         "\n  idle_in_transaction_timeout_ms: " + std::to_string(link.idle_in_transaction_timeout_ms) +
+         "\namqp:\n  uri: " + link.uri + "\n  heartbeat_s: 1\n  confirm_timeout_ms: " +
+         std::to_string(link.confirm_timeout_ms) + "\n" + link.amqp_extra +
          "relay:\n  batch_size: 50\n  poll_interval_ms: 50\n" + relay_extra +
          "log:\n  level: info\nhttp:\n  listen: 127.0.0.1:0\n";
 }
@@ -192,16 +201,14 @@ TEST_CASE("big rows a queue does not confirm stop at publish_window_bytes instea
   const std::string payload = "{\"p\":\"" + std::string(300 * 1024, 'x') + "\"}";
   enqueue(schema, broker.exchange(), "stuck", 10, payload);  // 3 MiB in all
   testenv::TcpProxy amqp("127.0.0.1", static_cast<std::uint16_t>(node().port()));
-  std::string config = yaml(schema, "");
-  config.replace(config.find("${OUTBOX_AMQP_URI}"), std::string("${OUTBOX_AMQP_URI}").size(),
-                 "amqp://guest:guest@127.0.0.1:" + std::to_string(amqp.port()) + "/%2f");
-  config.replace(config.find("confirm_timeout_ms: 2000"), std::string("confirm_timeout_ms: 2000").size(),
-                 "confirm_timeout_ms: 30000\n  publish_window_bytes: 1048576");
-  config.replace(config.find("idle_in_transaction_timeout_ms: 6000"),
-                 std::string("idle_in_transaction_timeout_ms: 6000").size(), "idle_in_transaction_timeout_ms: 60000");
+  Link link;  // through the proxy; confirms may wait while the queue is suspended
+  link.uri = "amqp://guest:guest@127.0.0.1:" + std::to_string(amqp.port()) + "/%2f";
+  link.idle_in_transaction_timeout_ms = 60000;
+  link.confirm_timeout_ms = 30000;
+  link.amqp_extra = "  publish_window_bytes: 1048576\n";
   {
     SuspendedQueue suspended(stuck);
-    RelayProcess relay(config);
+    RelayProcess relay(yaml(schema, "", link));
     REQUIRE_MESSAGE(testenv::eventually(10s, [&] { return amqp.bytes_to_target() > 600 * 1024; }), relay.log());
     std::this_thread::sleep_for(2s);
     // Three rows (900 KiB) fit in 1 MiB unconfirmed; the fourth waits for their acks.
