@@ -20,14 +20,18 @@
 # distribution port is its AMQP port + 20000, so keep it below 45533),
 # OUTBOX_CLUSTER_PG_PORT (default 36432: primary; the standby uses +1),
 # OUTBOX_CLUSTER_PG_SYNC (default 1: synchronous replication; 0: asynchronous, where a
-# failover may lose the last commits, see docs/OPERATIONS.md).
+# failover may lose the last commits, see docs/OPERATIONS.md),
+# OUTBOX_PG_BIN (PostgreSQL's server binaries; default: those that made the primary's
+# folder, else the highest installed /usr/lib/postgresql/*/bin; see pg-bin.sh).
 set -euo pipefail
 
 DIR="${OUTBOX_CLUSTER_DIR:-/tmp/outbox-relay-cluster}"
 AMQP_BASE="${OUTBOX_CLUSTER_AMQP_PORT:-36672}"
 PG_BASE="${OUTBOX_CLUSTER_PG_PORT:-36432}"
 SYNC="${OUTBOX_CLUSTER_PG_SYNC:-1}"
-PG_BIN=/usr/lib/postgresql/15/bin
+# pg_bin, require_pg_bin: which PostgreSQL binaries (OUTBOX_PG_BIN, see pg-bin.sh).
+source "$(dirname "${BASH_SOURCE[0]}")/pg-bin.sh"
+PG_BIN="$(pg_bin "$DIR/pg-a")"
 RMQ_BIN=/usr/lib/rabbitmq/bin
 NODES=(1 2 3)
 
@@ -119,6 +123,7 @@ pg_start() { # pg_start DATA PORT
 
 start_postgres() {
   local primary="$DIR/pg-a" standby="$DIR/pg-b"
+  require_pg_bin "$PG_BIN" "$primary"
   if [ ! -f "$primary/PG_VERSION" ]; then
     mkdir -p "$primary"; chown postgres:postgres "$DIR" "$primary"; chmod 700 "$primary"
     as_user postgres "$PG_BIN/initdb" -D "$primary" -A trust -U postgres >"$DIR/initdb.log" 2>&1 \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Starts, stops and reports a private PostgreSQL 15 and RabbitMQ on loopback, on
-# non-default ports, with all their state in one folder of their own.
+# Starts, stops and reports a private PostgreSQL and RabbitMQ on loopback, on
+# non-default ports, with all their state in one folder of their own. Debian 12
+# (PostgreSQL 15, RabbitMQ 3.10) and Debian 13 (PostgreSQL 17, RabbitMQ 4.0) alike.
 #
 #   deploy/local/servers.sh start    # idempotent; waits until both accept clients
 #   deploy/local/servers.sh stop     # stops what start started, by pid
@@ -11,7 +12,10 @@
 #
 # Settings (environment): OUTBOX_LOCAL_DIR (default /tmp/outbox-relay-local),
 # OUTBOX_PG_PORT (default 35432), OUTBOX_AMQP_PORT (default 35673; its Erlang
-# distribution port is this + 20000, so keep it below 45535).
+# distribution port is this + 20000, so keep it below 45536).
+# OUTBOX_PG_BIN: the PostgreSQL server binaries (the folder holding pg_ctl and initdb);
+# by default those of the version that made the data folder, if there is one and that
+# version is installed, else the highest installed /usr/lib/postgresql/*/bin.
 # TLS (off by default): OUTBOX_TLS_DIR names a folder with ca.crt, server.crt and
 # server.key (PEM); PostgreSQL then also accepts TLS on its port (ssl = on) and
 # RabbitMQ listens for amqps:// on OUTBOX_AMQPS_PORT (default the AMQP port + 1).
@@ -23,7 +27,6 @@ PG_PORT="${OUTBOX_PG_PORT:-35432}"
 AMQP_PORT="${OUTBOX_AMQP_PORT:-35673}"
 TLS_DIR="${OUTBOX_TLS_DIR:-}"
 AMQPS_PORT="${OUTBOX_AMQPS_PORT:-$((AMQP_PORT + 1))}"
-PG_BIN=/usr/lib/postgresql/15/bin
 PG_DIR="$DIR/pg"
 RMQ_DIR="$DIR/rabbitmq"
 RMQ_NODE="outbox${AMQP_PORT}@localhost"
@@ -33,6 +36,10 @@ as_user() { # as_user USER COMMAND...: run COMMAND as USER, keeping this script'
   if [ "$(id -un)" = "$user" ]; then "$@"; else
     su "$user" -s /bin/sh -c "$(printf '%q ' "$@")"; fi
 }
+
+# pg_bin, require_pg_bin: which PostgreSQL binaries (OUTBOX_PG_BIN, see pg-bin.sh).
+source "$(dirname "${BASH_SOURCE[0]}")/pg-bin.sh"
+PG_BIN="$(pg_bin "$PG_DIR")"
 
 rmq_env() { # rmq_env COMMAND...: run COMMAND (a function too) with the node's settings
   ( export HOME=/var/lib/rabbitmq \
@@ -54,6 +61,7 @@ rmq_running() { # by the pid file, and the pid must still be an Erlang VM (not a
 
 start_pg() {
   if pg_running; then echo "postgres: already running on 127.0.0.1:$PG_PORT"; return; fi
+  require_pg_bin "$PG_BIN" "$PG_DIR"
   mkdir -p "$PG_DIR"; chown postgres:postgres "$PG_DIR"; chmod 700 "$PG_DIR"
   if [ ! -f "$PG_DIR/PG_VERSION" ]; then
     as_user postgres "$PG_BIN/initdb" -D "$PG_DIR" -A trust -U postgres >"$DIR/initdb.log" 2>&1 \
@@ -71,7 +79,7 @@ CONF
   fi
   as_user postgres "$PG_BIN/pg_ctl" -D "$PG_DIR" -l "$PG_DIR/server.log" -w -t 60 \
     -o "-p $PG_PORT -k $PG_DIR -c listen_addresses=127.0.0.1" start >/dev/null
-  echo "postgres: started on 127.0.0.1:$PG_PORT (pid $(head -1 "$PG_DIR/postmaster.pid"))"
+  echo "postgres: started on 127.0.0.1:$PG_PORT (pid $(head -1 "$PG_DIR/postmaster.pid"), $PG_BIN)"
 }
 
 rmqctl() { rmq_env as_user rabbitmq /usr/lib/rabbitmq/bin/rabbitmqctl -n "$RMQ_NODE" "$@"; }
