@@ -1,16 +1,40 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages outbox-relay needs to build, test and run its demo
-# (with --image, also those of the container image test).
+# Installs the Debian packages outbox-relay needs to build, test and run its demo
+# (with --image, also those of the container image test and of the Debian 13 leg,
+# deploy/local/trixie-leg.sh). Debian 12 (bookworm) and 13 (trixie); the release is
+# read from /etc/os-release (OUTBOX_OS_RELEASE names another file, for a check).
 # Idempotent: packages already installed are skipped, and apt is not touched at all
 # when nothing is missing.
+#   deploy/local/install-deps.sh [--image] [--list]   # --list: print the names, install nothing
 set -euo pipefail
+
+IMAGE=0 LIST=0
+for arg in "$@"; do
+  case "$arg" in
+    --image) IMAGE=1 ;;
+    --list) LIST=1 ;;
+    *) echo "usage: $0 [--image] [--list]" >&2; exit 2 ;;
+  esac
+done
+
+# The names that differ between releases: PostgreSQL's server and client carry the
+# major version (the scripts find the server binaries of whichever is installed:
+# deploy/local/pg-bin.sh).
+VERSION_ID=$(. "${OUTBOX_OS_RELEASE:-/etc/os-release}" && echo "${VERSION_ID:-}")
+case "$VERSION_ID" in
+  12) POSTGRES=(postgresql-15 postgresql-client-15) ;;
+  13) POSTGRES=(postgresql-17 postgresql-client-17) ;;
+  *) POSTGRES=(postgresql postgresql-client)
+     echo "install-deps: warning: Debian 12 and 13 are supported; this is VERSION_ID '${VERSION_ID:-none}'" \
+          "($(. "${OUTBOX_OS_RELEASE:-/etc/os-release}" && echo "${PRETTY_NAME:-unknown}")): trying the generic package names" >&2 ;;
+esac
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libpqxx-dev librabbitmq-dev libboost-dev libboost-system-dev
   libyaml-cpp-dev doctest-dev libssl-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libbenchmark-dev libcli11-dev
-  postgresql-15 postgresql-client-15 rabbitmq-server
+  "${POSTGRES[@]}" rabbitmq-server
   python3 procps iproute2
   # operations (issue 8): TLS test certificates, /metrics cross-check, dashboard picture
   openssl python3-prometheus-client python3-yaml python3-matplotlib systemd
@@ -24,10 +48,12 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   PACKAGES+=(nodejs npm)
 fi
 # --image: also what the container image test needs (deploy/docker/check-image.py, ctest
-# label image, not part of the default test command): podman and base images from packages.
-if [ "${1:-}" = --image ]; then
+# label image, not part of the default test command) and the Debian 13 leg of .ci/run
+# (deploy/local/trixie-leg.sh): podman and base images from packages.
+if [ "$IMAGE" = 1 ]; then
   PACKAGES+=(podman runc mmdebstrap podman-compose)
 fi
+if [ "$LIST" = 1 ]; then echo "${PACKAGES[*]}"; exit 0; fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
