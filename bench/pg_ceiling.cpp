@@ -1,7 +1,6 @@
 // The PostgreSQL ceiling: the relay's claim and mark statements with no broker.
 #include <array>
 #include <chrono>
-#include <pqxx/pqxx>
 #include <type_traits>
 
 #include "measurements.h"
@@ -17,8 +16,8 @@ namespace {
 class BackendStatementCpu {
  public:
   enum Part { kClaim, kSettle, kCommit };
-  explicit BackendStatementCpu(pqxx::connection& conn) {
-    pid_ = conn.backendpid();  // pg_backend_pid()
+  explicit BackendStatementCpu(relay::PgSession& session) {
+    pid_ = session.backend_pid();  // pg_backend_pid()
     measured_ = process_run_ns(pid_).has_value();
   }
   // Runs `f` and charges the backend's CPU meanwhile to `part`.
@@ -63,13 +62,13 @@ double measure_pg_ceiling(BenchEnv& env, long rows, int batch, int bytes, PgSett
   relay::OutboxStore store(config);
   store.delete_on_publish(settle == PgSettle::kDelete);  // the relay's own statements, both modes
   store.connect();
-  BackendStatementCpu backend(store.connection());
+  BackendStatementCpu backend(store.session());
   long claimed = 0;
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
-    std::unique_ptr<pqxx::work> tx;
+    std::unique_ptr<relay::BatchTransaction> tx;
     auto batch_rows = backend.charge(BackendStatementCpu::kClaim, [&] {
-      tx = std::make_unique<pqxx::work>(store.connection());  // BEGIN
+      tx = std::make_unique<relay::BatchTransaction>(store.session());  // BEGIN goes with the claim
       return store.claim(*tx, batch);
     });
     if (batch_rows.empty()) break;

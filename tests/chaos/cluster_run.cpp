@@ -101,7 +101,8 @@ void ClusterRun::set_up() {
   if (r.exit_code != 0) throw std::runtime_error("outbox-relay migrate failed: " + r.output);
   AmqpAdmin(std::string("127.0.0.1"), servers_->amqp_port()).declare(topology());
 
-  ConsumerOptions c{"127.0.0.1", 0, topology().queue, 500, milliseconds(0)};
+  ConsumerOptions c;
+  c.queue = topology().queue;
   c.ports = servers_->amqp_ports();
   consumer_ = std::make_unique<LedgerConsumer>(c, ledger_);
   ProducerOptions p;

@@ -9,16 +9,15 @@
 #include <string>
 #include <vector>
 
-#include "publish/batch_transaction.h"
+#include "pg/batch_transaction.h"
 #include "publish/outbox_store.h"
-#include "publish/pg_binary_query.h"
 #include "outbox_store_fixture.h"
 #include "test_env.h"
 
 using relay::BatchTransaction;
 using relay::ClaimedRow;
 using relay::OutboxStore;
-using relay::PgBinaryQuery;
+using relay::PgSession;
 
 using testenv::store_for;
 using testenv::write_rows;
@@ -32,8 +31,8 @@ std::vector<const ClaimedRow*> all_of(const std::vector<ClaimedRow>& rows) {
 }
 
 // The session's transaction state as the server sees it (pg_stat_activity).
-std::string server_state(pqxx::connection& conn) {
-  return testenv::sql_value("SELECT state FROM pg_stat_activity WHERE pid = " + std::to_string(conn.backendpid()));
+std::string server_state(PgSession& session) {
+  return testenv::sql_value("SELECT state FROM pg_stat_activity WHERE pid = " + std::to_string(session.backend_pid()));
 }
 
 std::string count_where(const std::string& schema, const std::string& condition) {
@@ -47,23 +46,23 @@ TEST_CASE("a batch transaction begins with its claim: the rows stay locked until
   write_rows(schema.name(), 10);
   auto store = store_for(schema.name());
   auto other = store_for(schema.name());
-  BatchTransaction tx(store->connection());
+  BatchTransaction tx(store->session());
   CHECK_FALSE(tx.begun());
   const auto rows = store->claim(tx, 4);
   REQUIRE(rows.size() == 4);
   CHECK(tx.begun());
   // Inside a transaction on the server, so the locks hold: another session's claim
   // skips the four rows (outside one, they would have been released at once).
-  CHECK(server_state(store->connection()) == "idle in transaction");
+  CHECK(server_state(store->session()) == "idle in transaction");
   {
-    pqxx::work peek(other->connection());
+    BatchTransaction peek(other->session());
     const auto rest = other->claim(peek, 10);
     REQUIRE(rest.size() == 6);
     CHECK(rest.front().id == rows.back().id + 1);
   }
   store->mark_published(tx, all_of(rows));
   tx.commit();
-  CHECK(server_state(store->connection()) == "idle");
+  CHECK(server_state(store->session()) == "idle");
   CHECK(testenv::sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox WHERE published_at IS NOT NULL") ==
         "4");
 }
@@ -72,20 +71,20 @@ TEST_CASE("a batch transaction whose claim fails is rolled back and the session 
   testenv::ScopedSchema schema("batchtx");
   write_rows(schema.name(), 3);
   auto store = store_for(schema.name());
-  PgBinaryQuery::prepare(store->connection(), "divide", "SELECT 1 / $1::int");
+  store->session().prepare("divide", "SELECT 1 / $1::int");
   {
-    BatchTransaction tx(store->connection());
-    tx.mark_begun();
+    BatchTransaction tx(store->session());
     try {
-      PgBinaryQuery q(store->connection(), PgBinaryQuery::Prepared{"divide"}, {"0"}, PgBinaryQuery::BeginFirst{});
+      tx.begin_with("divide", {"0"});
       FAIL("no error");
     } catch (const pqxx::sql_error& e) {
       CHECK(e.sqlstate() == "22012");  // division_by_zero: the statement's own error, classified as any other
     }
-    CHECK(server_state(store->connection()) == "idle in transaction (aborted)");
+    CHECK(tx.begun());
+    CHECK(server_state(store->session()) == "idle in transaction (aborted)");
   }  // destroyed uncommitted: rolled back
-  CHECK(server_state(store->connection()) == "idle");
-  BatchTransaction again(store->connection());
+  CHECK(server_state(store->session()) == "idle");
+  BatchTransaction again(store->session());
   CHECK(store->claim(again, 10).size() == 3);
   again.commit();
 }
@@ -94,32 +93,32 @@ TEST_CASE("a batch transaction that never began commits and ends quietly, and be
   testenv::ScopedSchema schema("batchtx");
   auto store = store_for(schema.name());
   {
-    BatchTransaction tx(store->connection());
+    BatchTransaction tx(store->session());
     CHECK_NOTHROW(tx.commit());
   }
   {
-    BatchTransaction tx(store->connection());  // destroyed without a statement
+    BatchTransaction tx(store->session());  // destroyed without a statement
   }
-  CHECK(server_state(store->connection()) == "idle");
+  CHECK(server_state(store->session()) == "idle");
   // begin_now() for statements that are not claims: a real transaction, once.
-  BatchTransaction tx(store->connection());
+  BatchTransaction tx(store->session());
   tx.begin_now();
   tx.begin_now();
   CHECK(tx.begun());
-  CHECK(server_state(store->connection()) == "idle in transaction");
+  CHECK(server_state(store->session()) == "idle in transaction");
   tx.commit();
-  CHECK(server_state(store->connection()) == "idle");
+  CHECK(server_state(store->session()) == "idle");
 }
 
 TEST_CASE("a COMMIT whose session is lost is in doubt") {
   testenv::ScopedSchema schema("batchtx");
   write_rows(schema.name(), 2);
   auto store = store_for(schema.name());
-  BatchTransaction tx(store->connection());
+  BatchTransaction tx(store->session());
   const auto rows = store->claim(tx, 2);
   REQUIRE(rows.size() == 2);
   store->mark_published(tx, all_of(rows));
-  testenv::sql_exec("SELECT pg_terminate_backend(" + std::to_string(store->connection().backendpid()) + ")");
+  testenv::sql_exec("SELECT pg_terminate_backend(" + std::to_string(store->session().backend_pid()) + ")");
   CHECK_THROWS_AS(tx.commit(), pqxx::in_doubt_error);
   // (Here it did not commit: the server ended the session first.)
   CHECK(testenv::sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox WHERE published_at IS NULL") == "2");
@@ -131,15 +130,15 @@ TEST_CASE("the mark and the COMMIT go out together: the rows are published, or d
     testenv::ScopedSchema schema("batchtx");
     write_rows(schema.name(), 6);
     auto store = store_for(schema.name(), delete_on_publish);
-    BatchTransaction tx(store->connection());
+    BatchTransaction tx(store->session());
     const auto rows = store->claim(tx, 4);
     REQUIRE(rows.size() == 4);
     store->mark_published_and_commit(tx, all_of(rows));
-    CHECK(server_state(store->connection()) == "idle");
+    CHECK(server_state(store->session()) == "idle");
     CHECK(count_where(schema.name(), "published_at IS NULL") == "2");
     CHECK(count_where(schema.name(), "true") == (delete_on_publish ? "2" : "6"));
     // The session goes on: the next batch claims the other two.
-    BatchTransaction next(store->connection());
+    BatchTransaction next(store->session());
     CHECK(store->claim(next, 10).size() == 2);
     next.commit();
   }
@@ -149,10 +148,10 @@ TEST_CASE("a row its own transaction moved since the claim is still marked, afte
   testenv::ScopedSchema schema("batchtx");
   write_rows(schema.name(), 3);
   auto store = store_for(schema.name());
-  BatchTransaction tx(store->connection());
+  BatchTransaction tx(store->session());
   const auto rows = store->claim(tx, 3);
   REQUIRE(rows.size() == 3);
-  tx.exec0("UPDATE \"" + schema.name() + "\".outbox SET attempts = attempts WHERE id = 2");  // a new version
+  tx.exec("UPDATE \"" + schema.name() + "\".outbox SET attempts = attempts WHERE id = 2");  // a new version
   store->mark_published_and_commit(tx, all_of(rows));
   CHECK(count_where(schema.name(), "published_at IS NOT NULL") == "3");
 }
@@ -167,7 +166,7 @@ TEST_CASE("a mark that fails sends no COMMIT: the batch is rolled back and its r
                     "EXECUTE FUNCTION " + s + ".refuse()");
   auto store = store_for(schema.name());
   {
-    BatchTransaction tx(store->connection());
+    BatchTransaction tx(store->session());
     const auto rows = store->claim(tx, 3);
     REQUIRE(rows.size() == 3);
     try {
@@ -176,40 +175,54 @@ TEST_CASE("a mark that fails sends no COMMIT: the batch is rolled back and its r
     } catch (const pqxx::sql_error& e) {
       CHECK(e.sqlstate() == "P0001");
     }
-    CHECK(server_state(store->connection()) == "idle in transaction (aborted)");
+    CHECK(server_state(store->session()) == "idle in transaction (aborted)");
   }
-  CHECK(server_state(store->connection()) == "idle");
+  CHECK(server_state(store->session()) == "idle");
   CHECK(count_where(schema.name(), "published_at IS NULL") == "3");
 }
 
 TEST_CASE("a session lost before the mark's COMMIT went out is a broken connection; after, the COMMIT is in doubt") {
   testenv::ScopedSchema schema("batchtx");
   write_rows(schema.name(), 4);
-  auto terminate = [](pqxx::connection& conn) {
-    testenv::sql_exec("SELECT pg_terminate_backend(" + std::to_string(conn.backendpid()) + ")");
+  auto terminate = [](PgSession& session) {
+    testenv::sql_exec("SELECT pg_terminate_backend(" + std::to_string(session.backend_pid()) + ")");
   };
   SUBCASE("lost before: the session's first mark is prepared first, and that fails") {
     auto store = store_for(schema.name());
-    BatchTransaction tx(store->connection());
+    BatchTransaction tx(store->session());
     const auto rows = store->claim(tx, 2);
     REQUIRE(rows.size() == 2);
-    terminate(store->connection());
+    terminate(store->session());
     CHECK_THROWS_AS(store->mark_published_and_commit(tx, all_of(rows)), pqxx::broken_connection);
     CHECK(count_where(schema.name(), "published_at IS NULL") == "4");
   }
   SUBCASE("lost after: the statement is prepared, the mark and COMMIT go out, no answer comes") {
     auto store = store_for(schema.name());
     {
-      BatchTransaction first(store->connection());
+      BatchTransaction first(store->session());
       const auto rows = store->claim(first, 2);
       store->mark_published_and_commit(first, all_of(rows));  // prepares the mark on this session
     }
-    BatchTransaction tx(store->connection());
+    BatchTransaction tx(store->session());
     const auto rows = store->claim(tx, 2);
     REQUIRE(rows.size() == 2);
-    terminate(store->connection());
+    terminate(store->session());
     CHECK_THROWS_AS(store->mark_published_and_commit(tx, all_of(rows)), pqxx::in_doubt_error);
     // (Here the server had ended the session first: the second batch was not marked.)
     CHECK(count_where(schema.name(), "published_at IS NULL") == "2");
   }
+}
+
+TEST_CASE("a COMMIT after a statement failed does not pretend to commit: the server rolled back, and says so") {
+  testenv::ScopedSchema schema("batchtx");
+  write_rows(schema.name(), 2);
+  auto store = store_for(schema.name());
+  BatchTransaction tx(store->session());
+  REQUIRE(store->claim(tx, 2).size() == 2);
+  CHECK_THROWS_AS(tx.exec("SELECT 1 / 0"), pqxx::sql_error);
+  // libpq answers such a COMMIT with the tag ROLLBACK, not an error: the batch must not
+  // be counted as marked.
+  CHECK_THROWS_AS(tx.commit(), pqxx::sql_error);
+  CHECK(server_state(store->session()) == "idle");
+  CHECK(count_where(schema.name(), "published_at IS NULL") == "2");
 }

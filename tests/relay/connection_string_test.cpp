@@ -9,7 +9,7 @@
 
 #include "config/config.h"
 #include "config/endpoint_syntax.h"
-#include "publish/outbox_store.h"
+#include "pg/session_options.h"
 #include "outbox/pg_connection.h"
 #include "outbox/pg_conninfo.h"
 #include "outbox/pg_dsn_check.h"

@@ -55,7 +55,7 @@ std::vector<std::string> keys_of(const std::vector<ClaimedRow>& rows) {
 // Claims, checks every row is its key's head, marks them published and commits.
 std::vector<std::string> claim_and_publish(OutboxStore& store, const std::string& schema, int limit,
                                            KeyCursor& cursor) {
-  pqxx::work tx(store.connection());
+  relay::BatchTransaction tx(store.session());
   auto rows = store.claim_key_heads(tx, limit, kAllLanes, cursor);
   std::vector<const ClaimedRow*> claimed;
   for (const auto& r : rows) {
@@ -94,11 +94,11 @@ TEST_CASE("a head another batch holds keeps its whole key back; the other keys f
   auto first = per_key_store(schema.name());
   auto second = per_key_store(schema.name());
   KeyCursor first_cursor, second_cursor;
-  pqxx::work held(first->connection());
+  relay::BatchTransaction held(first->session());
   auto in_flight = first->claim_key_heads(held, 1, kAllLanes, first_cursor);
   REQUIRE(keys_of(in_flight) == Keys{"k0"});
 
-  pqxx::work tx(second->connection());
+  relay::BatchTransaction tx(second->session());
   auto rows = second->claim_key_heads(tx, 100, kAllLanes, second_cursor);
   CHECK(keys_of(rows) == Keys{"k1", "k2", "k3"});  // nothing of k0: its head is in flight
   tx.commit();
@@ -131,13 +131,13 @@ TEST_CASE("park_key: a parked head blocks its key; park_message: the key's next 
   SUBCASE("park_key") {
     auto store = per_key_store(schema.name(), true);
     KeyCursor cursor;
-    pqxx::work tx(store->connection());
+    relay::BatchTransaction tx(store->session());
     CHECK(keys_of(store->claim_key_heads(tx, 100, kAllLanes, cursor)) == Keys{"k0", "k2"});
   }
   SUBCASE("park_message") {
     auto store = per_key_store(schema.name(), false);
     KeyCursor cursor;
-    pqxx::work tx(store->connection());
+    relay::BatchTransaction tx(store->session());
     auto rows = store->claim_key_heads(tx, 100, kAllLanes, cursor);
     REQUIRE(keys_of(rows) == Keys{"k0", "k1", "k2"});
     CHECK(std::to_string(rows[1].id) == third_of_k1);  // past both parked rows, and only one head
@@ -148,12 +148,12 @@ TEST_CASE("park_message: a walk with the table's statistics unknown stays on the
   testenv::ScopedSchema schema("keyheads");
   write_rows(schema.name(), 50, 120);  // 6,000 pending rows, never analyzed
   auto store = per_key_store(schema.name(), false);
-  pqxx::work tx(store->connection());
+  relay::BatchTransaction tx(store->session());
   KeyCursor cursor;
-  CHECK(store->claim_key_heads(tx, 10, kAllLanes, cursor).size() == 10);  // libpqxx prepares on first use
-  auto plan = tx.exec("EXPLAIN EXECUTE outbox_key_heads_start(400, 100, '{0}')");
+  CHECK(store->claim_key_heads(tx, 10, kAllLanes, cursor).size() == 10);  // prepared on first use
+  const auto plan = tx.exec("EXPLAIN EXECUTE outbox_key_heads_start(400, 100, '{0}')");
   std::string text;
-  for (const auto& r : plan) text += std::string(r[0].c_str()) + "\n";
+  for (int r = 0; r < plan.rows(); ++r) text += std::string(plan.bytes(r, 0)) + "\n";
   CHECK_MESSAGE(text.find("outbox_pending_key_idx") != std::string::npos, text);
   CHECK_MESSAGE(text.find("Bitmap") == std::string::npos, text);
 }
@@ -166,19 +166,19 @@ TEST_CASE("a claim that timed out behind a table lock claims again on the same s
   write_rows(schema.name(), 3, 2);
   auto store = per_key_store(schema.name(), true, /*statement_timeout_ms=*/300);
   {
-    pqxx::work tx(store->connection());
+    relay::BatchTransaction tx(store->session());
     CHECK(store->claim(tx, 1).size() == 1);  // the unordered claim: prepared and run
   }
   pqxx::connection locker(testenv::pg_dsn());
   {
     pqxx::work lock(locker);
     lock.exec0("LOCK TABLE \"" + schema.name() + "\".outbox IN ACCESS EXCLUSIVE MODE");
-    pqxx::work tx(store->connection());
+    relay::BatchTransaction tx(store->session());
     KeyCursor cursor;
     CHECK_THROWS_AS(store->claim_key_heads(tx, 10, kAllLanes, cursor), pqxx::sql_error);  // 57014
   }  // both roll back: the lock is gone
   KeyCursor cursor;
   CHECK(claim_and_publish(*store, schema.name(), 10, cursor) == Keys{"k0", "k1", "k2"});
-  pqxx::work tx(store->connection());
+  relay::BatchTransaction tx(store->session());
   CHECK(store->claim(tx, 10).size() == 3);  // the second events, by the unordered claim
 }

@@ -17,7 +17,7 @@ namespace {
 constexpr int kLanes = 16;
 
 struct Member {
-  std::unique_ptr<pqxx::connection> conn = std::make_unique<pqxx::connection>(testenv::pg_dsn());
+  std::unique_ptr<relay::PgSession> conn = std::make_unique<relay::PgSession>(testenv::pg_dsn());
   LaneManager lanes;
   explicit Member(const std::string& schema) : lanes(schema, kLanes) { lanes.join(*conn); }
   LaneManager::Change rebalance() { return lanes.rebalance(*conn); }

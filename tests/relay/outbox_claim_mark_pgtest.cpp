@@ -30,9 +30,10 @@ std::vector<std::int64_t> ids_of(const std::vector<ClaimedRow>& rows) {
 
 // PostgreSQL's per-transaction counters, summed over the outbox's indexes:
 // `counter` is numscans (index scans) or tuples_fetched (heap tuples fetched through them).
-long index_counter(pqxx::transaction_base& tx, const std::string& schema, const std::string& counter) {
-  return tx.exec1("SELECT sum(pg_stat_get_xact_" + counter + "(indexrelid)) FROM pg_index WHERE indrelid = " +
-                  tx.quote("\"" + schema + "\".outbox") + "::regclass")[0].as<long>();
+long index_counter(relay::BatchTransaction& tx, const std::string& schema, const std::string& counter) {
+  return tx.exec("SELECT sum(pg_stat_get_xact_" + counter + "(indexrelid))::bigint FROM pg_index WHERE indrelid = "
+                 "$1::regclass", {"\"" + schema + "\".outbox"})
+      .int8(0, 0);
 }
 
 // "id:state" of every row, in id order: pending, published or (absent) deleted.
@@ -55,33 +56,33 @@ TEST_CASE("a claim around a batch in flight takes due rows below its range, then
   auto next = store_for(schema.name());
   // The batch in flight: rows 5..304 (its claim skipped rows 1, 2 and 4 as if
   // another relay held them then; here they are simply left out).
-  pqxx::work held(inflight->connection());
+  relay::BatchTransaction held(inflight->session());
   held.exec("SELECT id FROM \"" + schema.name() + "\".outbox WHERE id BETWEEN 5 AND 304 FOR UPDATE");
 
   SUBCASE("the plain claim visits every locked row of the batch in flight") {
-    pqxx::work tx(next->connection());
+    relay::BatchTransaction tx(next->session());
     const long before = index_counter(tx, schema.name(), "tuples_fetched");
     const auto rows = next->claim(tx, 10);
     CHECK(ids_of(rows) == std::vector<std::int64_t>{1, 2, 4, 305, 306, 307, 308, 309, 310, 311});
     CHECK(index_counter(tx, schema.name(), "tuples_fetched") - before >= 300);
   }
   SUBCASE("the claim around it does not, and returns the same rows") {
-    pqxx::work tx(next->connection());
+    relay::BatchTransaction tx(next->session());
     const long before = index_counter(tx, schema.name(), "tuples_fetched");
     const auto rows = next->claim_around(tx, 10, 5, 304);
     CHECK(ids_of(rows) == std::vector<std::int64_t>{1, 2, 4, 305, 306, 307, 308, 309, 310, 311});
     CHECK(index_counter(tx, schema.name(), "tuples_fetched") - before < 30);
   }
   SUBCASE("a claim around a range stops at its limit below the range") {
-    pqxx::work tx(next->connection());
+    relay::BatchTransaction tx(next->session());
     CHECK(ids_of(next->claim_around(tx, 2, 5, 304)) == std::vector<std::int64_t>{1, 2});
   }
   SUBCASE("rows inside the range that the batch does not hold are left for a later claim") {
     held.abort();  // the batch ended without marking anything: its rows are claimable again
-    pqxx::work tx(next->connection());
+    relay::BatchTransaction tx(next->session());
     CHECK(ids_of(next->claim_around(tx, 3, 5, 304)) == std::vector<std::int64_t>{1, 2, 4});
     // The next claim (here on the other session, past the rows `tx` holds) reaches them.
-    pqxx::work later(inflight->connection());
+    relay::BatchTransaction later(inflight->session());
     CHECK(ids_of(inflight->claim(later, 3)) == std::vector<std::int64_t>{5, 6, 7});
   }
 }
@@ -92,7 +93,7 @@ TEST_CASE("the mark finds the claimed rows by address, without an index probe, a
     testenv::ScopedSchema schema("mark");
     write_rows(schema.name(), 5);
     auto store = store_for(schema.name(), delete_mode);
-    pqxx::work tx(store->connection());
+    relay::BatchTransaction tx(store->session());
     const auto rows = store->claim(tx, 3);
     REQUIRE(rows.size() == 3);
     for (const auto& r : rows) CHECK(r.ctid.front() == '(');
@@ -111,13 +112,12 @@ TEST_CASE("a claimed row its own transaction changed since the claim is still ma
     testenv::ScopedSchema schema("mark");
     write_rows(schema.name(), 4);
     auto store = store_for(schema.name(), delete_mode);
-    pqxx::work tx(store->connection());
+    relay::BatchTransaction tx(store->session());
     const auto rows = store->claim(tx, 3);
     REQUIRE(rows.size() == 3);
     // A new version of row 2 at another address, written by the claim's transaction.
-    tx.exec0("UPDATE \"" + schema.name() + "\".outbox SET last_error = 'seen' WHERE id = 2");
-    CHECK(tx.exec1("SELECT ctid::text FROM \"" + schema.name() + "\".outbox WHERE id = 2")[0].as<std::string>() !=
-          rows[1].ctid);
+    tx.exec("UPDATE \"" + schema.name() + "\".outbox SET last_error = 'seen' WHERE id = 2");
+    CHECK(tx.exec("SELECT ctid FROM \"" + schema.name() + "\".outbox WHERE id = 2").tid(0, 0) != rows[1].ctid);
     const long scans = index_counter(tx, schema.name(), "numscans");
     store->mark_published(tx, {&rows[0], &rows[1], &rows[2]});
     CHECK(index_counter(tx, schema.name(), "numscans") > scans);  // the fallback by id ran
@@ -148,7 +148,7 @@ TEST_CASE("on an outbox with inheritance children the mark never touches a child
       if (child_before_connect) add_child();
       auto store = store_for(schema.name(), delete_mode);
       if (!child_before_connect) add_child();
-      pqxx::work tx(store->connection());
+      relay::BatchTransaction tx(store->session());
       const auto rows = store->claim(tx, 1);
       REQUIRE(ids_of(rows) == std::vector<std::int64_t>{1});
       CHECK(rows[0].ctid == testenv::sql_value("SELECT ctid::text FROM \"" + schema.name() + "\".outbox_child"));

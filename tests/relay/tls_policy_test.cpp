@@ -8,7 +8,7 @@
 #include <string>
 
 #include "config/config.h"
-#include "publish/outbox_store.h"
+#include "pg/session_options.h"
 #include "outbox/pg_conninfo.h"
 
 using relay::ConfigError;

@@ -17,7 +17,7 @@
 #include "outbox/one_line.h"
 #include "ops/outbox_cleaner.h"
 #include "publish/outbox_store.h"
-#include "publish/pg_connect.h"
+#include "pg/pg_connect.h"
 
 namespace relay {
 namespace {
@@ -130,9 +130,8 @@ int cmd_cleanup(const Args& raw) {
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   try {
-    auto conn_owner = connect_postgres(config->postgres);
-    auto& conn = *conn_owner;
-    OutboxCleaner cleaner(conn, config->postgres.schema);
+    auto session = open_relay_session(config->postgres);
+    OutboxCleaner cleaner(*session, config->postgres.schema);
     if (!cleaner.try_lock()) {
       std::cerr << "cleanup: retention or another cleanup is running on schema '"
                 << config->postgres.schema << "' (advisory lock held); try again later\n";

@@ -14,7 +14,7 @@
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
 #include "publish/outbox_store.h"
-#include "publish/pg_connect.h"
+#include "pg/pg_connect.h"
 
 namespace relay {
 namespace {

@@ -22,7 +22,7 @@
 #include "outbox/one_line.h"
 #include "outbox/migrator.h"
 #include "publish/outbox_store.h"
-#include "publish/pg_connect.h"
+#include "pg/pg_connect.h"
 #include "config/preflight.h"
 #include "publish/relay_loop.h"
 #include "publish/relay_metrics.h"

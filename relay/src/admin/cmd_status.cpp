@@ -13,7 +13,7 @@
 #include "outbox/one_line.h"
 #include "outbox/sql_identifier.h"
 #include "publish/outbox_store.h"
-#include "publish/pg_connect.h"
+#include "pg/pg_connect.h"
 
 namespace relay {
 namespace {

@@ -5,7 +5,7 @@
 #include "publish/amqp_publisher.h"
 #include "outbox/one_line.h"
 #include "publish/outbox_store.h"
-#include "publish/pg_connect.h"
+#include "pg/pg_connect.h"
 #include "config/preflight.h"
 
 namespace relay {

@@ -70,7 +70,7 @@ void require_tls_session(pqxx::connection_base& conn, const PostgresConfig& post
   pqxx::read_transaction tx(conn);
   auto r = tx.exec("SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()");
   if (r.empty() || !r[0][0].as<bool>())
-    throw PreflightError("postgres.require_tls is true but the PostgreSQL session is not encrypted");
+    throw PreflightError(kNotEncryptedSession);
 }
 
 }  // namespace relay

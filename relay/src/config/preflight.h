@@ -32,5 +32,8 @@ void preflight(pqxx::connection_base& conn, const RelayConfig& config);
 // encrypted (libpq's sslmode does not apply over a Unix socket). connect_postgres
 // checks it for every session it opens, before any other statement.
 void require_tls_session(pqxx::connection_base& conn, const PostgresConfig& postgres);
+// What it says, as open_relay_session says it for a libpq session.
+inline constexpr const char* kNotEncryptedSession =
+    "postgres.require_tls is true but the PostgreSQL session is not encrypted";
 
 }  // namespace relay

@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <pqxx/pqxx>
-
 #include "outbox/duration.h"
 #include "outbox/one_line.h"
 #include "ops/outbox_cleaner.h"
@@ -80,13 +78,12 @@ void Housekeeper::run() {
 }
 
 void Housekeeper::refresh_stats(OutboxStore& store) {
-  pqxx::read_transaction tx(store.connection());
-  auto s = store.stats(tx);
+  const auto s = store.stats();
   metrics_.set_backlog(s.pending, s.parked, s.oldest_pending_age_s);
 }
 
 void Housekeeper::run_retention(OutboxStore& store) {
-  OutboxCleaner cleaner(store.connection(), config_.postgres.schema);
+  OutboxCleaner cleaner(store.session(), config_.postgres.schema);
   if (!cleaner.try_lock()) {
     spdlog::debug("retention: another relay holds the retention lock; skipped");
     return;

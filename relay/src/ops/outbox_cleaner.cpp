@@ -1,37 +1,31 @@
 #include "ops/outbox_cleaner.h"
 
-#include <pqxx/pqxx>
-
 #include "outbox/sql_identifier.h"
 
 namespace relay {
 
-OutboxCleaner::OutboxCleaner(pqxx::connection_base& conn, const std::string& schema)
-    : conn_(conn), schema_(schema), table_(outbox::quoted_identifier(schema, "schema") + ".outbox") {}
+OutboxCleaner::OutboxCleaner(PgSession& session, const std::string& schema)
+    : session_(session), schema_(schema), table_(outbox::quoted_identifier(schema, "schema") + ".outbox") {}
 
 // One bigint key per schema; LaneManager's locks use the two-int4 key space, so
 // they can never collide with this one.
 bool OutboxCleaner::try_lock() {
-  pqxx::nontransaction tx(conn_);
-  return tx.exec_params1("SELECT pg_try_advisory_lock(hashtextextended('outbox-retention:' || $1, 0))",
-                         schema_)[0].as<bool>();
+  return session_.exec("SELECT pg_try_advisory_lock(hashtextextended('outbox-retention:' || $1, 0))", {schema_})
+      .boolean(0, 0);
 }
 
 void OutboxCleaner::unlock() {
-  pqxx::nontransaction tx(conn_);
-  tx.exec_params("SELECT pg_advisory_unlock(hashtextextended('outbox-retention:' || $1, 0))", schema_);
+  session_.exec("SELECT pg_advisory_unlock(hashtextextended('outbox-retention:' || $1, 0))", {schema_});
 }
 
 std::string OutboxCleaner::cutoff_for(std::chrono::seconds age) {
-  pqxx::nontransaction tx(conn_);
-  return tx.exec_params1("SELECT (now() - $1 * interval '1 second')::text",
-                         static_cast<long long>(age.count()))[0].c_str();
+  return std::string(session_.exec("SELECT (now() - $1 * interval '1 second')::text", {std::to_string(age.count())})
+                         .bytes(0, 0));
 }
 
 std::int64_t OutboxCleaner::count_older(const std::string& cutoff) {
-  pqxx::read_transaction tx(conn_);
-  return tx.exec_params1("SELECT count(*) FROM " + table_ + " WHERE published_at < $1::timestamptz",
-                         cutoff)[0].as<std::int64_t>();
+  return session_.exec("SELECT count(*) FROM " + table_ + " WHERE published_at < $1::timestamptz", {cutoff})
+      .int8(0, 0);
 }
 
 OutboxCleaner::Window OutboxCleaner::delete_window(const std::string& cutoff, std::int64_t after_id,
@@ -46,10 +40,9 @@ OutboxCleaner::Window OutboxCleaner::delete_window(const std::string& cutoff, st
       "SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM win), "
       "coalesce((SELECT max(id) FROM win), $2), "
       "coalesce((SELECT bool_and(created_at >= $1::timestamptz) FROM win), false)";
-  pqxx::work tx(conn_);
-  auto r = tx.exec_params1(sql, cutoff, after_id, batch);
-  tx.commit();
-  return Window{r[0].as<std::int64_t>(), r[1].as<std::int64_t>(), r[2].as<std::int64_t>(), r[3].as<bool>()};
+  // One statement, its own transaction (autocommit).
+  const auto r = session_.exec(sql, {cutoff, std::to_string(after_id), std::to_string(batch)});
+  return Window{r.int8(0, 0), r.int8(0, 1), r.int8(0, 2), r.boolean(0, 3)};
 }
 
 }  // namespace relay

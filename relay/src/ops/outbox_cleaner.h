@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include <pqxx/connection>
+#include "pg/pg_session.h"
 
 namespace relay {
 
@@ -18,10 +18,10 @@ namespace relay {
 // At most one cleaner per schema runs at a time: run it under lock() (a
 // session-level advisory lock, released by unlock() or with the session).
 //
-// Thread safety: none; borrows a connection that one thread owns.
+// Thread safety: none; borrows a session that one thread owns.
 class OutboxCleaner {
  public:
-  OutboxCleaner(pqxx::connection_base& conn, const std::string& schema);
+  OutboxCleaner(PgSession& session, const std::string& schema);
 
   // Takes the schema's retention lock without waiting; false if another session
   // (a relay's retention, or a cleanup command) holds it.
@@ -60,7 +60,7 @@ class OutboxCleaner {
   }
 
  private:
-  pqxx::connection_base& conn_;
+  PgSession& session_;
   std::string schema_;  // plain, for the lock key
   std::string table_;   // quoted schema.outbox
 };

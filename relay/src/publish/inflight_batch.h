@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "publish/batch_timeline.h"
-#include "publish/batch_transaction.h"
+#include "pg/batch_transaction.h"
 #include "publish/confirm_tracker.h"
 #include "publish/outbox_store.h"
 

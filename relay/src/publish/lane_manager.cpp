@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <pqxx/nontransaction>
 #include <random>
 
 namespace relay {
@@ -27,31 +26,28 @@ std::string LaneManager::lane_sql(const std::string& key_expr, const std::string
   return "((hashtext(" + key_expr + ") & 2147483647) % " + lanes_param + ")";
 }
 
-void LaneManager::join(pqxx::connection_base& conn) {
-  pqxx::nontransaction tx(conn);
-  tx.exec_params("SELECT pg_advisory_lock_shared($1::int4, 0)", member_class_);
+void LaneManager::join(PgSession& session) {
+  session.exec("SELECT pg_advisory_lock_shared($1::int4, 0)", {std::to_string(member_class_)});
   joined_ = true;
 }
 
-int LaneManager::count_members(pqxx::connection_base& conn) {
-  pqxx::nontransaction tx(conn);
-  auto r = tx.exec_params1(
+int LaneManager::count_members(PgSession& session) {
+  const auto r = session.exec(
       "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
       "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
       "AND classid = $1::int4::oid AND objid = 0 AND objsubid = 2",
-      member_class_);
-  return std::max(1, r[0].as<int>());
+      {std::to_string(member_class_)});
+  return static_cast<int>(std::max<std::int64_t>(1, r.int8(0, 0)));
 }
 
-LaneManager::Change LaneManager::rebalance(pqxx::connection_base& conn) {
+LaneManager::Change LaneManager::rebalance(PgSession& session) {
   Change change;
-  change.members = count_members(conn);
+  change.members = count_members(session);
   change.fair_share = (lanes_ + change.members - 1) / change.members;
-  pqxx::nontransaction tx(conn);
   // Give up the surplus first, highest lanes first, so a newcomer finds work.
   while (static_cast<int>(owned_.size()) > change.fair_share) {
     int lane = owned_.back();
-    tx.exec_params("SELECT pg_advisory_unlock($1::int4, $2::int4)", lane_class_, lane);
+    session.exec("SELECT pg_advisory_unlock($1::int4, $2::int4)", {std::to_string(lane_class_), std::to_string(lane)});
     owned_.pop_back();
     change.released.push_back(lane);
   }
@@ -59,8 +55,9 @@ LaneManager::Change LaneManager::rebalance(pqxx::connection_base& conn) {
   for (int i = 0; i < lanes_ && static_cast<int>(owned_.size()) < change.fair_share; ++i) {
     int lane = static_cast<int>((rotation_ + static_cast<unsigned>(i)) % static_cast<unsigned>(lanes_));
     if (std::binary_search(owned_.begin(), owned_.end(), lane)) continue;
-    auto r = tx.exec_params1("SELECT pg_try_advisory_lock($1::int4, $2::int4)", lane_class_, lane);
-    if (!r[0].as<bool>()) continue;
+    const auto r = session.exec("SELECT pg_try_advisory_lock($1::int4, $2::int4)",
+                                {std::to_string(lane_class_), std::to_string(lane)});
+    if (!r.boolean(0, 0)) continue;
     owned_.insert(std::upper_bound(owned_.begin(), owned_.end(), lane), lane);
     change.taken.push_back(lane);
   }

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include <pqxx/connection>
+#include "pg/pg_session.h"
 
 namespace relay {
 
@@ -27,14 +27,14 @@ class LaneManager {
  public:
   LaneManager(const std::string& schema, int lanes);
 
-  void join(pqxx::connection_base& conn);
+  void join(PgSession& session);
 
   struct Change {
     int members = 0;                 // live relays in the group (this one included)
     int fair_share = 0;              // ceil(lanes / members)
     std::vector<int> taken, released;
   };
-  Change rebalance(pqxx::connection_base& conn);
+  Change rebalance(PgSession& session);
 
   // The server released every lock with the session: own nothing until join().
   void forget() {
@@ -54,7 +54,7 @@ class LaneManager {
   std::int32_t member_class() const { return member_class_; }
 
  private:
-  int count_members(pqxx::connection_base& conn);
+  int count_members(PgSession& session);
 
   int lanes_;
   std::int32_t lane_class_, member_class_;

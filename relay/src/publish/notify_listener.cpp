@@ -5,7 +5,7 @@
 #include <pqxx/pqxx>
 
 #include "publish/outbox_store.h"
-#include "publish/pg_connect.h"
+#include "pg/pg_connect.h"
 
 namespace relay {
 namespace {

@@ -1,44 +1,20 @@
 #include "publish/outbox_store.h"
 
-#include "publish/batch_transaction.h"
-
 #include <nlohmann/json.hpp>
-#include <array>
 #include <cmath>
-#include <cstring>
 #include <optional>
 #include <unordered_map>
-#include <pqxx/pqxx>
+#include <pqxx/except>
 
-#include "publish/failure_policy.h"
-#include "publish/lane_manager.h"
-#include "publish/pg_binary_query.h"
-#include "publish/stage_cpu.h"
 #include "outbox/one_line.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
-#include "publish/pg_connect.h"
-#include "outbox/pg_conninfo.h"
+#include "pg/pg_connect.h"
+#include "publish/failure_policy.h"
+#include "publish/lane_manager.h"
+#include "publish/stage_cpu.h"
 
 namespace relay {
-
-std::string dsn_with_session_options(const PostgresConfig& c) {
-  const std::string options[][2] = {
-      {"application_name", "outbox-relay"},
-      {"connect_timeout", std::to_string(c.connect_timeout_s)},
-      {"keepalives", "1"},
-      {"keepalives_idle", std::to_string(c.keepalives_idle_s)},
-      {"keepalives_interval", "5"},
-      {"keepalives_count", "3"},
-  };
-  // Rebuilt from libpq's own parse: what the configuration checked is what libpq
-  // gets, and no value can be mistaken for a keyword.
-  auto info = outbox::PgConnInfo::parse(c.dsn);
-  for (const auto& [key, value] : options) info.set_default(key, value);  // the user's choice wins
-  // Pinned, so that neither PGSSLMODE nor a service file can weaken it.
-  if (c.require_tls) info.set("sslmode", "verify-full");
-  return info.to_string();
-}
 
 OutboxStore::OutboxStore(PostgresConfig config)
     : config_(std::move(config)), schema_(outbox::quoted_identifier(config_.schema, "postgres.schema")),
@@ -46,52 +22,43 @@ OutboxStore::OutboxStore(PostgresConfig config)
 
 OutboxStore::~OutboxStore() = default;
 
-bool OutboxStore::connected() const { return conn_ && conn_->is_open(); }
+bool OutboxStore::connected() const { return session_ && session_->is_open(); }
 
-void OutboxStore::disconnect() { conn_.reset(); }
+void OutboxStore::disconnect() { session_.reset(); }
 
-pqxx::connection& OutboxStore::connection() { return *conn_; }
-
-std::string OutboxStore::endpoint() const {
-  if (!conn_) return "(not connected)";
-  const char* host = conn_->hostname();
-  const char* port = conn_->port();
-  const char* db = conn_->dbname();
-  return std::string(host ? host : "?") + ":" + (port ? port : "?") + "/" + (db ? db : "?");
+PgSession& OutboxStore::session() {
+  if (!session_) throw pqxx::broken_connection("the relay's PostgreSQL session is not open");
+  return *session_;
 }
 
+std::string OutboxStore::endpoint() const { return session_ ? session_->endpoint() : "(not connected)"; }
+
 void OutboxStore::connect() {
-  conn_.reset();
-  auto conn = connect_postgres(config_);
-  pqxx::nontransaction setup(*conn);
-  setup.exec("SET statement_timeout = " + std::to_string(config_.statement_timeout_ms));
-  setup.exec("SET idle_in_transaction_session_timeout = " +
-             std::to_string(config_.idle_in_transaction_timeout_ms));
-  if (!config_.synchronous_commit) setup.exec("SET synchronous_commit = off");
+  session_.reset();
+  auto setup = open_relay_session(config_);
+  setup->exec("SET statement_timeout = " + std::to_string(config_.statement_timeout_ms));
+  setup->exec("SET idle_in_transaction_session_timeout = " + std::to_string(config_.idle_in_transaction_timeout_ms));
+  if (!config_.synchronous_commit) setup->exec("SET synchronous_commit = off");
   // Every statement below is an index scan by design, at any table size. Their plans
   // are prepared once and cached generic: made while the outbox was small (a first
   // start, after a cleanup), the mark's was a sequential scan, and it stayed one as
   // the table grew, until autovacuum happened to invalidate it. Each batch then read
   // the whole table: 20-160 ms per mark at 10-100k rows, and a relay at 5 000 msg/s
   // fell behind for good (docs/PERFORMANCE.md, "Round three").
-  setup.exec("SET enable_seqscan = off");
+  setup->exec("SET enable_seqscan = off");
   mark_by_address_ =
-      !setup.exec1("SELECT relhassubclass FROM pg_class WHERE oid = " + setup.quote(schema_ + ".outbox") + "::regclass")[0]
-           .as<bool>();
-  setup.commit();
+      !setup->exec("SELECT relhassubclass FROM pg_class WHERE oid = $1::regclass", {schema_ + ".outbox"}).boolean(0, 0);
   const std::string select_list = claim_select_list();
-  // The claims come back in binary (PgBinaryQuery): prepared on first use, as
-  // libpqxx prepares its own statements.
-  binary_statements_.clear();
+  // Every statement is prepared on its first use (prepared_statement); the claims
+  // and payloads come back in binary.
+  statements_.clear();
   const std::string due = select_list + "FROM " + schema_ + ".outbox o WHERE " + pending_sql() +
                           " AND next_attempt_at <= now() ";
   const std::string lock = "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED";
-  binary_statements_.push_back({"outbox_claim", due + lock});
-  binary_statements_.push_back({"outbox_claim_below", due + "AND id < $2 " + lock});
-  binary_statements_.push_back({"outbox_claim_above", due + "AND id > $2 " + lock});
-  if (key_lanes_ > 0) {
-    prepare_key_walk(*conn, select_list);
-  }
+  statements_.push_back({"outbox_claim", due + lock});
+  statements_.push_back({"outbox_claim_below", due + "AND id < $2 " + lock});
+  statements_.push_back({"outbox_claim_above", due + "AND id > $2 " + lock});
+  if (key_lanes_ > 0) add_key_walk(select_list);
   // clock_timestamp(), not now(): the time the relay recorded the broker's acks,
   // not the start of the claim transaction.
   auto mark = [&](const std::string& target) {
@@ -104,15 +71,14 @@ void OutboxStore::connect() {
   // ctid names a version within one table, so it is never looked for in an
   // inheritance child or partition added since connect(); rows there are not found
   // by address, and the statement by id marks them.
-  conn->prepare("outbox_mark_published", mark("ONLY " + schema_ + ".outbox") + "ctid = ANY($1::tid[])");
+  statements_.push_back({"outbox_mark_published", mark("ONLY " + schema_ + ".outbox") + "ctid = ANY($1::tid[])"});
   mark_by_id_sql_ = mark(schema_ + ".outbox") + "id = ANY($1::bigint[])";
-  conn->prepare("outbox_mark_published_by_id", mark_by_id_sql_);
-  // The same mark, sent with the batch's COMMIT (mark_published_and_commit).
-  binary_statements_.push_back({"outbox_mark_then_commit", mark("ONLY " + schema_ + ".outbox") + "ctid = ANY($1::tid[])"});
-  conn->prepare("outbox_due",
-                "SELECT EXISTS (SELECT 1 FROM " + schema_ + ".outbox "
-                "WHERE " + pending_sql() + " AND next_attempt_at <= now())");
-  conn->prepare("outbox_mark_failed",
+  statements_.push_back({"outbox_mark_published_by_id", mark_by_id_sql_});
+  // The same mark as the first, sent with the batch's COMMIT (mark_published_and_commit).
+  statements_.push_back({"outbox_mark_then_commit", mark("ONLY " + schema_ + ".outbox") + "ctid = ANY($1::tid[])"});
+  statements_.push_back({"outbox_due", "SELECT EXISTS (SELECT 1 FROM " + schema_ + ".outbox "
+                                       "WHERE " + pending_sql() + " AND next_attempt_at <= now())"});
+  statements_.push_back({"outbox_mark_failed",
                 // attempts as written by hand may be anything: from below 0 it counts
                 // from 0, and at the int maximum it stays there (an overflow would
                 // fail the statement, and with it every row of the batch).
@@ -123,27 +89,25 @@ void OutboxStore::connect() {
                 "parked_at = CASE WHEN f.counted = 1 AND GREATEST(o.attempts, 0) >= $5 - 1 THEN now() END "
                 "FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::int[]) "
                 "AS f(id, error, retry_in_ms, counted) "
-                "WHERE o.id = f.id");
-  conn->prepare("outbox_stats",
-                "SELECT count(*) FILTER (WHERE parked_at IS NULL), "
-                "coalesce(extract(epoch from now() - min(created_at) FILTER (WHERE parked_at IS NULL AND isfinite(created_at))), 0), "
-                "(SELECT count(*) FROM " + schema_ + ".outbox WHERE parked_at IS NOT NULL) "
-                "FROM " + schema_ + ".outbox WHERE " + pending_sql());
-  conn_ = std::move(conn);
+                "WHERE o.id = f.id"});
+  statements_.push_back(
+      {"outbox_stats",
+       "SELECT count(*) FILTER (WHERE parked_at IS NULL), "
+       "coalesce(extract(epoch from now() - min(created_at) FILTER (WHERE parked_at IS NULL AND isfinite(created_at))), "
+       "0)::float8, (SELECT count(*) FROM " + schema_ + ".outbox WHERE parked_at IS NOT NULL) "
+       "FROM " + schema_ + ".outbox WHERE " + pending_sql()});
+  session_ = std::move(setup);
 }
 
-bool OutboxStore::has_due_rows() {
-  pqxx::nontransaction tx(*conn_);
-  return tx.exec_prepared1("outbox_due")[0].as<bool>();
-}
+bool OutboxStore::has_due_rows() { return session().exec_prepared(prepared_statement("outbox_due"), {}).boolean(0, 0); }
 
-std::vector<ClaimedRow> OutboxStore::claim(pqxx::transaction_base& tx, int limit) {
+std::vector<ClaimedRow> OutboxStore::claim(BatchTransaction& tx, int limit) {
   return decode_claim(run_claim(tx, "outbox_claim", {std::to_string(limit)}));
 }
 
 // Two statements, each an index range scan in id order: below the range (usually
 // few rows: late commits, retries come due), then above it for the rest.
-std::vector<ClaimedRow> OutboxStore::claim_around(pqxx::transaction_base& tx, int limit, std::int64_t skip_from,
+std::vector<ClaimedRow> OutboxStore::claim_around(BatchTransaction& tx, int limit, std::int64_t skip_from,
                                                   std::int64_t skip_to) {
   auto rows = decode_claim(run_claim(tx, "outbox_claim_below", {std::to_string(limit), std::to_string(skip_from)}));
   const auto rest = limit - static_cast<int>(rows.size());
@@ -153,19 +117,19 @@ std::vector<ClaimedRow> OutboxStore::claim_around(pqxx::transaction_base& tx, in
   return rows;
 }
 
-std::vector<ClaimedRow> OutboxStore::claim_above(pqxx::transaction_base& tx, int limit, std::int64_t skip_to) {
+std::vector<ClaimedRow> OutboxStore::claim_above(BatchTransaction& tx, int limit, std::int64_t skip_to) {
   return decode_claim(run_claim(tx, "outbox_claim_above", {std::to_string(limit), std::to_string(skip_to)}));
 }
 
-// The statement `name` of binary_statements_, prepared on this session on first use.
+// The statement `name` of statements_, prepared on this session on first use.
 // Each is marked prepared only once its own PREPARE succeeded: one that failed (a
 // timeout behind a migration's lock) is prepared again at its next use, and one that
 // succeeded is never prepared twice (42P05 at every use, for good).
-const std::string& OutboxStore::prepared_statement(pqxx::connection_base& conn, const char* name) {
-  for (auto& statement : binary_statements_) {
+const std::string& OutboxStore::prepared_statement(const char* name) {
+  for (auto& statement : statements_) {
     if (statement.name != name) continue;
     if (!statement.prepared) {
-      PgBinaryQuery::prepare(conn, statement.name, statement.sql);
+      session().prepare(statement.name, statement.sql);
       statement.prepared = true;
     }
     return statement.name;
@@ -173,14 +137,9 @@ const std::string& OutboxStore::prepared_statement(pqxx::connection_base& conn, 
   throw pqxx::usage_error(std::string("no statement named ") + name);
 }
 
-PgBinaryQuery OutboxStore::run_claim(pqxx::transaction_base& tx, const char* name,
-                                     const std::vector<std::string>& params) {
-  const PgBinaryQuery::Prepared statement{prepared_statement(tx.conn(), name)};
-  // A batch's transaction begins with its claim, in the same round trip.
-  auto* batch = dynamic_cast<BatchTransaction*>(&tx);
-  if (!batch || batch->begun()) return PgBinaryQuery(tx.conn(), statement, params);
-  batch->mark_begun();  // even if the pipeline fails: whatever BEGIN opened is rolled back
-  return PgBinaryQuery(tx.conn(), statement, params, PgBinaryQuery::BeginFirst{});
+// A batch's transaction begins with its claim, in the same round trip.
+PgResult OutboxStore::run_claim(BatchTransaction& tx, const char* name, const PgSession::Params& params) {
+  return tx.begin_with(prepared_statement(name), params);
 }
 
 // The per_key claim is a loose index scan over outbox_pending_key_idx: a recursive
@@ -191,7 +150,7 @@ PgBinaryQuery OutboxStore::run_claim(pqxx::transaction_base& tx, const char* nam
 // key's head, so its key waits. With park_key a parked head blocks its key; with
 // park_message parked rows are not heads. A head another batch marked after this
 // statement's snapshot is rechecked on its newest version and not claimed again.
-void OutboxStore::prepare_key_walk(pqxx::connection& conn, const std::string& select_list) {
+void OutboxStore::add_key_walk(const std::string& select_list) {
   // Every step is one probe of outbox_pending_key_idx ((ordering_key, id) WHERE
   // published_at IS NULL): the walk's predicate is exactly the index's, so the
   // planner takes it in key order whatever its statistics say. (A "parked_at IS
@@ -217,18 +176,18 @@ void OutboxStore::prepare_key_walk(pqxx::connection& conn, const std::string& se
   for (bool from_cursor : {false, true}) {
     const std::string suffix = from_cursor ? "_from" : "_start";
     // $1 keys to walk, $2 limit, $3 lanes, $4 cursor.
-    binary_statements_.push_back({"outbox_key_heads" + suffix,
+    statements_.push_back({"outbox_key_heads" + suffix,
                  walk("$1", from_cursor ? "$4" : "") + select_list + "FROM walk w JOIN " + schema_ +
                      ".outbox o ON o.id = w.wid WHERE " + lane + " = ANY($3::int[]) AND " + pending_sql("o.") +
                      " AND o.next_attempt_at <= now() "
                      "ORDER BY w.wkey LIMIT $2 FOR UPDATE OF o SKIP LOCKED"});
     // Where a walk of $1 keys (after $2) ends, and whether it reached the last key.
-    conn.prepare("outbox_key_walk_end" + suffix,
-                 walk("$1", from_cursor ? "$2" : "") + "SELECT wkey, step FROM walk ORDER BY step DESC LIMIT 1");
+    statements_.push_back({"outbox_key_walk_end" + suffix, walk("$1", from_cursor ? "$2" : "") +
+                                                                 "SELECT wkey, step FROM walk ORDER BY step DESC LIMIT 1"});
   }
 }
 
-std::vector<ClaimedRow> OutboxStore::claim_key_heads(pqxx::transaction_base& tx, int limit,
+std::vector<ClaimedRow> OutboxStore::claim_key_heads(BatchTransaction& tx, int limit,
                                                      const std::vector<int>& lanes, KeyCursor& cursor) {
   if (lanes.empty()) return {};
   std::vector<std::int64_t> lane_ids(lanes.begin(), lanes.end());
@@ -250,14 +209,16 @@ std::vector<ClaimedRow> OutboxStore::claim_key_heads(pqxx::transaction_base& tx,
       cursor = KeyCursor{false, rows.back().ordering_key};
       return rows;
     }
-    auto end = cursor.at_start ? tx.exec_prepared("outbox_key_walk_end_start", keys_per_walk)
-                               : tx.exec_prepared("outbox_key_walk_end_from", keys_per_walk, cursor.after);
-    if (end.empty() || end[0][1].as<long>() < keys_per_walk) {  // reached the last key
+    const auto end = cursor.at_start ? tx.exec_prepared(prepared_statement("outbox_key_walk_end_start"),
+                                                        {std::to_string(keys_per_walk)})
+                                     : tx.exec_prepared(prepared_statement("outbox_key_walk_end_from"),
+                                                        {std::to_string(keys_per_walk), cursor.after});
+    if (end.rows() == 0 || end.int4(0, 1) < keys_per_walk) {  // reached the last key
       cursor = KeyCursor{};
       if (wrapped) return {};
       wrapped = true;
     } else {
-      cursor = KeyCursor{false, end[0][0].c_str()};
+      cursor = KeyCursor{false, std::string(end.bytes(0, 0))};
     }
   }
   return {};
@@ -281,7 +242,7 @@ std::string OutboxStore::claim_select_list() {
 
 // Column numbers of claim_select_list() in a result, looked up once per result.
 struct OutboxStore::ClaimColumns {
-  explicit ClaimColumns(const PgBinaryQuery& q)
+  explicit ClaimColumns(const PgResult& q)
       : id(q.column("id")), ctid(q.column("ctid")), message_id(q.column("message_id")), exchange(q.column("exchange")),
         routing_key(q.column("routing_key")), message_type(q.column("message_type")),
         ordering_key(q.column("ordering_key")), content_type(q.column("content_type")), headers(q.column("headers")),
@@ -295,7 +256,7 @@ struct OutboxStore::ClaimColumns {
 // Each row on its own: a row whose columns cannot be decoded is returned with
 // `invalid` set (and is failed on its own as an attempt), never by throwing, which
 // would throw the whole claim away and halt every relay on one row.
-std::vector<ClaimedRow> OutboxStore::decode_claim(const PgBinaryQuery& q) {
+std::vector<ClaimedRow> OutboxStore::decode_claim(const PgResult& q) {
   const StageCpu::Scope cpu(CpuStage::kDecode);  // the relay loop's CPU by stage (a no-op elsewhere)
   std::vector<ClaimedRow> rows;
   if (q.rows() == 0) return rows;
@@ -330,7 +291,7 @@ std::vector<ClaimedRow> OutboxStore::decode_claim(const PgBinaryQuery& q) {
 
 // What the relay sends; sets row.invalid (or throws) when a column cannot be sent.
 // Text columns come as their bytes, the payload as stored (binary results).
-void OutboxStore::decode_message_columns(const PgBinaryQuery& q, int i, const ClaimColumns& c, ClaimedRow& row) {
+void OutboxStore::decode_message_columns(const PgResult& q, int i, const ClaimColumns& c, ClaimedRow& row) {
   row.message_id = q.bytes(i, c.message_id);
   row.exchange = q.bytes(i, c.exchange);
   row.routing_key = q.bytes(i, c.routing_key);
@@ -372,7 +333,7 @@ void OutboxStore::decode_message_columns(const PgBinaryQuery& q, int i, const Cl
   row.created_unix_s = static_cast<std::int64_t>(std::floor(created));  // 1969-12-31 23:59:59.5 is -1
 }
 
-std::size_t OutboxStore::load_payloads(pqxx::transaction_base& tx, std::vector<ClaimedRow>& rows,
+std::size_t OutboxStore::load_payloads(BatchTransaction& tx, std::vector<ClaimedRow>& rows,
                                        std::size_t first, std::size_t max_bytes) {
   std::vector<std::int64_t> ids;
   std::unordered_map<std::int64_t, std::size_t> index;
@@ -386,7 +347,7 @@ std::size_t OutboxStore::load_payloads(pqxx::transaction_base& tx, std::vector<C
   }
   if (ids.empty()) return end;
   // Binary results: the payload's bytes as stored, with no escaping pass on either side.
-  PgBinaryQuery q(tx.conn(), payloads_sql_, {outbox::pg::bigint_array(ids)});
+  const PgResult q = tx.exec(payloads_sql_, {outbox::pg::bigint_array(ids)});
   if (q.columns() != 2) throw pqxx::usage_error("payload fetch: expected 2 columns");
   for (int i = 0; i < q.rows(); ++i) {
     auto& row = rows[index.at(q.int8(i, 0))];
@@ -397,19 +358,20 @@ std::size_t OutboxStore::load_payloads(pqxx::transaction_base& tx, std::vector<C
   return end;
 }
 
-void OutboxStore::mark_published(pqxx::transaction_base& tx, const std::vector<const ClaimedRow*>& rows) {
+void OutboxStore::mark_published(BatchTransaction& tx, const std::vector<const ClaimedRow*>& rows) {
   if (rows.empty()) return;
   if (mark_by_address_) {
     std::vector<std::string> ctids;
     ctids.reserve(rows.size());
     for (const auto* r : rows) ctids.push_back(r->ctid);
-    const auto marked = tx.exec_prepared("outbox_mark_published", outbox::pg::text_array(ctids)).affected_rows();
+    const auto marked =
+        tx.exec_prepared(prepared_statement("outbox_mark_published"), {outbox::pg::text_array(ctids)}).affected_rows();
     if (marked == rows.size()) return;
   }
   std::vector<std::int64_t> ids;
   ids.reserve(rows.size());
   for (const auto* r : rows) ids.push_back(r->id);
-  tx.exec_prepared("outbox_mark_published_by_id", outbox::pg::bigint_array(ids));
+  tx.exec_prepared(prepared_statement("outbox_mark_published_by_id"), {outbox::pg::bigint_array(ids)});
 }
 
 void OutboxStore::mark_published_and_commit(BatchTransaction& tx, const std::vector<const ClaimedRow*>& rows) {
@@ -421,8 +383,7 @@ void OutboxStore::mark_published_and_commit(BatchTransaction& tx, const std::vec
   std::vector<std::string> ctids;
   ctids.reserve(rows.size());
   for (const auto* r : rows) ctids.push_back(r->ctid);
-  const auto marked = tx.commit_after(prepared_statement(tx.conn(), "outbox_mark_then_commit"),
-                                      {outbox::pg::text_array(ctids)});
+  const auto marked = tx.commit_after(prepared_statement("outbox_mark_then_commit"), {outbox::pg::text_array(ctids)});
   if (marked == rows.size()) return;
   std::vector<std::int64_t> ids;
   ids.reserve(rows.size());
@@ -430,12 +391,12 @@ void OutboxStore::mark_published_and_commit(BatchTransaction& tx, const std::vec
   // Best effort, on its own (committed at once): a row it misses stays pending and is
   // published again, which at-least-once allows; the batch itself has committed.
   try {
-    PgBinaryQuery(tx.conn(), mark_by_id_sql_, {outbox::pg::bigint_array(ids)});
+    tx.session().exec(mark_by_id_sql_, {outbox::pg::bigint_array(ids)});
   } catch (const std::exception&) {
   }
 }
 
-void OutboxStore::mark_failed(pqxx::transaction_base& tx, const std::vector<FailedRow>& rows,
+void OutboxStore::mark_failed(BatchTransaction& tx, const std::vector<FailedRow>& rows,
                               int max_attempts) {
   if (rows.empty()) return;
   std::vector<std::int64_t> ids, delays, counted;
@@ -446,13 +407,14 @@ void OutboxStore::mark_failed(pqxx::transaction_base& tx, const std::vector<Fail
     delays.push_back(r.retry_in_ms);
     counted.push_back(r.counts_as_attempt ? 1 : 0);
   }
-  tx.exec_prepared("outbox_mark_failed", outbox::pg::bigint_array(ids), outbox::pg::text_array(errors),
-                   outbox::pg::bigint_array(delays), outbox::pg::bigint_array(counted), max_attempts);
+  tx.exec_prepared(prepared_statement("outbox_mark_failed"),
+                   {outbox::pg::bigint_array(ids), outbox::pg::text_array(errors), outbox::pg::bigint_array(delays),
+                    outbox::pg::bigint_array(counted), std::to_string(max_attempts)});
 }
 
-PendingStats OutboxStore::stats(pqxx::transaction_base& tx) {
-  auto r = tx.exec_prepared1("outbox_stats");
-  return PendingStats{r[0].as<std::int64_t>(), r[2].as<std::int64_t>(), r[1].as<double>()};
+PendingStats OutboxStore::stats() {
+  const auto r = session().exec_prepared(prepared_statement("outbox_stats"), {});
+  return PendingStats{r.int8(0, 0), r.int8(0, 2), r.float8(0, 1)};
 }
 
 }  // namespace relay

@@ -9,11 +9,9 @@
 #include <vector>
 
 #include "config/config.h"
-#include "publish/pg_binary_query.h"
-
-#include <pqxx/connection>
-#include <pqxx/result>
-#include <pqxx/transaction_base>
+#include "pg/batch_transaction.h"
+#include "pg/pg_result.h"
+#include "pg/pg_session.h"
 
 namespace relay {
 
@@ -70,13 +68,12 @@ struct KeyCursor {
   std::string after;     // else: from the first key after this one
 };
 
-// Owns one PostgreSQL connection. Its session has statement and
-// idle-in-transaction timeouts and TCP keepalives, so the server frees the row
-// locks of a relay that hangs or vanishes.
+// Owns one PostgreSQL session (a PgSession: libpq's own, binary results and
+// pipelines). It has statement and idle-in-transaction timeouts and TCP keepalives,
+// so the server frees the row locks of a relay that hangs or vanishes. Statements
+// are prepared on the session's first use of each.
 //
 // Thread safety: none; one thread owns the store. Not copyable.
-class BatchTransaction;
-
 class OutboxStore {
  public:
   explicit OutboxStore(PostgresConfig config);
@@ -84,27 +81,28 @@ class OutboxStore {
   OutboxStore(const OutboxStore&) = delete;
   OutboxStore& operator=(const OutboxStore&) = delete;
 
-  // (Re)connects and prepares statements. Throws pqxx::broken_connection.
+  // (Re)connects and sets the session's limits. Throws pqxx::broken_connection.
   void connect();
   bool connected() const;
   void disconnect();
-  pqxx::connection& connection();
+  // REQUIRES: connected().
+  PgSession& session();
 
   // Locks and returns up to `limit` due pending rows in id order, skipping rows
   // other relays hold (FOR UPDATE SKIP LOCKED). The locks last until `tx` ends:
   // they are the lease.
-  std::vector<ClaimedRow> claim(pqxx::transaction_base& tx, int limit);
+  std::vector<ClaimedRow> claim(BatchTransaction& tx, int limit);
   // The same, leaving out ids in [skip_from, skip_to]: the range of a batch this
   // relay has in flight. SKIP LOCKED would pass over its rows too, but only after
   // visiting each one in the heap (a third of a deep claim's work, and of
   // PostgreSQL's CPU in a drain: docs/PERFORMANCE.md, "Round five"). Rows below the
   // range are claimed first, as always; a row inside it that is not in that batch
   // (a late commit) waits until the batch ends. REQUIRES: skip_from <= skip_to.
-  std::vector<ClaimedRow> claim_around(pqxx::transaction_base& tx, int limit, std::int64_t skip_from,
+  std::vector<ClaimedRow> claim_around(BatchTransaction& tx, int limit, std::int64_t skip_from,
                                        std::int64_t skip_to);
   // Only the part above the range: deep in a backlog, where below it are mostly the
   // dead rows of the last batch (ClaimFloorPolicy says when).
-  std::vector<ClaimedRow> claim_above(pqxx::transaction_base& tx, int limit, std::int64_t skip_to);
+  std::vector<ClaimedRow> claim_above(BatchTransaction& tx, int limit, std::int64_t skip_to);
   // relay.ordering per_key: claims only the head (lowest pending id) of each key
   // whose lane is in `lanes`, and only when that head is due. A head that is
   // locked by a batch in flight, or (with park_key) parked, holds its key back.
@@ -113,7 +111,7 @@ class OutboxStore {
   // pending event or thousands; the cursor wraps at the last key, so every key
   // is reached. Rows come in key order. Returns nothing only after a whole pass.
   // REQUIRES: use_per_key_ordering() before connect().
-  std::vector<ClaimedRow> claim_key_heads(pqxx::transaction_base& tx, int limit, const std::vector<int>& lanes,
+  std::vector<ClaimedRow> claim_key_heads(BatchTransaction& tx, int limit, const std::vector<int>& lanes,
                                           KeyCursor& cursor);
   void use_per_key_ordering(int lanes, bool park_key) {
     key_lanes_ = lanes;
@@ -122,7 +120,7 @@ class OutboxStore {
   // Loads the payloads of rows[first...] that the claim left out, as many as fit in
   // `max_bytes` (at least one), in one statement; returns the index after the last
   // row loaded. REQUIRES: `tx` is the transaction that claimed `rows`.
-  std::size_t load_payloads(pqxx::transaction_base& tx, std::vector<ClaimedRow>& rows, std::size_t first,
+  std::size_t load_payloads(BatchTransaction& tx, std::vector<ClaimedRow>& rows, std::size_t first,
                             std::size_t max_bytes);
   // Larger payloads are not sent with the claim (see ClaimedRow::payload).
   static constexpr std::size_t kInlinePayloadBytes = 2 * 1024;
@@ -142,7 +140,7 @@ class OutboxStore {
   // never the only way a row gets marked. On an outbox with inheritance children or
   // partitions, whose ctids are not unique, the mark goes by id only.
   // REQUIRES: `tx` is the transaction that claimed `rows`.
-  void mark_published(pqxx::transaction_base& tx, const std::vector<const ClaimedRow*>& rows);
+  void mark_published(BatchTransaction& tx, const std::vector<const ClaimedRow*>& rows);
   // mark_published() and then tx.commit(), in one round trip where the rows are
   // marked by address (BatchTransaction::commit_after). A row `tx` changed since its
   // claim (never in the relay's own flow) is then marked by id after the commit, in
@@ -153,8 +151,9 @@ class OutboxStore {
   // nothing else left to do.
   void mark_published_and_commit(BatchTransaction& tx, const std::vector<const ClaimedRow*>& rows);
   // attempts+1, next_attempt_at, last_error; parks rows reaching `max_attempts`.
-  void mark_failed(pqxx::transaction_base& tx, const std::vector<FailedRow>& rows, int max_attempts);
-  PendingStats stats(pqxx::transaction_base& tx);
+  void mark_failed(BatchTransaction& tx, const std::vector<FailedRow>& rows, int max_attempts);
+  // One autocommit statement on the session (no transaction open on it).
+  PendingStats stats();
 
   // The one spelling of "pending": neither published nor parked. `alias` is a
   // table alias with its dot ("o.") or empty. Pure.
@@ -166,7 +165,7 @@ class OutboxStore {
  private:
   PostgresConfig config_;
   std::string schema_;  // quoted
-  std::string payloads_sql_;  // load_payloads(): binary results (PgBinaryQuery)
+  std::string payloads_sql_;  // load_payloads(): binary results
   int key_lanes_ = 0;    // per_key ordering when > 0
   bool park_key_ = true;
   bool delete_on_publish_ = false;
@@ -178,25 +177,18 @@ class OutboxStore {
   std::size_t max_payload_bytes_ = 16 * 1024 * 1024;
   struct ClaimColumns;
   static std::string claim_select_list();
-  // The claims' statements, each prepared on its session's first use of it.
-  struct BinaryStatement {
+  // The store's statements, each prepared on its session's first use of it.
+  struct Statement {
     std::string name, sql;
     bool prepared = false;
   };
-  std::vector<BinaryStatement> binary_statements_;
-  const std::string& prepared_statement(pqxx::connection_base& conn, const char* name);
-  PgBinaryQuery run_claim(pqxx::transaction_base& tx, const char* name, const std::vector<std::string>& params);
-  std::vector<ClaimedRow> decode_claim(const PgBinaryQuery& q);
-  static void decode_message_columns(const PgBinaryQuery& q, int i, const ClaimColumns& c, ClaimedRow& row);
-  void prepare_key_walk(pqxx::connection& conn, const std::string& select_list);
-  std::unique_ptr<pqxx::connection> conn_;
+  std::vector<Statement> statements_;
+  const std::string& prepared_statement(const char* name);
+  PgResult run_claim(BatchTransaction& tx, const char* name, const PgSession::Params& params);
+  std::vector<ClaimedRow> decode_claim(const PgResult& q);
+  static void decode_message_columns(const PgResult& q, int i, const ClaimColumns& c, ClaimedRow& row);
+  void add_key_walk(const std::string& select_list);
+  std::unique_ptr<PgSession> session_;
 };
-
-// The keyword connection string the relay hands to libpq: postgres.dsn (keyword or
-// URI form) as libpq parses it, every value quoted, plus the relay's session options
-// (keepalives, timeouts, application_name) where the DSN does not set them, and
-// sslmode=verify-full when postgres.require_tls is on. Pure; throws
-// std::invalid_argument (naming no value) when the DSN does not parse.
-std::string dsn_with_session_options(const PostgresConfig& config);
 
 }  // namespace relay

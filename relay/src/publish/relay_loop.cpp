@@ -154,7 +154,7 @@ std::string RelayLoop::connect_missing() {
   }
   if (error.empty() && lanes_ && !lanes_->joined()) {
     try {
-      lanes_->join(primary().connection());
+      lanes_->join(primary().session());
       next_rebalance_ = Clock::now();
       rebalance_lanes();
     } catch (const std::exception& e) {

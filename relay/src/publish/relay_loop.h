@@ -28,7 +28,7 @@
 #include "publish/retry_streaks.h"
 #include "publish/stage_cpu.h"
 
-#include <pqxx/transaction>
+
 
 namespace relay {
 

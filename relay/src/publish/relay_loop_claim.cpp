@@ -67,7 +67,7 @@ std::size_t RelayLoop::claim_batch(bool probe_first) {
       arm_policy_.release_after_claim(0, Clock::now());
       return 0;
     }
-    batch->tx = std::make_unique<BatchTransaction>(store->connection());
+    batch->tx = std::make_unique<BatchTransaction>(store->session());
     batch->rows = claim_rows(*store, *batch->tx, limit);
     floor_policy_.claimed(batch->rows.size(), static_cast<std::size_t>(limit));
     // Invariant: rows come only from a claim, which begins the transaction (their locks).

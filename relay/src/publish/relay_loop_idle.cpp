@@ -90,7 +90,7 @@ void RelayLoop::rebalance_lanes() {
   next_rebalance_ = Clock::now() + milliseconds(config_.relay.rebalance_interval_ms);
   if (!primary().connected() || !lanes_->joined()) return;
   try {
-    auto change = lanes_->rebalance(primary().connection());
+    auto change = lanes_->rebalance(primary().session());
     metrics_->set_lanes_owned(lanes_->owned().size());
     if (!change.taken.empty() || !change.released.empty())
       spdlog::info("lanes: own {} of {} ({} relays, fair share {}): took {}, gave up {}",
@@ -199,8 +199,7 @@ void RelayLoop::maybe_log_summary(bool force) {
   PendingStats stats;
   try {
     if (!store) throw std::runtime_error("not connected");
-    pqxx::nontransaction tx(store->connection());  // one statement, no BEGIN/COMMIT
-    stats = store->stats(tx);
+    stats = store->stats();  // one statement, no BEGIN/COMMIT
   } catch (const std::exception& e) {
     spdlog::info("summary: published {} ({:.0f}/s), failed {}, parked {}; pending unknown: {}",
                  counters_.published, rate, counters_.failed, counters_.parked, outbox::one_line(e.what()));
