@@ -40,10 +40,61 @@ and example configurations under /usr/share/doc/outbox-relay/examples.")
 
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME liboutbox-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
-# What OutboxRelayConfig.cmake finds (and the .pc files require), by Debian name.
-set(OUTBOX_DEV_DEPENDS libpqxx-dev librabbitmq-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev
-    libfmt-dev libspdlog-dev libboost-system-dev pkg-config)
-list(JOIN OUTBOX_DEV_DEPENDS ", " CPACK_DEBIAN_DEV_PACKAGE_DEPENDS)
+# What OutboxRelayConfig.cmake finds (and the .pc files require), by Debian name, each
+# with how its ABI moves: the static SDK libraries in liboutbox-dev hold calls into the
+# libraries this build compiled against, so the -dev packages must be of that release's
+# series. "minor": the library's soname changes with the minor version (libpqxx-6.4 on
+# Debian 12, libpqxx-7.10 on Debian 13; libspdlog1.10 / 1.15; libyaml-cpp0.7 / 0.8);
+# "major": with the major version (libfmt9 / libfmt10); "any": a stable ABI (lower bound
+# only); "-": headers or a tool, no bound. The bounds come from the versions installed on
+# the machine that builds (dpkg-query), so a package made on Debian 13 asks for Debian
+# 13's libpqxx-dev (>= 7.10.0, << 7.11~) and one made on Debian 12 for 6.4's; without
+# dpkg-query, or for a library not installed from a package, the bare name.
+# (The relay's own Depends come from dpkg-shlibdeps: the runtime packages of the
+# shared libraries its binary loads, libpqxx-6.4 or libpqxx-7.10 and so on.)
+set(OUTBOX_DEV_DEPENDS
+  libpqxx-dev=minor librabbitmq-dev=any libssl-dev=any libyaml-cpp-dev=minor nlohmann-json3-dev=-
+  libfmt-dev=major libspdlog-dev=minor libboost-system-dev=- pkg-config=-)
+find_program(OUTBOX_DPKG_QUERY dpkg-query)
+mark_as_advanced(OUTBOX_DPKG_QUERY)
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "")
+foreach(entry IN LISTS OUTBOX_DEV_DEPENDS)
+  string(REPLACE "=" ";" entry "${entry}")
+  list(GET entry 0 package)
+  list(GET entry 1 series)
+  set(depends "${package}")
+  set(installed "")
+  if(OUTBOX_DPKG_QUERY AND NOT series STREQUAL "-")
+    execute_process(COMMAND ${OUTBOX_DPKG_QUERY} -W --showformat=\${db:Status-Abbrev}\${Version}\n ${package}
+                    OUTPUT_VARIABLE installed ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+    # "ii 7.10.0-2": installed (one line per architecture of a multi-arch package)
+    if(installed MATCHES "^ii +([^\n]+)")
+      set(installed "${CMAKE_MATCH_1}")
+    else()
+      set(installed "")
+    endif()
+  endif()
+  if(installed)
+    string(REGEX REPLACE "-[^-]*$" "" upstream "${installed}")  # without the Debian revision
+    set(depends "${package} (>= ${upstream})")
+    # epoch:major.minor... -> the first version of the next series, "~" sorting before
+    # any release of it: 7.10.0-2 -> << 7.11~, 1:1.15.2+ds-2 -> << 1:1.16~, 10.1.1 -> << 11~
+    if(installed MATCHES "^(([0-9]+):)?([0-9]+)\\.([0-9]+)" AND NOT series STREQUAL "any")
+      set(epoch "${CMAKE_MATCH_1}")
+      if(series STREQUAL "minor")
+        math(EXPR next "${CMAKE_MATCH_4} + 1")
+        set(next "${CMAKE_MATCH_3}.${next}")
+      else()
+        math(EXPR next "${CMAKE_MATCH_3} + 1")
+      endif()
+      string(APPEND depends ", ${package} (<< ${epoch}${next}~)")
+    endif()
+  endif()
+  if(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS)
+    string(APPEND CPACK_DEBIAN_DEV_PACKAGE_DEPENDS ", ")
+  endif()
+  string(APPEND CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "${depends}")
+endforeach()
 if(OUTBOX_BUILD_SHARED)  # the versioned shared libraries ship with the relay package
   string(APPEND CPACK_DEBIAN_DEV_PACKAGE_DEPENDS ", outbox-relay (= ${PROJECT_VERSION}-1)")
   set(CPACK_DEBIAN_DEV_PACKAGE_RECOMMENDS "cmake")
