@@ -20,6 +20,10 @@
 # server.key (PEM); PostgreSQL then also accepts TLS on its port (ssl = on) and
 # RabbitMQ listens for amqps:// on OUTBOX_AMQPS_PORT (default the AMQP port + 1).
 # The shared servers run without it; TLS tests start private servers with it.
+# OUTBOX_RABBITMQ_CONF: more rabbitmq.conf lines for the node (separated by newlines or
+# ';'), read at boot, e.g. 'max_message_size = 65536': RabbitMQ 4.0 reads settings such
+# as this one only at boot (application:set_env on the running node changes nothing
+# there; 3.x read it at each new channel).
 set -euo pipefail
 
 DIR="${OUTBOX_LOCAL_DIR:-/tmp/outbox-relay-local}"
@@ -27,6 +31,7 @@ PG_PORT="${OUTBOX_PG_PORT:-35432}"
 AMQP_PORT="${OUTBOX_AMQP_PORT:-35673}"
 TLS_DIR="${OUTBOX_TLS_DIR:-}"
 AMQPS_PORT="${OUTBOX_AMQPS_PORT:-$((AMQP_PORT + 1))}"
+RMQ_CONF="${OUTBOX_RABBITMQ_CONF:-}"
 PG_DIR="$DIR/pg"
 RMQ_DIR="$DIR/rabbitmq"
 RMQ_NODE="outbox${AMQP_PORT}@localhost"
@@ -115,6 +120,7 @@ launch_rmq() {
   echo "[]." >"$RMQ_DIR/enabled_plugins"
   # Generous watermark: benchmarks push many persistent messages through a small machine.
   printf 'loopback_users.guest = false\nvm_memory_high_watermark.relative = 0.6\n' >"$RMQ_DIR/rabbitmq.conf"
+  if [ -n "$RMQ_CONF" ]; then printf '%s\n' "$RMQ_CONF" | tr ';' '\n' | sed 's/^ *//' >>"$RMQ_DIR/rabbitmq.conf"; fi
   if [ -n "$TLS_DIR" ]; then
     mkdir -p "$RMQ_DIR/tls"
     cp "$TLS_DIR/ca.crt" "$TLS_DIR/server.crt" "$TLS_DIR/server.key" "$RMQ_DIR/tls/"
