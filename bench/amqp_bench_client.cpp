@@ -1,6 +1,6 @@
 #include "amqp_bench_client.h"
 
-#include <amqp_framing.h>
+#include "outbox/rabbitmq_c.h"
 
 #include <ctime>
 

@@ -2,7 +2,7 @@
 // AmqpBenchClient: a plain rabbitmq-c connection for the bench's own broker work
 // (declare, purge, delete, the ceiling publisher, the latency consumer).
 
-#include <amqp.h>
+#include "outbox/rabbitmq_c.h"
 
 #include <chrono>
 #include <cstdint>

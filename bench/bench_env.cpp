@@ -9,6 +9,7 @@
 #include <random>
 
 #include "outbox/migrator.h"
+#include "outbox/pqxx_compat.h"
 
 namespace bench {
 namespace {
@@ -102,7 +103,7 @@ void BenchEnv::fill(long rows, int bytes, bool published, long keys) {
   for (long done = 0; done < rows;) {
     long n = std::min(kChunk, rows - done);
     pqxx::work tx(*pg_);
-    tx.exec_params0(sql, id_base_ms_, exchange_, routing_key_, payload_hex, published, next_seq_,
+    outbox::pgx::exec_params0(tx, sql, id_base_ms_, exchange_, routing_key_, payload_hex, published, next_seq_,
                     next_seq_ + n - 1, keys);
     tx.commit();
     next_seq_ += n;
@@ -122,23 +123,23 @@ void BenchEnv::reset() {
 
 void BenchEnv::keep_history() {
   pqxx::nontransaction tx(*pg_);
-  history_max_id_ = tx.exec1("SELECT coalesce(max(id), 0) FROM \"" + name_ + "\".outbox")[0].as<std::int64_t>();
+  history_max_id_ = outbox::pgx::exec1(tx, "SELECT coalesce(max(id), 0) FROM \"" + name_ + "\".outbox")[0].as<std::int64_t>();
   tx.exec("VACUUM ANALYZE \"" + name_ + "\".outbox");
 }
 
 long BenchEnv::pending_rows() {
   pqxx::nontransaction tx(*pg_);
-  return tx.exec1("SELECT count(*) FROM \"" + name_ + "\".outbox WHERE published_at IS NULL")[0].as<long>();
+  return outbox::pgx::exec1(tx, "SELECT count(*) FROM \"" + name_ + "\".outbox WHERE published_at IS NULL")[0].as<long>();
 }
 
 bool BenchEnv::any_pending() {
   pqxx::nontransaction tx(*pg_);
-  return tx.exec1("SELECT EXISTS (SELECT 1 FROM \"" + name_ + "\".outbox WHERE published_at IS NULL)")[0].as<bool>();
+  return outbox::pgx::exec1(tx, "SELECT EXISTS (SELECT 1 FROM \"" + name_ + "\".outbox WHERE published_at IS NULL)")[0].as<bool>();
 }
 
 long BenchEnv::published_rows() {
   pqxx::nontransaction tx(*pg_);
-  return tx.exec1("SELECT count(*) FROM \"" + name_ + "\".outbox WHERE published_at IS NOT NULL AND id > " +
+  return outbox::pgx::exec1(tx, "SELECT count(*) FROM \"" + name_ + "\".outbox WHERE published_at IS NOT NULL AND id > " +
                   std::to_string(history_max_id_))[0].as<long>();
 }
 

@@ -24,6 +24,7 @@
 #include "relay_runner.h"
 #include "stage_breakdown.h"
 #include "wire_phase.h"
+#include "outbox/pqxx_compat.h"
 
 namespace bench {
 namespace {
@@ -150,7 +151,7 @@ class Bench {
     if (!o_.broker_cpus.empty()) {
       const auto broker = broker_pid();
       if (!broker) throw BenchError("--broker-cpus: the broker's pid is unknown (no $OUTBOX_LOCAL_DIR/rabbitmq/rabbitmq.pid)");
-      const auto backend = pqxx::nontransaction(env.admin()).exec1("SELECT pg_backend_pid()")[0].as<int>();
+      const auto backend = outbox::pgx::exec1(pqxx::nontransaction(env.admin()), "SELECT pg_backend_pid()")[0].as<int>();
       isolation.emplace(o_.broker_cpus, *broker, BrokerCpuIsolation::postmaster_of(backend));
       report_["broker_cpus"] = isolation->description();
       std::cout << "  " << isolation->description() << "\n";
@@ -240,7 +241,7 @@ class Bench {
     // relay's lock of migration 0004): every commit then sends a NOTIFY.
     {
       pqxx::connection holder(env.pg_dsn());
-      pqxx::nontransaction(holder).exec_params("SELECT pg_advisory_lock(1868724338, hashtext($1))", env.schema());
+      outbox::pgx::exec_params(pqxx::nontransaction(holder), "SELECT pg_advisory_lock(1868724338, hashtext($1))", env.schema());
       for (int conns : {1, 8}) {
         double rate = measure_enqueue_rate(env, conns, 1, o_.producer_seconds, o_.message_bytes);
         std::string key = std::to_string(conns) + "conn_single_relay_waiting";

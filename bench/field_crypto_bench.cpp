@@ -26,6 +26,7 @@
 #include "outbox/outbox_writer.h"
 #include "outbox/schema_registry.h"
 #include "relay_runner.h"
+#include "outbox/pqxx_compat.h"
 
 namespace {
 
@@ -119,7 +120,7 @@ void sql(pqxx::connection& conn, const std::string& statement) {
 
 double average_payload_bytes(pqxx::connection& conn, const std::string& schema) {
   pqxx::nontransaction tx(conn);
-  auto r = tx.exec1("SELECT coalesce(avg(length(payload)), 0) FROM \"" + schema + "\".outbox");
+  auto r = outbox::pgx::exec1(tx, "SELECT coalesce(avg(length(payload)), 0) FROM \"" + schema + "\".outbox");
   return r[0].as<double>();
 }
 

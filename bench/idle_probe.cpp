@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "measurements.h"
+#include "outbox/pqxx_compat.h"
 
 namespace bench {
 
@@ -16,7 +17,7 @@ double measure_idle_queries(BenchEnv& env, double seconds) {
   long statements = 0;
   auto sample = [&](bool count) {
     pqxx::nontransaction tx(conn);
-    for (const auto& r : tx.exec_prepared("sessions", env.relay_application_name())) {
+    for (const auto& r : outbox::pgx::exec_prepared(tx, "sessions", env.relay_application_name())) {
       int pid = r[0].as<int>();
       std::string start = r[1].is_null() ? "" : r[1].c_str();
       auto it = last.find(pid);

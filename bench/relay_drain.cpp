@@ -8,6 +8,7 @@
 #include "measurements.h"
 #include "process_cpu.h"
 #include "relay_runner.h"
+#include "outbox/pqxx_compat.h"
 
 namespace bench {
 namespace {
@@ -93,7 +94,7 @@ DrainResult measure_drain(BenchEnv& env, const RelaySpec& spec, const DrainPlan&
                      " of " + std::to_string(plan.rows) + " messages in the queue after the relays exited");
   {
     pqxx::nontransaction tx(env.admin());
-    const double span = tx.exec1("SELECT coalesce(extract(epoch from max(published_at) - min(published_at)), 0) "
+    const double span = outbox::pgx::exec1(tx, "SELECT coalesce(extract(epoch from max(published_at) - min(published_at)), 0) "
                                  "FROM \"" + env.schema() + "\".outbox WHERE id > " +
                                  std::to_string(env.history_max_id()))[0].as<double>();
     const long after_first = plan.rows - std::min<long>(plan.rows, spec.batch_size);

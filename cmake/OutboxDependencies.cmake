@@ -20,6 +20,12 @@ endfunction()
 
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PQXX REQUIRED IMPORTED_TARGET libpqxx)
+# libpqxx 6.4 (Debian 12) or 7.10 and later 7.x (Debian 13): 7.0-7.9 lack
+# connection::seize_raw_connection(), which the consumer's watched connection needs.
+if(PQXX_VERSION VERSION_GREATER_EQUAL 7.0 AND PQXX_VERSION VERSION_LESS 7.10)
+  message(FATAL_ERROR "libpqxx ${PQXX_VERSION} is not supported: outbox-relay needs 6.4 <= version < 7.0 "
+                      "or 7.10 <= version < 8.0 (Debian 12 ships 6.4, Debian 13 ships 7.10)")
+endif()
 outbox_require_range(libpqxx "${PQXX_VERSION}" 6.4 8.0)
 # libpq 14 or later: the relay sends BEGIN with its claim and COMMIT with its mark in
 # libpq pipelines (relay/src/pg/pg_session.cpp). Any server version works.
@@ -37,6 +43,9 @@ find_package(spdlog REQUIRED)
 outbox_require_range(spdlog "${spdlog_VERSION}" 1.10 1.16)
 find_package(fmt REQUIRED)
 outbox_require_range(fmt "${fmt_VERSION}" 9.0 11.0)
+if(POLICY CMP0167)  # CMake 3.30+ (Debian 13): Boost's own BoostConfig.cmake, not the removed FindBoost
+  cmake_policy(SET CMP0167 NEW)
+endif()
 find_package(Boost 1.74 REQUIRED COMPONENTS system)
 outbox_require_range(Boost "${Boost_VERSION}" 1.74 1.89)
 find_package(Threads REQUIRED)

@@ -7,8 +7,14 @@
 // Reads OUTBOX_AMQP_URI. Prints the first few events and a summary line:
 // received, distinct message ids, redeliveries seen.
 
+// rabbitmq-c 0.12+ (Debian 13) moved its headers under rabbitmq-c/; 0.11 (Debian 12) has them at the top.
+#if __has_include(<rabbitmq-c/amqp.h>)
+#include <rabbitmq-c/amqp.h>
+#include <rabbitmq-c/tcp_socket.h>
+#else
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
+#endif
 
 #include <iostream>
 #include <set>

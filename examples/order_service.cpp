@@ -27,6 +27,7 @@
 #include "outbox/migrator.h"
 #include "outbox/outbox_writer.h"
 #include "outbox/schema_registry.h"
+#include "outbox/pqxx_compat.h"
 
 namespace {
 
@@ -121,7 +122,7 @@ std::pair<int, int> write_orders(pqxx::connection& conn, const outbox::OutboxWri
     pqxx::work tx(conn);
     std::string customer = "customer-" + std::to_string(n % 17);  // an id, not personal data
     long long total = 1000 + (n * 137) % 9000;
-    auto order_id = tx.exec_params1("INSERT INTO shop.orders (customer, total_cents) VALUES ($1, $2) RETURNING id",
+    auto order_id = outbox::pgx::exec_params1(tx, "INSERT INTO shop.orders (customer, total_cents) VALUES ($1, $2) RETURNING id",
                                     customer, total)[0].as<long long>();
     outbox::Message event;
     event.exchange = outbox::Exchange("orders");

@@ -10,6 +10,7 @@
 #include "outbox/embedded_migrations.h"
 #include "outbox/migration_steps.h"
 #include "outbox/sql_identifier.h"
+#include "outbox/pqxx_compat.h"
 
 namespace outbox {
 namespace {
@@ -31,17 +32,17 @@ std::string render(std::string_view sql, const std::string& quoted_schema) {
 // per transaction (pg_advisory_xact_lock), so old and new exclude each other too.
 class MigrationLock {
  public:
-  MigrationLock(pqxx::connection_base& conn, std::string key) : conn_(conn), key_(std::move(key)) {
+  MigrationLock(outbox::PgConnection& conn, std::string key) : conn_(conn), key_(std::move(key)) {
     for (auto pause = std::chrono::milliseconds(10);; pause = std::min(pause * 2, std::chrono::milliseconds(200))) {
       pqxx::nontransaction tx(conn_);
-      if (tx.exec_params1("SELECT pg_try_advisory_lock(hashtext($1))", key_)[0].as<bool>()) return;
+      if (outbox::pgx::exec_params1(tx, "SELECT pg_try_advisory_lock(hashtext($1))", key_)[0].as<bool>()) return;
       std::this_thread::sleep_for(pause);
     }
   }
   ~MigrationLock() {
     try {
       pqxx::nontransaction tx(conn_);
-      tx.exec_params("SELECT pg_advisory_unlock(hashtext($1))", key_);
+      outbox::pgx::exec_params(tx, "SELECT pg_advisory_unlock(hashtext($1))", key_);
     } catch (const std::exception&) {
       // The connection is gone, and the session's lock with it.
     }
@@ -50,7 +51,7 @@ class MigrationLock {
   MigrationLock& operator=(const MigrationLock&) = delete;
 
  private:
-  pqxx::connection_base& conn_;
+  outbox::PgConnection& conn_;
   std::string key_;
 };
 
@@ -60,7 +61,7 @@ class MigrationLock {
 enum class IndexState { kAbsent, kValid, kInvalid };
 
 IndexState index_state(pqxx::transaction_base& tx, const std::string& schema, const std::string& index) {
-  auto r = tx.exec_params(
+  auto r = outbox::pgx::exec_params(tx, 
       "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
       "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2",
       schema, index);
@@ -73,11 +74,11 @@ IndexState index_state(pqxx::transaction_base& tx, const std::string& schema, co
 Migrator::Migrator(std::string schema)
     : schema_(quoted_identifier(schema, "schema")), schema_name_(std::move(schema)) {}
 
-Migrator::Result Migrator::migrate(pqxx::connection_base& conn) const {
+Migrator::Result Migrator::migrate(outbox::PgConnection& conn) const {
   return migrate_to(conn, std::numeric_limits<int>::max());
 }
 
-Migrator::Result Migrator::migrate_to(pqxx::connection_base& conn, int version) const {
+Migrator::Result Migrator::migrate_to(outbox::PgConnection& conn, int version) const {
   MigrationLock lock(conn, "outbox-migrate:" + schema_name_);
   std::set<int> applied;
   {
@@ -103,7 +104,7 @@ Migrator::Result Migrator::migrate_to(pqxx::connection_base& conn, int version) 
   return result;
 }
 
-void Migrator::apply(pqxx::connection_base& conn, int version, std::string_view name, std::string_view sql) const {
+void Migrator::apply(outbox::PgConnection& conn, int version, std::string_view name, std::string_view sql) const {
   const auto steps = MigrationSteps::parse(sql, std::to_string(version) + "_" + std::string(name));
   std::vector<const ConcurrentIndex*> in_transaction;
   for (const auto& index : steps.indexes) {
@@ -131,14 +132,14 @@ void Migrator::apply(pqxx::connection_base& conn, int version, std::string_view 
     tx.exec(render(index->in_transaction_statement(), schema_));
   }
   tx.exec(render(steps.transactional, schema_));
-  tx.exec_params("INSERT INTO " + schema_ + ".outbox_migrations (version, name) VALUES ($1, $2)", version,
+  outbox::pgx::exec_params(tx, "INSERT INTO " + schema_ + ".outbox_migrations (version, name) VALUES ($1, $2)", version,
                  std::string(name));
   tx.commit();
 }
 
-bool Migrator::builds_concurrently(pqxx::connection_base& conn, const ConcurrentIndex& index) const {
+bool Migrator::builds_concurrently(outbox::PgConnection& conn, const ConcurrentIndex& index) const {
   pqxx::nontransaction tx(conn);
-  const auto bytes = tx.exec_params1("SELECT coalesce(pg_total_relation_size(to_regclass($1)), 0)",
+  const auto bytes = outbox::pgx::exec_params1(tx, "SELECT coalesce(pg_total_relation_size(to_regclass($1)), 0)",
                                      schema_ + "." + quoted_identifier(index.table, "table"))[0].as<long long>();
   return bytes >= concurrent_index_min_bytes_;
 }

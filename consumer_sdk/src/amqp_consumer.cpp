@@ -1,6 +1,6 @@
 #include "amqp_consumer.h"
 
-#include <amqp_framing.h>
+#include "outbox/rabbitmq_c.h"
 
 #include "outbox/amqp/amqp_text.h"
 #include "outbox/one_line.h"

@@ -1,7 +1,7 @@
 #pragma once
 // AmqpConsumer: one rabbitmq-c connection with one consuming channel.
 
-#include <amqp.h>
+#include "outbox/rabbitmq_c.h"
 
 #include <chrono>
 #include <cstdint>

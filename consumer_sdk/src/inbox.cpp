@@ -4,6 +4,7 @@
 
 #include "outbox/errors.h"
 #include "outbox/sql_identifier.h"
+#include "outbox/pqxx_compat.h"
 
 namespace outbox {
 
@@ -24,7 +25,7 @@ InboxOutcome Inbox::record(pqxx::transaction_base& tx, const MessageId& message_
   if (message_id.is_sentinel())
     throw ValidationError("message_id", "is the UUID " + message_id.to_string() +
                                             ", which names no message: refusing to deduplicate on it");
-  auto r = tx.exec_params(insert_sql_, message_id.to_string(), options_.consumer.value(), message_type);
+  auto r = outbox::pgx::exec_params(tx, insert_sql_, message_id.to_string(), options_.consumer.value(), message_type);
   return r.affected_rows() == 1 ? InboxOutcome::kNew : InboxOutcome::kDuplicate;
 }
 

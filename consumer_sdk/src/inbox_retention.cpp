@@ -4,6 +4,7 @@
 
 #include "outbox/errors.h"
 #include "outbox/sql_identifier.h"
+#include "outbox/pqxx_compat.h"
 
 namespace outbox {
 
@@ -30,25 +31,25 @@ InboxRetention::InboxRetention(std::string schema, RetentionPolicy policy)
                 "FOR UPDATE SKIP LOCKED)";
 }
 
-InboxRetention::PurgeResult InboxRetention::purge(pqxx::connection_base& conn) const {
+InboxRetention::PurgeResult InboxRetention::purge(outbox::PgConnection& conn) const {
   PurgeResult result;
   const std::string lock_key = "outbox-inbox-purge:" + schema_name_;
   {
     pqxx::nontransaction tx(conn);
-    if (!tx.exec_params1("SELECT pg_try_advisory_lock(hashtext($1))", lock_key)[0].as<bool>()) {
+    if (!outbox::pgx::exec_params1(tx, "SELECT pg_try_advisory_lock(hashtext($1))", lock_key)[0].as<bool>()) {
       result.skipped = true;
       return result;
     }
   }
   auto unlock = [&] {
     pqxx::nontransaction tx(conn);
-    tx.exec_params("SELECT pg_advisory_unlock(hashtext($1))", lock_key);
+    outbox::pgx::exec_params(tx, "SELECT pg_advisory_unlock(hashtext($1))", lock_key);
   };
   try {
     const double seconds = static_cast<double>(policy_.retention.count());
     for (;;) {
       pqxx::work tx(conn, "inbox_purge");
-      auto removed = tx.exec_params(delete_sql_, seconds, policy_.batch_size).affected_rows();
+      auto removed = outbox::pgx::exec_params(tx, delete_sql_, seconds, policy_.batch_size).affected_rows();
       tx.commit();
       if (removed == 0) break;
       result.removed += static_cast<std::int64_t>(removed);

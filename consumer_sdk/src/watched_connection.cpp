@@ -22,13 +22,37 @@ int remember_fatal(PGEventId event, void* info, void* fatal_sqlstate) {
   return 1;
 }
 
+constexpr const char* kEventProcName = "outbox-consumer-fatal-watch";
+
+#if PQXX_VERSION_MAJOR >= 7
+// Opens the libpq connection, registers the procedure, and hands the connection to
+// libpqxx (which owns and closes it from then on).
+pqxx::connection open_watched(const std::string& conninfo, std::string& fatal_sqlstate) {
+  PGconn* conn = PQconnectdb(conninfo.c_str());
+  if (!conn) throw pqxx::broken_connection("out of memory opening a PostgreSQL connection");
+  if (PQstatus(conn) != CONNECTION_OK) {
+    const std::string message = PQerrorMessage(conn);
+    PQfinish(conn);
+    throw pqxx::broken_connection(message);
+  }
+  // Fails only when out of memory; then a slow handler's lost session counts as the
+  // environment's, as before.
+  PQregisterEventProc(conn, remember_fatal, kEventProcName, &fatal_sqlstate);
+  return pqxx::connection::seize_raw_connection(conn);
+}
+#endif
+
 }  // namespace
 
+#if PQXX_VERSION_MAJOR >= 7
+WatchedConnection::WatchedConnection(const std::string& conninfo)
+    : pqxx::connection(open_watched(conninfo, *fatal_sqlstate)) {}
+#else
 pqxx::connectionpolicy::handle WatchedConnection::Policy::do_startconnect(handle orig) {
   handle conn = connect_direct::do_startconnect(orig);
   // Fails only when already registered (a reactivated handle) or out of memory; then
   // a slow handler's lost session counts as the environment's, as before.
-  PQregisterEventProc(conn, remember_fatal, "outbox-consumer-fatal-watch", &fatal_sqlstate_);
+  PQregisterEventProc(conn, remember_fatal, kEventProcName, &fatal_sqlstate_);
   return conn;
 }
 
@@ -38,6 +62,7 @@ WatchedConnection::WatchedConnection(const std::string& conninfo)
 }
 
 WatchedConnection::~WatchedConnection() noexcept { close(); }
+#endif
 
 std::unique_ptr<WatchedConnection> open_watched_connection(const std::string& dsn) {
   return open_pg_connection_as<WatchedConnection>(dsn);

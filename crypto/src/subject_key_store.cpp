@@ -11,6 +11,7 @@
 #include "outbox/crypto_errors.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
+#include "outbox/pqxx_compat.h"
 
 namespace outbox {
 
@@ -95,7 +96,7 @@ RowType row_from(const pqxx::row& r) {
   row.subject = r[0].as<std::string>();
   row.key_id = r[1].as<std::string>();
   if (!r[2].is_null()) row.wrapping_key_id = r[2].as<std::string>();
-  if (!r[3].is_null()) row.wrapped = pqxx::binarystring(r[3]).str();
+  if (!r[3].is_null()) row.wrapped = outbox::pgx::bytea_of(r[3]);
   return row;
 }
 
@@ -111,7 +112,7 @@ std::map<std::string, SubjectKeyStore::DataKey> SubjectKeyStore::acquire(
 
   auto select = [&](const std::vector<std::string>& which) {
     std::vector<Row> rows;
-    for (const auto& r : tx.exec_params(std::string("SELECT ") + kColumns + " FROM " + table_ +
+    for (const auto& r : outbox::pgx::exec_params(tx, std::string("SELECT ") + kColumns + " FROM " + table_ +
                                             " WHERE subject = ANY($1::text[])",
                                         pg::text_array(which)))
       rows.push_back(row_from<Row>(r));
@@ -140,7 +141,7 @@ std::map<std::string, SubjectKeyStore::DataKey> SubjectKeyStore::acquire(
   }
   if (missing.empty()) return keys;
   std::vector<std::string_view> wrapped_views(wrapped.begin(), wrapped.end());
-  auto inserted = tx.exec_params("INSERT INTO " + table_ + " (" + kColumns +
+  auto inserted = outbox::pgx::exec_params(tx, "INSERT INTO " + table_ + " (" + kColumns +
                                      ") SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) "
                                      "ON CONFLICT (subject) DO NOTHING RETURNING subject",
                                  pg::text_array(missing), pg::text_array(ids), pg::text_array(wrapping),
@@ -160,7 +161,7 @@ std::map<std::string, SubjectKeyStore::DataKey> SubjectKeyStore::acquire(
 }
 
 SubjectKeyStore::DataKey SubjectKeyStore::fetch(pqxx::transaction_base& tx, const std::string& key_id) const {
-  auto r = tx.exec_params(std::string("SELECT ") + kColumns + " FROM " + table_ + " WHERE key_id = $1", key_id);
+  auto r = outbox::pgx::exec_params(tx, std::string("SELECT ") + kColumns + " FROM " + table_ + " WHERE key_id = $1", key_id);
   if (r.empty()) throw DecryptionError("subject key " + quoted_value(key_id), "unknown data key id");
   return unwrap(row_from<Row>(r[0]));
 }
@@ -180,7 +181,7 @@ bool SubjectKeyStore::erase_in(pqxx::transaction_base& tx, const std::string& ta
   // and a tombstone after would find no row, then a conflict, and erase nothing).
   // A row with a fresh key id is the new tombstone; no row, an erased subject.
   const auto key_id = new_key_id();
-  auto r = tx.exec_params("INSERT INTO " + table + " AS k (subject, key_id, erased_at) VALUES ($1, $2, now()) "
+  auto r = outbox::pgx::exec_params(tx, "INSERT INTO " + table + " AS k (subject, key_id, erased_at) VALUES ($1, $2, now()) "
                           "ON CONFLICT (subject) DO UPDATE "
                           "SET wrapped_key = NULL, wrapping_key_id = NULL, erased_at = now() "
                           "WHERE k.erased_at IS NULL RETURNING k.key_id <> $2",
@@ -193,7 +194,7 @@ SubjectKeyStore::RewrapResult SubjectKeyStore::rewrap(pqxx::transaction_base& tx
   // Only keys the keyring can unwrap are taken: the others would fail every call at
   // the same rows (they sort first whatever the limit) and stop the rotation.
   const auto held = pg::text_array(keyring_->key_ids());
-  auto rows = tx.exec_params(std::string("SELECT ") + kColumns + " FROM " + table_ +
+  auto rows = outbox::pgx::exec_params(tx, std::string("SELECT ") + kColumns + " FROM " + table_ +
                                  " WHERE wrapped_key IS NOT NULL AND wrapping_key_id <> $1 "
                                  "AND wrapping_key_id = ANY($3::text[]) "
                                  "ORDER BY subject LIMIT $2 FOR UPDATE",
@@ -201,12 +202,12 @@ SubjectKeyStore::RewrapResult SubjectKeyStore::rewrap(pqxx::transaction_base& tx
   for (const auto& r : rows) {
     auto row = row_from<Row>(r);
     auto key = unwrap(row);
-    tx.exec_params("UPDATE " + table_ + " SET wrapping_key_id = $2, wrapped_key = $3::bytea WHERE subject = $1",
+    outbox::pgx::exec_params(tx, "UPDATE " + table_ + " SET wrapping_key_id = $2, wrapped_key = $3::bytea WHERE subject = $1",
                    row.subject, keyring_->active_id(),
-                   tx.esc_raw(wrap(row.subject, row.key_id, key.key)));
+                   outbox::pgx::bytea(wrap(row.subject, row.key_id, key.key)));
   }
   result.rewrapped = rows.size();
-  for (const auto& r : tx.exec_params("SELECT wrapping_key_id, count(*) FROM " + table_ +
+  for (const auto& r : outbox::pgx::exec_params(tx, "SELECT wrapping_key_id, count(*) FROM " + table_ +
                                           " WHERE wrapped_key IS NOT NULL AND wrapping_key_id <> ALL($1::text[]) "
                                           "GROUP BY wrapping_key_id",
                                       held))

@@ -11,6 +11,7 @@
 #include "outbox/pg_connection.h"
 #include "outbox/sql_identifier.h"
 #include "outbox/subject_key_store.h"
+#include "outbox/pqxx_compat.h"
 
 namespace outbox::keys_tool {
 namespace {
@@ -77,9 +78,9 @@ int status(const KeysOptions& o, std::ostream& out, std::ostream& err) {
     if (has_keyring(o)) ring = load_keyring(o);
     auto conn = connect(o);
     const auto by_master = keys_by_master(*conn, table);  // everything read before anything is printed
-    const auto erased = pqxx::read_transaction(*conn)
-                            .exec1("SELECT count(*) FROM " + table + " WHERE erased_at IS NOT NULL")[0]
-                            .as<long long>();
+    const auto erased =
+        outbox::pgx::exec1(pqxx::read_transaction(*conn), "SELECT count(*) FROM " + table + " WHERE erased_at IS NOT NULL")[0]
+            .as<long long>();
     long long to_rewrap = 0, missing = 0;
     out << "subject keys by master key:\n";
     for (const auto& [id, n] : by_master) {

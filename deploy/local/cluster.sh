@@ -126,7 +126,9 @@ start_postgres() {
   require_pg_bin "$PG_BIN" "$primary"
   if [ ! -f "$primary/PG_VERSION" ]; then
     mkdir -p "$primary"; chown postgres:postgres "$DIR" "$primary"; chmod 700 "$primary"
-    as_user postgres "$PG_BIN/initdb" -D "$primary" -A trust -U postgres >"$DIR/initdb.log" 2>&1 \
+    # UTF8 whatever the caller's locale: a container without LANG makes SQL_ASCII, which
+    # takes invalid UTF-8 and cannot convert what the SQL contract's errors quote.
+    as_user postgres "$PG_BIN/initdb" -D "$primary" -A trust -U postgres --encoding=UTF8 --locale=C.UTF-8 >"$DIR/initdb.log" 2>&1 \
       || { cat "$DIR/initdb.log"; exit 1; }
     cat >>"$primary/postgresql.conf" <<CONF
 max_connections = 100

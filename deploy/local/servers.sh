@@ -69,7 +69,9 @@ start_pg() {
   require_pg_bin "$PG_BIN" "$PG_DIR"
   mkdir -p "$PG_DIR"; chown postgres:postgres "$PG_DIR"; chmod 700 "$PG_DIR"
   if [ ! -f "$PG_DIR/PG_VERSION" ]; then
-    as_user postgres "$PG_BIN/initdb" -D "$PG_DIR" -A trust -U postgres >"$DIR/initdb.log" 2>&1 \
+    # UTF8 whatever the caller's locale: a container without LANG makes SQL_ASCII, which
+    # takes invalid UTF-8 and cannot convert what the SQL contract's errors quote.
+    as_user postgres "$PG_BIN/initdb" -D "$PG_DIR" -A trust -U postgres --encoding=UTF8 --locale=C.UTF-8 >"$DIR/initdb.log" 2>&1 \
       || { cat "$DIR/initdb.log"; exit 1; }
     cat >>"$PG_DIR/postgresql.conf" <<CONF
 max_connections = 300

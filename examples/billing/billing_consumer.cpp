@@ -28,6 +28,7 @@
 #include "outbox/pg_connection.h"
 #include "outbox/errors.h"
 #include "outbox/inbox_retention.h"
+#include "outbox/pqxx_compat.h"
 
 namespace {
 
@@ -171,7 +172,7 @@ int main(int argc, char** argv) {
     auto& conn = *conn_owner;
     billing::create_billing_schema(conn, args.schema);
     auto purged = outbox::InboxRetention(args.schema, *options.retention).purge(conn);
-    std::string started_at = pqxx::nontransaction(conn).exec1("SELECT now()")[0].c_str();
+    std::string started_at = outbox::pgx::exec1(pqxx::nontransaction(conn), "SELECT now()")[0].c_str();
     std::cout << "billing-consumer: " << args.concurrency << " workers, gateway latency " << args.latency_ms
               << " ms; inbox cleanup removed " << purged.removed << " rows older than "
               << outbox::format_duration(options.retention->retention) << "\n";
@@ -179,7 +180,7 @@ int main(int argc, char** argv) {
     run(runner, args.idle_exit_ms);
 
     auto c = runner.counters().snapshot();
-    auto invoices = pqxx::nontransaction(conn).exec_params1(
+    auto invoices = outbox::pgx::exec_params1(pqxx::nontransaction(conn), 
         "SELECT count(*) FROM " + args.schema + ".invoices WHERE created_at >= $1::timestamptz", started_at)[0];
     std::cout << "billing-consumer: invoices created " << invoices.as<long long>() << ", duplicates skipped "
               << c.duplicates << ", charges taken " << gateway.charges_taken() << " (" << gateway.total_taken_cents()

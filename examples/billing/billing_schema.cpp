@@ -7,7 +7,7 @@
 
 namespace billing {
 
-void create_billing_schema(pqxx::connection_base& conn, const std::string& schema, bool unique_order_key) {
+void create_billing_schema(outbox::PgConnection& conn, const std::string& schema, bool unique_order_key) {
   const std::string s = outbox::quoted_identifier(schema, "schema");
   outbox::Migrator(schema).migrate(conn);
   pqxx::work tx(conn, "billing_schema");

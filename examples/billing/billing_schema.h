@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace pqxx { class connection_base; }
+#include "outbox/pqxx_compat.h"
 
 namespace billing {
 
@@ -12,6 +12,6 @@ namespace billing {
 // tables if missing. `unique_order_key` = false leaves invoices without the unique
 // order key, which only the naive-handler demonstration wants.
 // REQUIRES: no transaction open on `conn`. Throws ValidationError for a bad name.
-void create_billing_schema(pqxx::connection_base& conn, const std::string& schema, bool unique_order_key = true);
+void create_billing_schema(outbox::PgConnection& conn, const std::string& schema, bool unique_order_key = true);
 
 }  // namespace billing

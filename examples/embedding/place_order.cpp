@@ -16,6 +16,7 @@
 
 #include "outbox/errors.h"
 #include "outbox/outbox_writer.h"
+#include "outbox/pqxx_compat.h"
 
 namespace {
 
@@ -48,9 +49,9 @@ int main(int argc, char** argv) {
     const std::string orders = shop + ".orders";
 
     pqxx::work tx(conn);
-    tx.exec0("CREATE SCHEMA IF NOT EXISTS " + shop);  // a real service has its own migrations
-    tx.exec0("CREATE TABLE IF NOT EXISTS " + orders + " (id bigint PRIMARY KEY, total_cents bigint NOT NULL)");
-    tx.exec_params0("INSERT INTO " + orders + " (id, total_cents) VALUES ($1, $2)", order_id, total_cents);
+    outbox::pgx::exec0(tx, "CREATE SCHEMA IF NOT EXISTS " + shop);  // a real service has its own migrations
+    outbox::pgx::exec0(tx, "CREATE TABLE IF NOT EXISTS " + orders + " (id bigint PRIMARY KEY, total_cents bigint NOT NULL)");
+    outbox::pgx::exec_params0(tx, "INSERT INTO " + orders + " (id, total_cents) VALUES ($1, $2)", order_id, total_cents);
 
     outbox::Message event;
     event.exchange = outbox::Exchange(env_or("SHOP_EXCHANGE", "shop"));

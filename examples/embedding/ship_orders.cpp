@@ -20,6 +20,7 @@
 
 #include "outbox/consumer_runner.h"
 #include "outbox/errors.h"
+#include "outbox/pqxx_compat.h"
 
 namespace {
 
@@ -44,7 +45,7 @@ outbox::RunnerOptions runner_options() {
 // Runs inside the runner's transaction, after the inbox row: a duplicate never gets here.
 void ship(pqxx::transaction_base& tx, const outbox::Delivery& delivery, const std::string& shipments) {
   auto order = nlohmann::json::parse(delivery.body);
-  tx.exec_params0("INSERT INTO " + shipments + " (order_id, message_id) VALUES ($1, $2)",
+  outbox::pgx::exec_params0(tx, "INSERT INTO " + shipments + " (order_id, message_id) VALUES ($1, $2)",
                   order.at("order_id").get<long long>(), delivery.message_id.to_string());
 }
 
@@ -97,8 +98,8 @@ int main(int argc, char** argv) {
     const std::string shipments = shop + ".shipments";
     {
       pqxx::work tx(conn);
-      tx.exec0("CREATE SCHEMA IF NOT EXISTS " + shop);
-      tx.exec0("CREATE TABLE IF NOT EXISTS " + shipments +
+      outbox::pgx::exec0(tx, "CREATE SCHEMA IF NOT EXISTS " + shop);
+      outbox::pgx::exec0(tx, "CREATE TABLE IF NOT EXISTS " + shipments +
                " (order_id bigint PRIMARY KEY, message_id uuid NOT NULL)");
       tx.commit();
     }

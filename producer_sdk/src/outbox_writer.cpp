@@ -11,6 +11,7 @@
 #include "outbox/pg_array.h"
 #include "outbox/schema_registry.h"
 #include "outbox/sql_identifier.h"
+#include "outbox/pqxx_compat.h"
 
 namespace outbox {
 namespace {
@@ -99,7 +100,7 @@ std::vector<MessageId> OutboxWriter::enqueue_batch(pqxx::transaction_base& tx,
     correlation.push_back(m.correlation_id);
     payloads.push_back(prepared[i] ? std::string_view(*prepared[i]) : std::string_view(m.payload));
   }
-  tx.exec_params0(insert_sql_, pg::text_array(id_text), pg::text_array(exchanges),
+  outbox::pgx::exec_params0(tx, insert_sql_, pg::text_array(id_text), pg::text_array(exchanges),
                   pg::text_array(keys), pg::text_array(types), pg::text_array(ordering),
                   pg::text_array(content_types), pg::text_array(headers),
                   pg::text_array(correlation), pg::bytea_array(payloads));

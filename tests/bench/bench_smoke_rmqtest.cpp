@@ -2,8 +2,7 @@
 // JSON summary with its figures, and leaves nothing behind. Its speed is not checked.
 #include <doctest/doctest.h>
 
-#include <amqp.h>
-#include <amqp_tcp_socket.h>
+#include "outbox/rabbitmq_c.h"
 #include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>

@@ -1,7 +1,7 @@
 #pragma once
 // AmqpAdmin: declares the chaos run's exchanges and queues on its private broker.
 
-#include <amqp.h>
+#include "outbox/rabbitmq_c.h"
 
 #include <cstdint>
 #include <string>

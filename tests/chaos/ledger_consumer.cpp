@@ -1,8 +1,6 @@
 #include "ledger_consumer.h"
 
-#include <amqp.h>
-#include <amqp_framing.h>
-#include <amqp_tcp_socket.h>
+#include "outbox/rabbitmq_c.h"
 
 namespace chaos {
 

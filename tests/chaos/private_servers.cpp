@@ -13,6 +13,7 @@
 #include <thread>
 #include <random>
 #include <stdexcept>
+#include "outbox/pqxx_compat.h"
 
 extern char** environ;
 
@@ -239,7 +240,7 @@ std::int64_t PrivateServers::scalar(const std::string& sql) const {
     try {
       pqxx::connection conn(pg_dsn());
       pqxx::nontransaction tx(conn);
-      return tx.exec1(sql)[0].as<std::int64_t>();
+      return outbox::pgx::exec1(tx, sql)[0].as<std::int64_t>();
     } catch (const pqxx::broken_connection&) {
       if (attempt >= 50) throw;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));

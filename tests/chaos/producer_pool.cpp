@@ -6,6 +6,7 @@
 #include <random>
 
 #include "outbox/outbox_writer.h"
+#include "outbox/pqxx_compat.h"
 
 namespace chaos {
 namespace {
@@ -96,7 +97,7 @@ void ProducerPool::run(int index) {
     try {
       if (!conn || !conn->is_open()) conn = std::make_unique<pqxx::connection>(options_.dsn);
       pqxx::work tx(*conn);
-      tx.exec_params0(insert_order, count * 10);
+      outbox::pgx::exec_params0(tx, insert_order, count * 10);
       ids = writer.enqueue_batch(tx, batch);
       if (rollback) {
         tx.abort();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <pqxx/pqxx>
+#include "outbox/pqxx_compat.h"
 
 namespace chaos {
 
@@ -24,7 +25,7 @@ void PublishMonitor::run() {
     try {
       if (!conn) conn = std::make_unique<pqxx::connection>(dsn_ + " connect_timeout=2");
       pqxx::nontransaction tx(*conn);
-      auto n = tx.exec1(sql)[0].as<std::int64_t>();
+      auto n = outbox::pgx::exec1(tx, sql)[0].as<std::int64_t>();
       if (n > last) {
         std::lock_guard<std::mutex> lock(mutex_);
         growth_.push_back(Clock::now());

@@ -25,6 +25,7 @@
 #include "outbox/pg_conninfo.h"
 #include "tcp_proxy.h"
 #include "test_env.h"
+#include "outbox/pqxx_compat.h"
 
 namespace {
 
@@ -50,7 +51,7 @@ struct Fixture {
     publisher.publish(topology.exchange, topology.routing_key, body, o);
   }
   void record_effect(pqxx::transaction_base& tx, const outbox::Delivery& d) const {
-    tx.exec_params("INSERT INTO " + s() + ".effects VALUES ($1::uuid, $2)", d.message_id.to_string(), d.body);
+    outbox::pgx::exec_params(tx, "INSERT INTO " + s() + ".effects VALUES ($1::uuid, $2)", d.message_id.to_string(), d.body);
   }
   int effects() const { return std::stoi(testenv::sql_value("SELECT count(*) FROM " + s() + ".effects")); }
   int inbox_rows() const { return std::stoi(testenv::sql_value("SELECT count(*) FROM " + s() + ".inbox")); }

@@ -19,6 +19,7 @@
 #include "outbox/pg_conninfo.h"
 #include "tcp_proxy.h"
 #include "test_env.h"
+#include "outbox/pqxx_compat.h"
 
 namespace {
 
@@ -44,7 +45,7 @@ struct Fixture {
     return id.value_or("");
   }
   void record_effect(pqxx::transaction_base& tx, const outbox::Delivery& d) const {
-    tx.exec_params("INSERT INTO " + s() + ".effects VALUES ($1::uuid, $2)", d.message_id.to_string(), d.body);
+    outbox::pgx::exec_params(tx, "INSERT INTO " + s() + ".effects VALUES ($1::uuid, $2)", d.message_id.to_string(), d.body);
   }
   int effects() const { return std::stoi(testenv::sql_value("SELECT count(*) FROM " + s() + ".effects")); }
   int inbox_rows() const { return std::stoi(testenv::sql_value("SELECT count(*) FROM " + s() + ".inbox")); }
@@ -246,7 +247,7 @@ TEST_CASE("a lost PostgreSQL connection requeues the message without counting a 
   options.max_attempts = 1;  // a counted try would dead-letter the message
   std::atomic<int> backend_pid{0};
   outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
-    backend_pid = tx.exec1("SELECT pg_backend_pid()")[0].as<int>();
+    backend_pid = outbox::pgx::exec1(tx, "SELECT pg_backend_pid()")[0].as<int>();
     f.record_effect(tx, d);
   });
   runner.start();

@@ -1,7 +1,6 @@
 #include "consumer_test_support.h"
 
-#include <amqp_framing.h>
-#include <amqp_tcp_socket.h>
+#include "outbox/rabbitmq_c.h"
 
 #include <stdexcept>
 #include <thread>

@@ -2,7 +2,7 @@
 // Test support for the consumer SDK: a test's own exchange, queue and dead-letter
 // route on the real broker, a confirming publisher, and a polling wait.
 
-#include <amqp.h>
+#include "outbox/rabbitmq_c.h"
 
 #include <chrono>
 #include <cstdint>

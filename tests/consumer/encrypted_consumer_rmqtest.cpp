@@ -15,6 +15,7 @@
 #include "outbox/pg_conninfo.h"
 #include "tcp_proxy.h"
 #include "test_env.h"
+#include "outbox/pqxx_compat.h"
 
 namespace {
 
@@ -39,8 +40,8 @@ std::pair<std::string, std::string> encrypted_order(const testenv::ScopedSchema&
   m.type = outbox::MessageType("OrderPlaced");
   m.payload = cryptotest::order_placed(1, customer).dump();
   auto id = outbox::OutboxWriter(o).enqueue(tx, m);
-  auto body = pqxx::binarystring(tx.exec_params1("SELECT payload FROM \"" + schema.name() +
-                                                 "\".outbox WHERE message_id = $1::uuid", id.to_string())[0]).str();
+  auto body = outbox::pgx::bytea_of(outbox::pgx::exec_params1(tx, "SELECT payload FROM \"" + schema.name() +
+                                                 "\".outbox WHERE message_id = $1::uuid", id.to_string())[0]);
   tx.commit();
   return {id.to_string(), body};
 }
@@ -75,7 +76,7 @@ TEST_CASE("an outage of the subject-key database requeues encrypted messages wit
   auto options = topology.options(schema.name(), testenv::unique_name("consumer"));
   options.max_attempts = 2;
   outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base& tx, const outbox::Delivery& delivery) {
-    tx.exec_params("INSERT INTO \"" + schema.name() + "\".effects VALUES ($1)", decryptor.decrypt(delivery));
+    outbox::pgx::exec_params(tx, "INSERT INTO \"" + schema.name() + "\".effects VALUES ($1)", decryptor.decrypt(delivery));
   });
   runner.start();
   testenv::TestPublisher publisher;

@@ -11,6 +11,7 @@
 #include "outbox/natural_key_insert.h"
 #include "outbox/state_transition.h"
 #include "test_env.h"
+#include "outbox/pqxx_compat.h"
 
 namespace {
 
@@ -46,7 +47,7 @@ TEST_CASE("a message recorded twice by one consumer is new once, then a duplicat
   pqxx::work tx(conn);
   CHECK(inbox.record(tx, id, "OrderPlaced") == InboxOutcome::kDuplicate);
   // A duplicate is not an error: the transaction is still usable.
-  CHECK(tx.exec1("SELECT 1")[0].as<int>() == 1);
+  CHECK(outbox::pgx::exec1(tx, "SELECT 1")[0].as<int>() == 1);
   CHECK(testenv::sql_value("SELECT message_type FROM " + schema.name() + ".inbox") == "OrderPlaced");
 }
 
@@ -58,7 +59,7 @@ TEST_CASE("the nil UUID is refused by the inbox rather than recorded: every late
   for (const char* sentinel : {"00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff"})
     CHECK_THROWS_WITH_AS(inbox.record(tx, MessageId::parse(sentinel)), doctest::Contains("message_id: is the UUID"),
                          outbox::ValidationError);
-  CHECK(tx.exec1("SELECT count(*) FROM " + schema.name() + ".inbox")[0].as<int>() == 0);
+  CHECK(outbox::pgx::exec1(tx, "SELECT count(*) FROM " + schema.name() + ".inbox")[0].as<int>() == 0);
 }
 
 TEST_CASE("two consumers of one message each get it as new") {

@@ -6,6 +6,7 @@
 
 #include "outbox/inbox_retention.h"
 #include "test_env.h"
+#include "outbox/pqxx_compat.h"
 
 namespace {
 
@@ -49,14 +50,14 @@ TEST_CASE("a purge while another cleanup of the schema runs returns at once as s
   insert_rows(schema.name(), 3, "10 days", "billing");
   outbox::InboxRetention retention(schema.name(), policy(std::chrono::hours(24), 100));
   pqxx::connection holder(testenv::pg_dsn());
-  pqxx::nontransaction(holder).exec_params("SELECT pg_advisory_lock(hashtext($1))",
+  outbox::pgx::exec_params(pqxx::nontransaction(holder), "SELECT pg_advisory_lock(hashtext($1))",
                                             "outbox-inbox-purge:" + schema.name());
   pqxx::connection conn(testenv::pg_dsn());
   auto result = retention.purge(conn);
   CHECK(result.skipped);
   CHECK(result.removed == 0);
   CHECK(testenv::sql_value("SELECT count(*) FROM " + schema.name() + ".inbox") == "3");
-  pqxx::nontransaction(holder).exec_params("SELECT pg_advisory_unlock(hashtext($1))",
+  outbox::pgx::exec_params(pqxx::nontransaction(holder), "SELECT pg_advisory_unlock(hashtext($1))",
                                             "outbox-inbox-purge:" + schema.name());
   CHECK(retention.purge(conn).removed == 3);
 }

@@ -11,6 +11,7 @@
 #include "outbox/field_envelope.h"
 #include "outbox/outbox_writer.h"
 #include "test_env.h"
+#include "outbox/pqxx_compat.h"
 
 using namespace outbox;
 using cryptotest::contains;
@@ -72,9 +73,9 @@ TEST_CASE("an encrypted enqueue stores envelopes bound to the row's message id, 
   std::string stored_id, stored;
   {
     pqxx::nontransaction q(s.conn);
-    auto row = q.exec1("SELECT message_id::text, payload FROM \"" + s.schema.name() + "\".outbox");
+    auto row = outbox::pgx::exec1(q, "SELECT message_id::text, payload FROM \"" + s.schema.name() + "\".outbox");
     stored_id = row[0].as<std::string>();
-    stored = pqxx::binarystring(row[1]).str();
+    stored = outbox::pgx::bytea_of(row[1]);
   }
   CHECK(stored_id == id.to_string());
   for (const auto& p : c.sensitive()) CHECK_FALSE(contains(stored, p));

@@ -14,6 +14,7 @@
 #include "outbox/payload_decryptor.h"
 #include "tcp_proxy.h"
 #include "test_env.h"
+#include "outbox/pqxx_compat.h"
 
 using namespace outbox;
 using nlohmann::json;
@@ -40,8 +41,8 @@ Produced produce(const ScopedSchema& schema, const std::shared_ptr<const Keyring
   m.type = MessageType("OrderPlaced");
   m.payload = payload.dump();
   auto id = OutboxWriter(o).enqueue(tx, m);
-  auto body = pqxx::binarystring(tx.exec_params1("SELECT payload FROM \"" + schema.name() +
-                                                 "\".outbox WHERE message_id = $1::uuid", id.to_string())[0]).str();
+  auto body = outbox::pgx::bytea_of(outbox::pgx::exec_params1(tx, "SELECT payload FROM \"" + schema.name() +
+                                                 "\".outbox WHERE message_id = $1::uuid", id.to_string())[0]);
   tx.commit();
   return {id, body};
 }

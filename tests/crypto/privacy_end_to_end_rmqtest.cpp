@@ -16,6 +16,7 @@
 #include "outbox/outbox_writer.h"
 #include "relay_process.h"
 #include "test_env.h"
+#include "outbox/pqxx_compat.h"
 
 using namespace outbox;
 using cryptotest::contains;
@@ -40,8 +41,8 @@ std::string table_bytes(const std::string& qualified) {
     if (path.empty()) continue;  // no TOAST table
     pqxx::connection conn(testenv::pg_dsn());
     pqxx::nontransaction q(conn);
-    auto r = q.exec_params1("SELECT pg_read_binary_file($1, 0, pg_relation_size(" + rel + "))", path);
-    bytes += pqxx::binarystring(r[0]).str();
+    auto r = outbox::pgx::exec_params1(q, "SELECT pg_read_binary_file($1, 0, pg_relation_size(" + rel + "))", path);
+    bytes += outbox::pgx::bytea_of(r[0]);
   }
   return bytes;
 }

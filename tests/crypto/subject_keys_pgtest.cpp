@@ -11,6 +11,7 @@
 #include "outbox/field_encryptor.h"
 #include "outbox/outbox_writer.h"
 #include "test_env.h"
+#include "outbox/pqxx_compat.h"
 
 using namespace outbox;
 using cryptotest::contains;
@@ -64,7 +65,7 @@ std::vector<Stored> stored_rows(const ScopedSchema& schema) {
   pqxx::nontransaction q(conn);
   std::vector<Stored> out;
   for (const auto& r : q.exec("SELECT message_id::text, payload FROM \"" + schema.name() + "\".outbox ORDER BY id"))
-    out.push_back({MessageId::parse(r[0].as<std::string>()), pqxx::binarystring(r[1]).str()});
+    out.push_back({MessageId::parse(r[0].as<std::string>()), outbox::pgx::bytea_of(r[1])});
   return out;
 }
 
@@ -99,8 +100,8 @@ TEST_CASE("each subject gets one data key, stored only wrapped, named in its env
   pqxx::read_transaction tx(consumer.conn);
   auto dk = consumer.store.fetch(tx, ada_key);
   const std::string raw(reinterpret_cast<const char*>(dk.key.data()), SecretKey::kBytes);
-  auto wrapped = pqxx::binarystring(tx.exec1("SELECT wrapped_key FROM " + keys_table(schema) +
-                                             " WHERE subject = '" + ada.id + "'")[0]).str();
+  auto wrapped = outbox::pgx::bytea_of(outbox::pgx::exec1(tx, "SELECT wrapped_key FROM " + keys_table(schema) +
+                                             " WHERE subject = '" + ada.id + "'")[0]);
   CHECK_FALSE(contains(wrapped, raw));
   tx.commit();
   CHECK(consumer.decryptor.decrypt("OrderPlaced", rows[1].payload, rows[1].id) ==

@@ -22,6 +22,7 @@
 #include "outbox/outbox_writer.h"
 #include "relay_process.h"
 #include "test_env.h"
+#include "outbox/pqxx_compat.h"
 
 using namespace outbox;
 using nlohmann::json;
@@ -140,10 +141,10 @@ TEST_CASE("Python and Node producers and a Python consumer on the SQL contract: 
   std::map<std::string, int> expected;
   for (const auto& [order, id] : committed) expected[order] = 1;
   CHECK(effects == expected);
-  CHECK(q.exec1("SELECT count(*) FROM " + s + ".inbox WHERE consumer = 'billing'")[0].as<std::size_t>() ==
+  CHECK(outbox::pgx::exec1(q, "SELECT count(*) FROM " + s + ".inbox WHERE consumer = 'billing'")[0].as<std::size_t>() ==
         committed.size());
-  CHECK(q.exec1("SELECT balance FROM " + s + ".account")[0].as<long long>() ==
-        q.exec1("SELECT sum(amount) FROM " + s + ".orders")[0].as<long long>() + 7);
+  CHECK(outbox::pgx::exec1(q, "SELECT balance FROM " + s + ".account")[0].as<long long>() ==
+        outbox::pgx::exec1(q, "SELECT sum(amount) FROM " + s + ".orders")[0].as<long long>() + 7);
 
   // The deliveries: redeliveries came and were skipped; rolled-back ids never came.
   std::ifstream log(log_path);

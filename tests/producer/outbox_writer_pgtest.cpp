@@ -8,6 +8,7 @@
 #include "outbox/migrator.h"
 #include "outbox/outbox_writer.h"
 #include "test_env.h"
+#include "outbox/pqxx_compat.h"
 
 using namespace outbox;
 using testenv::ScopedSchema;
@@ -42,7 +43,7 @@ TEST_CASE("a committed enqueue leaves exactly the row the message describes") {
   tx.commit();
 
   pqxx::nontransaction q(conn);
-  auto r = q.exec1("SELECT message_id::text, exchange, routing_key, message_type, ordering_key, content_type, "
+  auto r = outbox::pgx::exec1(q, "SELECT message_id::text, exchange, routing_key, message_type, ordering_key, content_type, "
                    "headers->>'tenant', correlation_id, payload, attempts, published_at IS NULL "
                    "FROM \"" + schema.name() + "\".outbox");
   CHECK(r[0].as<std::string>() == id.to_string());
@@ -53,7 +54,7 @@ TEST_CASE("a committed enqueue leaves exactly the row the message describes") {
   CHECK(r[5].as<std::string>() == "application/json");
   CHECK(r[6].as<std::string>() == "acme");
   CHECK(r[7].as<std::string>() == "req-7");
-  CHECK(pqxx::binarystring(r[8]).str() == std::string("bin\0\xff\x01", 6));
+  CHECK(outbox::pgx::bytea_of(r[8]) == std::string("bin\0\xff\x01", 6));
   CHECK(r[9].as<int>() == 0);
   CHECK(r[10].as<bool>());
 }

@@ -15,6 +15,7 @@
 #include "outbox/outbox_writer.h"
 #include "outbox/trace_context.h"
 #include "test_env.h"
+#include "outbox/pqxx_compat.h"
 
 using namespace outbox;
 using testenv::ScopedSchema;
@@ -73,7 +74,7 @@ Refused diagnostics(const std::string& call, std::string* column) {
   q.exec("DO $do$ DECLARE m text; c text; BEGIN PERFORM " + call + "; "
          "EXCEPTION WHEN invalid_parameter_value THEN GET STACKED DIAGNOSTICS m = MESSAGE_TEXT, c = COLUMN_NAME; "
          "PERFORM set_config('outbox_test.message', m, false), set_config('outbox_test.column', c, false); END $do$");
-  const auto r = q.exec1("SELECT current_setting('outbox_test.message', true), "
+  const auto r = outbox::pgx::exec1(q, "SELECT current_setting('outbox_test.message', true), "
                          "current_setting('outbox_test.column', true)");
   *column = r[1].as<std::string>("");
   return {"", r[0].as<std::string>("")};
@@ -119,7 +120,7 @@ TEST_CASE("enqueue writes the row OutboxWriter writes for the same message") {
   pqxx::connection conn(testenv::pg_dsn());
   pqxx::work tx(conn);
   const auto sdk_id = OutboxWriter({schema.name(), {}}).enqueue(tx, m).to_string();
-  const auto sql_id = tx.exec1("SELECT " + s + ".enqueue('orders', 'order.placed', 'OrderPlaced', "
+  const auto sql_id = outbox::pgx::exec1(tx, "SELECT " + s + ".enqueue('orders', 'order.placed', 'OrderPlaced', "
                                "convert_to('{\"order_id\":7}', 'UTF8'), '{\"tenant\":\"acme\",\"source\":\"shop\"}', "
                                "'order-7', correlation_id => 'req-7', "
                                "traceparent => '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', "
@@ -194,7 +195,7 @@ TEST_CASE("enqueue refuses what the SDK refuses, naming the argument, and writes
   q.exec("DO $$ DECLARE c text; BEGIN PERFORM " + s + ".enqueue('o', '', 'T', ''); "
          "EXCEPTION WHEN invalid_parameter_value THEN GET STACKED DIAGNOSTICS c = COLUMN_NAME; "
          "PERFORM set_config('outbox_test.column', c, false); END $$");
-  CHECK(q.exec1("SELECT current_setting('outbox_test.column')")[0].as<std::string>() == "routing_key");
+  CHECK(outbox::pgx::exec1(q, "SELECT current_setting('outbox_test.column')")[0].as<std::string>() == "routing_key");
 }
 
 TEST_CASE("enqueue refuses a NULL or negative max_payload_bytes instead of skipping the size check") {
@@ -260,13 +261,13 @@ TEST_CASE("uuid_v7 ids carry version 7, variant 10 and the time, and increase wi
   CHECK(timely);
   CHECK(increasing);
   // Ordered by the server's comparison too, and across statements of the session.
-  CHECK(q.exec1("SELECT bool_and(a < b) FROM (SELECT " + s + ".uuid_v7() a, " + s + ".uuid_v7() b "
+  CHECK(outbox::pgx::exec1(q, "SELECT bool_and(a < b) FROM (SELECT " + s + ".uuid_v7() a, " + s + ".uuid_v7() b "
                 "FROM generate_series(1, 500)) t")[0].as<bool>());
   // Random tails: 3000 ids, 3000 different last 62 bits.
-  CHECK(q.exec1("SELECT count(DISTINCT right(u::text, 15)) FROM (SELECT " + s +
+  CHECK(outbox::pgx::exec1(q, "SELECT count(DISTINCT right(u::text, 15)) FROM (SELECT " + s +
                 ".uuid_v7() u FROM generate_series(1, 3000)) t")[0].as<int>() == 3000);
   // Across sessions the time orders them: one made later in another session sorts after.
-  const auto first = q.exec1("SELECT " + s + ".uuid_v7()::text")[0].as<std::string>();
+  const auto first = outbox::pgx::exec1(q, "SELECT " + s + ".uuid_v7()::text")[0].as<std::string>();
   std::this_thread::sleep_for(std::chrono::milliseconds(3));
   CHECK(sql_value("SELECT " + s + ".uuid_v7()::text") > first);
 }
@@ -284,7 +285,7 @@ TEST_CASE("inbox_record says true for the first delivery and false for one alrea
   const auto s = "\"" + schema.name() + "\"";
   const auto id = MessageId::generate_v7().to_string();
   const auto record = [&](pqxx::transaction_base& tx, const std::string& consumer) {
-    return tx.exec1("SELECT " + s + ".inbox_record('" + id + "', '" + consumer + "', 'OrderPlaced')")[0].as<bool>();
+    return outbox::pgx::exec1(tx, "SELECT " + s + ".inbox_record('" + id + "', '" + consumer + "', 'OrderPlaced')")[0].as<bool>();
   };
   pqxx::connection conn(testenv::pg_dsn());
   {
@@ -309,7 +310,7 @@ TEST_CASE("inbox_record says true for the first delivery and false for one alrea
   CHECK(inbox.record(tx, MessageId::parse(id), "OrderPlaced") == InboxOutcome::kDuplicate);
   const auto other = MessageId::generate_v7();
   CHECK(inbox.record(tx, other, "OrderPlaced") == InboxOutcome::kNew);
-  CHECK_FALSE(tx.exec1("SELECT " + s + ".inbox_record('" + other.to_string() + "', 'billing')")[0].as<bool>());
+  CHECK_FALSE(outbox::pgx::exec1(tx, "SELECT " + s + ".inbox_record('" + other.to_string() + "', 'billing')")[0].as<bool>());
   tx.abort();
 
   const auto r = refused("SELECT " + s + ".inbox_record('" + id + "', 'bad name')");
@@ -338,7 +339,7 @@ TEST_CASE("the producer role of roles.sql may enqueue, and the consumer role may
   {
     pqxx::connection conn(as_producer);
     pqxx::work tx(conn);
-    const auto id = tx.exec1("SELECT " + s + ".enqueue('o', 'r', 'T', '\\x01')::text")[0].as<std::string>();
+    const auto id = outbox::pgx::exec1(tx, "SELECT " + s + ".enqueue('o', 'r', 'T', '\\x01')::text")[0].as<std::string>();
     tx.commit();
     CHECK(sql_value("SELECT count(*) FROM " + s + ".outbox WHERE message_id = '" + id + "'") == "1");
   }
@@ -350,7 +351,7 @@ TEST_CASE("the producer role of roles.sql may enqueue, and the consumer role may
   {
     pqxx::connection conn(as_consumer);
     pqxx::work tx(conn);
-    CHECK(tx.exec1("SELECT " + s + ".inbox_record('" + MessageId::generate_v7().to_string() + "', 'billing')")[0].as<bool>());
+    CHECK(outbox::pgx::exec1(tx, "SELECT " + s + ".inbox_record('" + MessageId::generate_v7().to_string() + "', 'billing')")[0].as<bool>());
     tx.commit();
   }
   CHECK(denied(refused("SELECT " + s + ".enqueue('o', 'r', 'T', '')", as_consumer)));

@@ -10,6 +10,7 @@
 #include "outbox/outbox_writer.h"
 #include "relay_process.h"
 #include "test_env.h"
+#include "outbox/pqxx_compat.h"
 
 using testenv::run_relay_command;
 using testenv::ScopedSchema;
@@ -25,9 +26,9 @@ void park_rows(const ScopedSchema& schema, const std::string& type, const std::s
   pqxx::connection conn(testenv::pg_dsn());
   pqxx::work tx(conn);
   for (int i = 0; i < n; ++i)
-    tx.exec_params("INSERT INTO \"" + schema.name() + "\".outbox (exchange, routing_key, message_type, payload) "
+    outbox::pgx::exec_params(tx, "INSERT INTO \"" + schema.name() + "\".outbox (exchange, routing_key, message_type, payload) "
                    "VALUES ('ex', 'rk', $1, '\\x7b7d'::bytea)", type);
-  tx.exec_params("UPDATE \"" + schema.name() + "\".outbox SET parked_at = now(), attempts = 10, last_error = $1",
+  outbox::pgx::exec_params(tx, "UPDATE \"" + schema.name() + "\".outbox SET parked_at = now(), attempts = 10, last_error = $1",
                  last_error);
   tx.commit();
 }

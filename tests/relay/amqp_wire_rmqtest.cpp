@@ -4,9 +4,7 @@
 // exactly what cannot be sent, nothing more.
 #include <doctest/doctest.h>
 
-#include <amqp.h>
-#include <amqp_framing.h>
-#include <amqp_tcp_socket.h>
+#include "outbox/rabbitmq_c.h"
 
 #include <string>
 #include <vector>

@@ -177,6 +177,25 @@ TEST_CASE("a channel close: the server's codes hold everything, a message's code
   }
 }
 
+TEST_CASE("a connection the broker closed: a node going away holds everything, any other code is a message's") {
+  // RabbitMQ 4.0 answers a 404 whose reply text it cannot cut (a long non-ASCII
+  // exchange name) with connection.close 541: one row, the whole connection.
+  for (int code : {0, 320})
+    for (std::size_t outstanding : {0, 1, 2, 64}) {
+      CAPTURE(code);
+      CAPTURE(outstanding);
+      CHECK(FailurePolicy::on_channel_close(code, outstanding, /*connection_level=*/true) == CloseAction::kHoldAll);
+    }
+  for (int code : {541, 501, 505, 404, 406}) {
+    CAPTURE(code);
+    CHECK(FailurePolicy::on_channel_close(code, 0, true) == CloseAction::kHoldIdle);
+    CHECK(FailurePolicy::on_channel_close(code, 1, true) == CloseAction::kChargeSole);
+    CHECK(FailurePolicy::on_channel_close(code, 2, true) == CloseAction::kIsolate);
+  }
+  // The same 541 on a channel stays the server's.
+  CHECK(FailurePolicy::on_channel_close(541, 1) == CloseAction::kHoldAll);
+}
+
 TEST_CASE("settle: the environment's failures in a row wait a growing step, capped, never an attempt or a park") {
   const auto nacked = [](int streak) { return FailurePolicy::settle(Outcome::kNacked, "nacked by broker", 9, 10, streak); };
   CHECK(nacked(0).backoff_attempt == 1);

@@ -2,6 +2,7 @@
 
 #include <pqxx/pqxx>
 #include <stdexcept>
+#include "outbox/pqxx_compat.h"
 
 namespace hostile {
 namespace {
@@ -62,7 +63,7 @@ HostileKind kind_named(const Targets& t, const std::string& name) {
 
 std::pair<long long, std::string> insert_row(pqxx::transaction_base& tx, const std::string& schema,
                                              const HostileRow& r, const std::string& key, bool legacy) {
-  auto row = tx.exec_params1(
+  auto row = outbox::pgx::exec_params1(tx, 
       "INSERT INTO \"" + schema + "\".outbox (message_id, exchange, routing_key, message_type, ordering_key, "
       "content_type, headers, correlation_id, payload, created_at, last_error) VALUES (gen_random_uuid(), $1, $2, "
       "$3, $4, $5, $6::jsonb, NULLIF($7, ''), convert_to(repeat('p', $8::int), 'UTF8'), "

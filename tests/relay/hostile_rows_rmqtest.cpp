@@ -32,6 +32,7 @@
 #include "private_rabbitmq.h"
 #include "relay_process.h"
 #include "test_env.h"
+#include "outbox/pqxx_compat.h"
 
 using hostile::Failure;
 using hostile::HostileScenario;
@@ -215,7 +216,7 @@ TEST_CASE("invalid UTF-8 in a text or jsonb column is refused at INSERT, so it c
       values += ", " + (name == column ? std::string(name == "headers" ? "$1::jsonb" : "$1") : literal);
     }
     pqxx::work tx(conn);
-    CHECK_THROWS_AS(tx.exec_params("INSERT INTO \"" + schema.name() + "\".outbox (" + names + ") VALUES (" +
+    CHECK_THROWS_AS(outbox::pgx::exec_params(tx, "INSERT INTO \"" + schema.name() + "\".outbox (" + names + ") VALUES (" +
                                    values + ")", value),
                     pqxx::data_exception);
   }

@@ -105,11 +105,14 @@ void check_probes(const testenv::ProbeStats& probes) {
 
 }  // namespace
 
-TEST_CASE("500 idle connections, reopened as fast as they are closed, never delay /healthz past 100 ms") {
-  REQUIRE(testenv::raise_open_file_limit(2048));
+TEST_CASE("500 idle connections (450 under a 1024 open-file limit), reopened as fast as they are closed, never delay /healthz past 100 ms") {
+  // Both ends live in this process: two open files a connection. Past the server's
+  // cap of 64 either way.
+  const int connections = testenv::connections_within_fd_limit(500, 2);
+  REQUIRE(connections >= 400);
   ServedOnLoopback server;
   testenv::HostileOptions flood;
-  flood.connections = 500;
+  flood.connections = connections;
   flood.duration = 3s;
   auto attack = std::async(std::launch::async, [&] { return testenv::hostile_clients(server.address(), flood); });
   std::this_thread::sleep_for(300ms);  // the flood is up (500 connections at 2000/s)
@@ -120,14 +123,14 @@ TEST_CASE("500 idle connections, reopened as fast as they are closed, never dela
   MESSAGE("idle flood: opened " << stats.opened << ", longest lived " << stats.max_lifetime_ms << " ms");
   INFO("opened " << stats.opened << ", closed by the server " << stats.closed_by_server << ", longest lived "
                  << stats.max_lifetime_ms << " ms, still open " << stats.still_open);
-  CHECK(stats.opened >= 500);
+  CHECK(stats.opened >= connections);
   // Every idle connection is closed: shed for a newer one, or at the idle timeout.
   CHECK(stats.still_open == 0);
   CHECK(stats.max_lifetime_ms < kIdleTimeout.count() + kSlackMs);
 }
 
 TEST_CASE("300 slowloris connections sending a header byte a second never delay /healthz past 100 ms") {
-  REQUIRE(testenv::raise_open_file_limit(2048));
+  REQUIRE(testenv::raise_open_file_limit(1000));
   ServedOnLoopback server;
   testenv::HostileOptions slowloris;
   slowloris.connections = 300;
@@ -213,7 +216,7 @@ TEST_CASE("a client pipelining 200 GET /metrics and reading no answer gets one r
 }
 
 TEST_CASE("150 clients pipelining GET /metrics without reading, past the connection cap, never lock out /healthz") {
-  REQUIRE(testenv::raise_open_file_limit(2048));
+  REQUIRE(testenv::raise_open_file_limit(1000));
   std::atomic<int> renders{0};
   CountingRenders server(renders);
   auto probes = std::async(std::launch::async, [&] {

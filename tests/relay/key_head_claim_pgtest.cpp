@@ -172,7 +172,7 @@ TEST_CASE("a claim that timed out behind a table lock claims again on the same s
   pqxx::connection locker(testenv::pg_dsn());
   {
     pqxx::work lock(locker);
-    lock.exec0("LOCK TABLE \"" + schema.name() + "\".outbox IN ACCESS EXCLUSIVE MODE");
+    lock.exec("LOCK TABLE \"" + schema.name() + "\".outbox IN ACCESS EXCLUSIVE MODE");
     relay::BatchTransaction tx(store->session());
     KeyCursor cursor;
     CHECK_THROWS_AS(store->claim_key_heads(tx, 10, kAllLanes, cursor), pqxx::sql_error);  // 57014

@@ -5,8 +5,7 @@
 // touch the shared broker.
 #include <doctest/doctest.h>
 
-#include <amqp.h>
-#include <amqp_tcp_socket.h>
+#include "outbox/rabbitmq_c.h"
 #include <signal.h>
 
 #include <pqxx/pqxx>

@@ -3,7 +3,7 @@
 // cuts or stalls the connections (the servers themselves are shared and untouched).
 #include <doctest/doctest.h>
 
-#include <amqp.h>
+#include "outbox/rabbitmq_c.h"
 #include <signal.h>
 
 #include <chrono>
@@ -17,6 +17,7 @@
 #include "relay_process.h"
 #include "tcp_proxy.h"
 #include "test_env.h"
+#include "outbox/pqxx_compat.h"
 
 using namespace outbox;
 using namespace std::chrono_literals;
@@ -208,7 +209,7 @@ TEST_CASE("a hung relay's row locks are freed by the server's idle-in-transactio
   auto lockable = [&] {
     pqxx::connection conn(testenv::pg_dsn());
     pqxx::work tx(conn);
-    return tx.exec1("SELECT count(*) FROM (SELECT id FROM \"" + schema.name() +
+    return outbox::pgx::exec1(tx, "SELECT count(*) FROM (SELECT id FROM \"" + schema.name() +
                     "\".outbox FOR UPDATE SKIP LOCKED) x")[0].as<int>();
   };
   CHECK(lockable() < 50);  // the hung relay holds them
@@ -356,7 +357,7 @@ TEST_CASE("rows for a missing exchange among steady traffic: after the first, ea
   CHECK(relay.wait() == 0);
 }
 
-TEST_CASE("a missing exchange named in non-ASCII: its row is parked with the 404, the good rows around it are published, no loop") {
+TEST_CASE("a missing exchange named in non-ASCII: its row is parked with the 404 (541 on RabbitMQ 4.0), the good rows around it are published, no loop") {
   ScopedSchema schema;
   TestBroker broker;
   // RabbitMQ cuts its 404 reply text ("NOT_FOUND - no exchange '...' in vhost '/'") at
@@ -379,7 +380,9 @@ TEST_CASE("a missing exchange named in non-ASCII: its row is parked with the 404
   RelayProcess relay(y.text());
   CHECK_MESSAGE(testenv::eventually(15s, [&] { return count(schema, "parked_at IS NOT NULL") == 1; }), relay.log());
   CHECK(count(schema, "published_at IS NOT NULL") == 100);
-  CHECK(sql_value("SELECT position('404' in last_error) > 0 FROM \"" + schema.name() +
+  // RabbitMQ 3.x closes the channel with the 404; 4.0 cannot cut that reply text and
+  // closes the whole connection with 541 INTERNAL_ERROR instead: either way this row's.
+  CHECK(sql_value("SELECT last_error ~ '(404|541)' FROM \"" + schema.name() +
                   "\".outbox WHERE parked_at IS NOT NULL") == "t");
   CHECK(relay.log().find("rolled back") == std::string::npos);
   const auto got = arrivals(broker, 1000, 1500ms);

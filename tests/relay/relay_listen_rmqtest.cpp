@@ -2,7 +2,7 @@
 // never stranding a row behind a long fallback poll.
 #include <doctest/doctest.h>
 
-#include <amqp.h>
+#include "outbox/rabbitmq_c.h"
 
 #include <chrono>
 #include <csignal>
@@ -17,6 +17,7 @@
 #include "relay_process.h"
 #include "tcp_proxy.h"
 #include "test_env.h"
+#include "outbox/pqxx_compat.h"
 
 using namespace outbox;
 using testenv::RelayProcess;
@@ -137,7 +138,7 @@ TEST_CASE("an idle relay starts at most one statement per second") {
   const auto t0 = Clock::now();
   while (Clock::now() - t0 < std::chrono::seconds(6)) {
     pqxx::nontransaction q(conn);
-    for (const auto& r : q.exec_params("SELECT pid, query_start::text FROM pg_stat_activity "
+    for (const auto& r : outbox::pgx::exec_params(q, "SELECT pid, query_start::text FROM pg_stat_activity "
                                        "WHERE application_name = $1", app)) {
       auto [it, added] = last.emplace(r[0].as<int>(), r[1].is_null() ? "" : r[1].c_str());
       if (!added && it->second != (r[1].is_null() ? "" : r[1].c_str())) {

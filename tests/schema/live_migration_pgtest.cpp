@@ -15,6 +15,7 @@
 #include "outbox/embedded_migrations.h"
 #include "outbox/migrator.h"
 #include "test_env.h"
+#include "outbox/pqxx_compat.h"
 
 using namespace outbox;
 using testenv::ScopedSchema;
@@ -56,7 +57,7 @@ class SteadyProducers {
     for (int i = 0; !stop_; ++i) {
       const auto start = Clock::now();
       pqxx::work tx(conn);
-      tx.exec_prepared("ins", "live-" + std::to_string(t) + "-" + std::to_string(i % 100));
+      outbox::pgx::exec_prepared(tx, "ins", "live-" + std::to_string(t) + "-" + std::to_string(i % 100));
       tx.commit();
       const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
       for (auto seen = max_us_.load(); us > seen && !max_us_.compare_exchange_weak(seen, us);) {

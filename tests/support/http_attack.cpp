@@ -189,4 +189,16 @@ bool raise_open_file_limit(unsigned long n) {
   return ::setrlimit(RLIMIT_NOFILE, &limit) == 0;
 }
 
+int connections_within_fd_limit(int wanted, int fds_per_connection) {
+  const unsigned long needed = static_cast<unsigned long>(wanted) * static_cast<unsigned long>(fds_per_connection) + 128;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur < needed) {
+    limit.rlim_cur = std::min<rlim_t>(needed, limit.rlim_max);
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0 && ::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  }
+  if (limit.rlim_cur <= 128) return 0;
+  return static_cast<int>(std::min<rlim_t>(static_cast<rlim_t>(wanted), (limit.rlim_cur - 128) / fds_per_connection));
+}
+
 }  // namespace testenv

@@ -53,4 +53,10 @@ HostileStats hostile_clients(const std::string& address, const HostileOptions& o
 // the hard limit is lower.
 bool raise_open_file_limit(unsigned long n);
 
+// How many of `wanted` connections fit in this process's open files when each costs
+// `fds_per_connection` of them (2 when the server runs in the same process), after
+// raising the soft limit as far as the hard limit allows and keeping 128 spare. A
+// container may cap the hard limit at 1024 (podman with runc on this kind of host).
+int connections_within_fd_limit(int wanted, int fds_per_connection);
+
 }  // namespace testenv

@@ -1,7 +1,6 @@
 #include "private_rabbitmq.h"
 
-#include <amqp.h>
-#include <amqp_tcp_socket.h>
+#include "outbox/rabbitmq_c.h"
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>

@@ -4,8 +4,7 @@
 #include <sys/socket.h>
 
 #include <cctype>
-#include <amqp_framing.h>
-#include <amqp_tcp_socket.h>
+#include "outbox/rabbitmq_c.h"
 #include <unistd.h>
 
 #include <atomic>

@@ -2,7 +2,7 @@
 // Test support: connection settings for the real local servers, unique names,
 // and scoped resources that clean up after each test.
 
-#include <amqp.h>
+#include "outbox/rabbitmq_c.h"
 
 #include <chrono>
 #include <functional>

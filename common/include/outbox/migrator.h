@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-namespace pqxx { class connection_base; }
+#include "outbox/pqxx_compat.h"
 
 namespace outbox {
 
@@ -37,12 +37,12 @@ class Migrator {
   };
 
   // REQUIRES: no transaction open on `conn`.
-  Result migrate(pqxx::connection_base& conn) const;
+  Result migrate(outbox::PgConnection& conn) const;
 
   // As migrate, but applies only the versions up to `version`: a schema as an older
   // SDK left it (a staged rollout, or a test that needs rows written before a
   // migration). Calling migrate later applies the rest.
-  Result migrate_to(pqxx::connection_base& conn, int version) const;
+  Result migrate_to(outbox::PgConnection& conn, int version) const;
 
   // Tables of at least this many bytes get their marked indexes built concurrently
   // (default 1 MiB, a few thousand outbox rows). 0: always.
@@ -52,8 +52,8 @@ class Migrator {
   }
 
  private:
-  void apply(pqxx::connection_base& conn, int version, std::string_view name, std::string_view sql) const;
-  bool builds_concurrently(pqxx::connection_base& conn, const ConcurrentIndex& index) const;
+  void apply(outbox::PgConnection& conn, int version, std::string_view name, std::string_view sql) const;
+  bool builds_concurrently(outbox::PgConnection& conn, const ConcurrentIndex& index) const;
 
   std::string schema_;         // quoted
   std::string schema_name_;    // as given

@@ -7,7 +7,7 @@
 
 #include "outbox/duration.h"  // format_duration, for messages about these policies
 
-namespace pqxx { class connection_base; }
+#include "outbox/pqxx_compat.h"
 
 namespace outbox {
 
@@ -44,7 +44,7 @@ class InboxRetention {
     bool skipped = false;      // another cleanup of this schema held the lock
   };
   // REQUIRES: no transaction open on `conn`.
-  PurgeResult purge(pqxx::connection_base& conn) const;
+  PurgeResult purge(outbox::PgConnection& conn) const;
 
   // True when a message sent at `sent_at` arrives at `now` older than the retention:
   // its inbox row may be gone already, so a duplicate of it could go unnoticed.

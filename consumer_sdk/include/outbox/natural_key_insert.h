@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "outbox/errors.h"
+#include "outbox/pqxx_compat.h"
 
 namespace outbox {
 
@@ -40,7 +41,7 @@ class NaturalKeyInsert {
     if (sizeof...(Values) != column_count_)
       throw ValidationError("values", "expected " + std::to_string(column_count_) + " values for " + table_ +
                                           ", got " + std::to_string(sizeof...(Values)));
-    auto r = tx.exec_params(sql_, std::forward<Values>(values)...);
+    auto r = outbox::pgx::exec_params(tx, sql_, std::forward<Values>(values)...);
     return r.affected_rows() == 1 ? InsertOutcome::kInserted : InsertOutcome::kAlreadyExists;
   }
 

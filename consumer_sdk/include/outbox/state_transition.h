@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include "outbox/pqxx_compat.h"
 
 namespace outbox {
 
@@ -36,7 +37,7 @@ class StateTransition {
   template <typename Key>
   TransitionOutcome apply(pqxx::transaction_base& tx, const Key& key, const std::vector<std::string>& from,
                           const std::string& to) const {
-    auto r = tx.exec_params(sql_, key, encode_states(from), to);
+    auto r = outbox::pgx::exec_params(tx, sql_, key, encode_states(from), to);
     return r.affected_rows() > 0 ? TransitionOutcome::kApplied : TransitionOutcome::kNotApplied;
   }
 

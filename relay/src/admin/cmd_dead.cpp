@@ -15,6 +15,7 @@
 #include "outbox/sql_identifier.h"
 #include "publish/outbox_store.h"
 #include "pg/pg_connect.h"
+#include "outbox/pqxx_compat.h"
 
 namespace relay {
 namespace {
@@ -92,8 +93,8 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
   auto& conn = *conn_owner;
   pqxx::read_transaction tx(conn);
   const std::string where = " WHERE parked_at IS NOT NULL AND ($1::text IS NULL OR message_type = $1::text)";
-  const auto total = tx.exec_params1("SELECT count(*) FROM " + table_of(config) + where, type)[0].as<std::int64_t>();
-  auto rows = tx.exec_params(
+  const auto total = outbox::pgx::exec_params1(tx, "SELECT count(*) FROM " + table_of(config) + where, type)[0].as<std::int64_t>();
+  auto rows = outbox::pgx::exec_params(tx, 
       "SELECT id, message_id::text, message_type, attempts, left(coalesce(last_error, ''), " +
           std::to_string(kLastErrorShown) + "), coalesce(char_length(last_error), 0) > " +
           std::to_string(kLastErrorShown) + ", "
@@ -139,7 +140,7 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
 
 // Every given id must name a parked row. Returns the problems, one per id.
 std::vector<std::string> check_ids(pqxx::work& tx, const std::string& table, const IdSelection& s) {
-  auto found = tx.exec_params("SELECT id, message_id::text, parked_at IS NOT NULL FROM " + table +
+  auto found = outbox::pgx::exec_params(tx, "SELECT id, message_id::text, parked_at IS NOT NULL FROM " + table +
                                   " WHERE id = ANY($1::bigint[]) OR message_id = ANY($2::uuid[])",
                               outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids));
   std::vector<std::string> problems;
@@ -171,7 +172,7 @@ constexpr const char* kRequeueWhere =
 
 pqxx::result exec_requeue_sql(pqxx::work& tx, const std::string& sql, const AdminArgs& args,
                               const IdSelection& ids) {
-  return tx.exec_params(sql, args.has("--all"), outbox::pg::bigint_array(ids.ids),
+  return outbox::pgx::exec_params(tx, sql, args.has("--all"), outbox::pg::bigint_array(ids.ids),
                         outbox::pg::text_array(ids.message_ids), args.value("--type"));
 }
 

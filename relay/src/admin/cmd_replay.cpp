@@ -15,6 +15,7 @@
 #include "publish/outbox_store.h"
 #include "pg/pg_connect.h"
 #include "config/rfc3339.h"
+#include "outbox/pqxx_compat.h"
 
 namespace relay {
 namespace {
@@ -97,7 +98,7 @@ std::string where_clause() {
 }
 
 pqxx::result exec_selection(pqxx::work& tx, const std::string& sql, const Selection& s) {
-  return tx.exec_params(sql, outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids),
+  return outbox::pgx::exec_params(tx, sql, outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids),
                         s.since, s.since_age_s, s.type);
 }
 
@@ -122,7 +123,7 @@ std::string describe_matches(pqxx::work& tx, const std::string& table, const std
 // row of another type would otherwise be skipped while the rest are replayed).
 // Returns the problems.
 std::vector<std::string> check_ids(pqxx::work& tx, const std::string& table, const Selection& s) {
-  auto found = tx.exec_params(
+  auto found = outbox::pgx::exec_params(tx, 
       "SELECT id, message_id::text, published_at IS NOT NULL, parked_at IS NOT NULL, message_type FROM " + table +
           " WHERE id = ANY($1::bigint[]) OR message_id = ANY($2::uuid[])",
       outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids));

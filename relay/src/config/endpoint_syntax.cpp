@@ -1,6 +1,6 @@
 #include "config/endpoint_syntax.h"
 
-#include <amqp.h>
+#include "outbox/rabbitmq_c.h"
 
 #include <boost/asio/ip/address.hpp>
 

@@ -3,6 +3,7 @@
 #include <pqxx/pqxx>
 
 #include "outbox/sql_identifier.h"
+#include "outbox/pqxx_compat.h"
 
 namespace relay {
 
@@ -15,16 +16,16 @@ constexpr const char* kRelayUpdatedColumns[] = {"attempts", "next_attempt_at", "
 
 }  // namespace
 
-std::vector<std::string> missing_privileges(pqxx::connection_base& conn, const std::string& schema,
+std::vector<std::string> missing_privileges(outbox::PgConnection& conn, const std::string& schema,
                                             bool retention, bool delete_on_publish) {
   const auto table = outbox::quoted_identifier(schema, "postgres.schema") + ".outbox";
   pqxx::read_transaction tx(conn);
-  if (tx.exec_params1("SELECT to_regnamespace($1) IS NULL",
+  if (outbox::pgx::exec_params1(tx, "SELECT to_regnamespace($1) IS NULL",
                       outbox::quoted_identifier(schema, "postgres.schema"))[0].as<bool>())
     throw PreflightError("schema '" + schema + "' does not exist: run outbox-relay migrate first");
-  if (!tx.exec_params1("SELECT has_schema_privilege(current_user, $1, 'USAGE')", schema)[0].as<bool>())
+  if (!outbox::pgx::exec_params1(tx, "SELECT has_schema_privilege(current_user, $1, 'USAGE')", schema)[0].as<bool>())
     return {"USAGE on schema \"" + schema + "\" (to reach the outbox table)"};
-  if (tx.exec_params1("SELECT to_regclass($1) IS NULL", table)[0].as<bool>())
+  if (outbox::pgx::exec_params1(tx, "SELECT to_regclass($1) IS NULL", table)[0].as<bool>())
     throw PreflightError("table " + table + " does not exist: run outbox-relay migrate first");
   struct Need {
     const char* privilege;
@@ -35,13 +36,13 @@ std::vector<std::string> missing_privileges(pqxx::connection_base& conn, const s
   if (delete_on_publish && !retention) needs.push_back({"DELETE", "relay.on_publish: delete removes rows at ack"});
   std::vector<std::string> missing;
   for (const auto& n : needs)
-    if (!tx.exec_params1("SELECT has_table_privilege(current_user, $1, $2)", table, n.privilege)[0].as<bool>())
+    if (!outbox::pgx::exec_params1(tx, "SELECT has_table_privilege(current_user, $1, $2)", table, n.privilege)[0].as<bool>())
       missing.push_back(std::string(n.privilege) + " on " + table + " (" + n.why + ")");
   // roles.sql grants UPDATE of these columns only (has_table_privilege would say no),
   // so each is checked: a column missing would fail the first mark, not the start.
   std::string columns;
   for (const char* column : kRelayUpdatedColumns)
-    if (!tx.exec_params1("SELECT has_column_privilege(current_user, $1, $2, 'UPDATE')", table, column)[0]
+    if (!outbox::pgx::exec_params1(tx, "SELECT has_column_privilege(current_user, $1, $2, 'UPDATE')", table, column)[0]
              .as<bool>())
       columns += (columns.empty() ? "" : ", ") + std::string(column);
   if (!columns.empty())
@@ -50,14 +51,14 @@ std::vector<std::string> missing_privileges(pqxx::connection_base& conn, const s
   return missing;
 }
 
-void preflight(pqxx::connection_base& conn, const RelayConfig& config) {
+void preflight(outbox::PgConnection& conn, const RelayConfig& config) {
   auto missing = missing_privileges(conn, config.postgres.schema, config.retention.enabled,
                                     config.relay.on_publish == OnPublish::kDelete);
   if (!missing.empty()) {
     std::string role;
     {
       pqxx::read_transaction tx(conn);
-      role = tx.exec1("SELECT current_user")[0].c_str();
+      role = outbox::pgx::exec1(tx, "SELECT current_user")[0].c_str();
     }
     std::string text = "PostgreSQL role '" + role + "' lacks ";
     for (std::size_t i = 0; i < missing.size(); ++i) text += (i ? "; and " : "") + missing[i];
@@ -65,7 +66,7 @@ void preflight(pqxx::connection_base& conn, const RelayConfig& config) {
   }
 }
 
-void require_tls_session(pqxx::connection_base& conn, const PostgresConfig& postgres) {
+void require_tls_session(outbox::PgConnection& conn, const PostgresConfig& postgres) {
   if (!postgres.require_tls) return;
   pqxx::read_transaction tx(conn);
   auto r = tx.exec("SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()");

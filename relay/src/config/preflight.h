@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include <pqxx/connection>
+#include "outbox/pqxx_compat.h"
 
 #include "config/config.h"
 
@@ -22,16 +22,16 @@ class PreflightError : public std::runtime_error {
 // UPDATE is checked per column: the relay needs it on its state columns only.
 // DELETE is needed only when `retention` is on or rows are deleted at ack
 // (relay.on_publish: delete). Throws PreflightError when the outbox table does not exist.
-std::vector<std::string> missing_privileges(pqxx::connection_base& conn, const std::string& schema,
+std::vector<std::string> missing_privileges(outbox::PgConnection& conn, const std::string& schema,
                                             bool retention, bool delete_on_publish = false);
 
 // Throws PreflightError naming the role and each missing privilege.
-void preflight(pqxx::connection_base& conn, const RelayConfig& config);
+void preflight(outbox::PgConnection& conn, const RelayConfig& config);
 
 // Throws PreflightError when postgres.require_tls is set and the session is not
 // encrypted (libpq's sslmode does not apply over a Unix socket). connect_postgres
 // checks it for every session it opens, before any other statement.
-void require_tls_session(pqxx::connection_base& conn, const PostgresConfig& postgres);
+void require_tls_session(outbox::PgConnection& conn, const PostgresConfig& postgres);
 // What it says, as open_relay_session says it for a libpq session.
 inline constexpr const char* kNotEncryptedSession =
     "postgres.require_tls is true but the PostgreSQL session is not encrypted";

@@ -1,6 +1,6 @@
 #include "publish/amqp_publisher.h"
 
-#include <amqp_framing.h>
+#include "outbox/rabbitmq_c.h"
 #include <fmt/chrono.h>
 #include <spdlog/spdlog.h>
 #include <netinet/in.h>
@@ -297,6 +297,21 @@ std::optional<BrokerEvent> AmqpPublisher::decode_method(const amqp_frame_t& fram
       amqp_connection_close_ok_t ok{};
       amqp_send_method(conn_.get(), 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
       disconnect();
+      // 320 connection-forced: the node is going away, so is the link. Any other code
+      // the broker chose to send (RabbitMQ 4.0's 541 for one message's 404, among
+      // others) is answered as a channel close: a new connection at once, and the
+      // caller decides whose fault it was (FailurePolicy::on_channel_close).
+      if (code != 320) {
+        try {
+          connect();
+          BrokerEvent ev{Kind::kChannelClosed, 0, false, "", reason + "; reconnected"};
+          ev.reply_code = code;
+          ev.connection_level = true;
+          return ev;
+        } catch (const AmqpError& e) {
+          reason += "; reconnect failed: " + outbox::one_line(e.what());
+        }
+      }
       BrokerEvent ev{Kind::kConnectionClosed, 0, false, "", reason};
       ev.reply_code = code;
       return ev;

@@ -1,7 +1,7 @@
 #pragma once
 // AmqpPublisher: one AMQP connection with one confirm-mode channel (rabbitmq-c).
 
-#include <amqp.h>
+#include "outbox/rabbitmq_c.h"
 
 #include <chrono>
 #include <cstdint>
@@ -85,8 +85,9 @@ class AmqpPublisher {
 
   // Waits up to `timeout` for one event (zero: only what is already readable).
   // Heartbeats are serviced while waiting. A closed channel is reopened in confirm
-  // mode before kChannelClosed is returned; after kConnectionClosed the publisher is
-  // disconnected.
+  // mode before kChannelClosed is returned; so is a connection the broker closed with
+  // a code other than 320 (connection-forced), reconnected at once (the event says
+  // connection_level). After kConnectionClosed the publisher is disconnected.
   std::optional<BrokerEvent> next_event(std::chrono::milliseconds timeout);
 
   // The connection's socket, for poll() while idle; -1 when not connected.

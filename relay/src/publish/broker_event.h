@@ -20,6 +20,11 @@ struct BrokerEvent {
   std::string message_id;   // return
   std::string reason;       // return/close: reply code and text, one line
   int reply_code = 0;       // channel/connection close: the AMQP reply code (0: none, a socket error)
+  // kChannelClosed: the broker closed the whole connection with reply_code and the
+  // publisher reconnected at once (a new connection, a new channel). RabbitMQ 4.0
+  // answers some messages with a connection-level close (541 INTERNAL_ERROR for a
+  // 404 whose reply text it cannot cut), so one message can end the connection.
+  bool connection_level = false;
 };
 
 }  // namespace relay

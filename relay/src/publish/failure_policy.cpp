@@ -22,8 +22,13 @@ CloseBlame FailurePolicy::blame_channel_close(int code) {
   }
 }
 
-CloseAction FailurePolicy::on_channel_close(int reply_code, std::size_t outstanding) {
-  if (blame_channel_close(reply_code) == CloseBlame::kEnvironment) return CloseAction::kHoldAll;
+CloseBlame FailurePolicy::blame_connection_close(int code) {
+  return code == 0 || code == 320 ? CloseBlame::kEnvironment : CloseBlame::kMessage;
+}
+
+CloseAction FailurePolicy::on_channel_close(int reply_code, std::size_t outstanding, bool connection_level) {
+  const CloseBlame blame = connection_level ? blame_connection_close(reply_code) : blame_channel_close(reply_code);
+  if (blame == CloseBlame::kEnvironment) return CloseAction::kHoldAll;
   if (outstanding == 0) return CloseAction::kHoldIdle;
   return outstanding == 1 ? CloseAction::kChargeSole : CloseAction::kIsolate;
 }

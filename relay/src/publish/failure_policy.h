@@ -58,7 +58,17 @@ enum class CloseAction {
 class FailurePolicy {
  public:
   static CloseBlame blame_channel_close(int reply_code);
-  static CloseAction on_channel_close(int reply_code, std::size_t outstanding);
+  // A close the broker sent on the whole connection (the publisher reconnected):
+  // 320 connection-forced (a node going away) and 0 (no close frame) are the
+  // environment's; any other code is blamed as a message's. RabbitMQ 4.0 closes the
+  // connection with 541 INTERNAL_ERROR when a message's 404 reply text cannot be cut
+  // to 255 bytes (a long non-ASCII exchange name): retried as the environment's, that
+  // one row took the connection and every row outstanding on it down again and again.
+  // A broker failing every message alike is then isolated down to lone rows that are
+  // charged; parked rows are requeued by an operator (outbox-relay dead requeue).
+  static CloseBlame blame_connection_close(int reply_code);
+  // `connection_level`: the close ended the connection (BrokerEvent::connection_level).
+  static CloseAction on_channel_close(int reply_code, std::size_t outstanding, bool connection_level = false);
   // A row's outcome after its batch settled, with the reason recorded for it.
   // REQUIRES: outcome != kAcked.
   static Verdict judge(ConfirmTracker::Outcome outcome, const std::string& reason);

@@ -6,6 +6,7 @@
 
 #include "publish/outbox_store.h"
 #include "pg/pg_connect.h"
+#include "outbox/pqxx_compat.h"
 
 namespace relay {
 namespace {
@@ -16,11 +17,10 @@ constexpr const char* kLockKey = "1868724338, hashtext($1)";
 }  // namespace
 
 // Sorts what arrives on the channel (libpqxx calls it from get_notifs()).
-class NotifyListener::Receiver : public pqxx::notification_receiver {
+class NotifyListener::Receiver {
  public:
-  Receiver(pqxx::connection& conn, const std::string& channel)
-      : pqxx::notification_receiver(conn, channel), own_pid_(conn.backendpid()) {}
-  void operator()(const std::string& payload, int backend_pid) override {
+  explicit Receiver(int own_pid) : own_pid_(own_pid) {}
+  void take(std::string_view payload, int backend_pid) {
     if (payload != kHandoverPayload) wake.producer = true;
     else if (backend_pid != own_pid_) wake.handover = true;
   }
@@ -28,6 +28,29 @@ class NotifyListener::Receiver : public pqxx::notification_receiver {
 
  private:
   int own_pid_;
+#if PQXX_VERSION_MAJOR < 7
+  // libpqxx 6.4's way to LISTEN (7.10 deprecates it for connection::listen).
+  class Registration : public pqxx::notification_receiver {
+   public:
+    Registration(pqxx::connection& conn, const std::string& channel, Receiver& receiver)
+        : pqxx::notification_receiver(conn, channel), receiver_(receiver) {}
+    void operator()(const std::string& payload, int backend_pid) override { receiver_.take(payload, backend_pid); }
+
+   private:
+    Receiver& receiver_;
+  };
+  std::unique_ptr<Registration> registration_;
+#endif
+
+ public:
+  // LISTENs on `channel` and hands what arrives to take().
+  void listen(pqxx::connection& conn, const std::string& channel) {
+#if PQXX_VERSION_MAJOR >= 7
+    conn.listen(channel, [this](pqxx::notification n) { take(n.payload, n.backend_pid); });
+#else
+    registration_ = std::make_unique<Registration>(conn, channel, *this);
+#endif
+  }
 };
 
 NotifyListener::NotifyListener(PostgresConfig config, std::chrono::milliseconds lock_wait)
@@ -44,7 +67,7 @@ bool NotifyListener::connected() const { return conn_ && conn_->is_open(); }
 void NotifyListener::disconnect() {
   // Closed first, so the receiver's removal sends no UNLISTEN (and libpqxx does not
   // reconnect a broken session to send it).
-  if (conn_) conn_->disconnect();
+  if (conn_) outbox::close_pg_connection(*conn_);
   receiver_.reset();
   conn_.reset();  // the server releases the session's lock with it
   armed_ = false;
@@ -59,7 +82,8 @@ void NotifyListener::connect() {
   setup.exec("SET statement_timeout = " + std::to_string(config_.statement_timeout_ms));
   setup.exec("SET lock_timeout = " + std::to_string(std::max<long long>(1, lock_wait_.count())));
   setup.commit();
-  auto receiver = std::make_unique<Receiver>(*conn, channel_of(config_.schema));  // LISTENs
+  auto receiver = std::make_unique<Receiver>(conn->backendpid());
+  receiver->listen(*conn, channel_of(config_.schema));
   conn->prepare("notify_try_lock", std::string("SELECT pg_try_advisory_lock(") + kLockKey + ")");
   conn->prepare("notify_lock", std::string("SELECT pg_advisory_lock(") + kLockKey + ")");
   conn->prepare("notify_unlock", std::string("SELECT pg_advisory_unlock(") + kLockKey + ")");
@@ -79,19 +103,19 @@ NotifyListener::Arm NotifyListener::arm() {
   if (armed_) return Arm::kArmed;
   {
     pqxx::nontransaction tx(*conn_);
-    if (tx.exec_prepared1("notify_try_lock", config_.schema)[0].as<bool>()) {
+    if (outbox::pgx::exec_prepared1(tx, "notify_try_lock", config_.schema)[0].as<bool>()) {
       armed_ = true;
       return Arm::kArmed;
     }
     // Producers take the lock in shared mode only; an exclusive holder is a relay.
-    if (tx.exec_prepared1("notify_other_relay", config_.schema)[0].as<bool>()) return Arm::kOtherRelay;
+    if (outbox::pgx::exec_prepared1(tx, "notify_other_relay", config_.schema)[0].as<bool>()) return Arm::kOtherRelay;
   }
   // Producer transactions are still open. Queueing for the lock makes every newer
   // producer notify, and the open ones usually end within milliseconds; the
   // session's lock_timeout bounds the wait.
   try {
     pqxx::nontransaction tx(*conn_);
-    tx.exec_prepared("notify_lock", config_.schema);
+    outbox::pgx::exec_prepared(tx, "notify_lock", config_.schema);
     armed_ = true;
     return Arm::kArmed;
   } catch (const pqxx::sql_error& e) {
@@ -104,8 +128,8 @@ void NotifyListener::disarm(Release how) {
   if (!armed_) return;
   armed_ = false;
   pqxx::nontransaction tx(*conn_);
-  if (how == Release::kHandOver) tx.exec_prepared("notify_hand_over", config_.schema, channel_of(config_.schema));
-  else tx.exec_prepared("notify_unlock", config_.schema);
+  if (how == Release::kHandOver) outbox::pgx::exec_prepared(tx, "notify_hand_over", config_.schema, channel_of(config_.schema));
+  else outbox::pgx::exec_prepared(tx, "notify_unlock", config_.schema);
 }
 
 NotifyListener::Wake NotifyListener::take_notifications() {

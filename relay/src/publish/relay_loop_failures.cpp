@@ -63,7 +63,7 @@ void RelayLoop::on_channel_closed(const BrokerEvent& ev) {
   solo_ = false;
   last_failure_ = ev.reason;
   const std::size_t n = outstanding();
-  switch (FailurePolicy::on_channel_close(ev.reply_code, n)) {
+  switch (FailurePolicy::on_channel_close(ev.reply_code, n, ev.connection_level)) {
     case CloseAction::kHoldAll:
       for (auto& b : inflight_) b->tracker.fail_outstanding(ev.reason, ConfirmTracker::Outcome::kEnvironment);
       hold_publishing("AMQP " + ev.reason + "; no message is at fault");
