@@ -1,6 +1,6 @@
 #include "outbox/amqp/amqp_text.h"
 
-#include <amqp_framing.h>
+#include "outbox/rabbitmq_c.h"
 
 #include <algorithm>
 

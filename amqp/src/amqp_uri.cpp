@@ -1,6 +1,6 @@
 #include "outbox/amqp/amqp_uri.h"
 
-#include <amqp.h>
+#include "outbox/rabbitmq_c.h"
 
 #include "outbox/amqp/amqp_error.h"
 #include "outbox/error_text.h"

@@ -1,6 +1,6 @@
 #include "outbox/amqp/connection.h"
 
-#include <amqp_framing.h>
+#include "outbox/rabbitmq_c.h"
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>

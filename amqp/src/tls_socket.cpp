@@ -1,7 +1,6 @@
 #include "tls_socket.h"
 
-#include <amqp_ssl_socket.h>
-#include <amqp_tcp_socket.h>
+#include "outbox/rabbitmq_c.h"
 #include <openssl/ssl.h>
 
 #include <string>

@@ -1,7 +1,7 @@
 #pragma once
 // new_socket: the TCP or TLS socket of one connection, with the relay's TLS rules.
 
-#include <amqp.h>
+#include "outbox/rabbitmq_c.h"
 
 #include "outbox/amqp/settings.h"
 

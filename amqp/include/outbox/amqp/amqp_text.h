@@ -1,7 +1,7 @@
 #pragma once
 // Conversions between rabbitmq-c's C types and C++ strings and durations.
 
-#include <amqp.h>
+#include "outbox/rabbitmq_c.h"
 #include <sys/time.h>
 
 #include <chrono>

@@ -1,7 +1,7 @@
 #pragma once
 // AmqpConnection: one rabbitmq-c connection, plain or TLS, logged in.
 
-#include <amqp.h>
+#include "outbox/rabbitmq_c.h"
 
 #include <string>
 #include <utility>
