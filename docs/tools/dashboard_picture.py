@@ -73,7 +73,7 @@ retention:
     conn = pika.BlockingConnection(params)
     ch = conn.channel()
     ch.exchange_declare(exchange, "direct", auto_delete=False)
-    ch.queue_declare(queue, arguments={"x-max-length": 200000})
+    ch.queue_declare(queue, durable=True, arguments={"x-max-length": 200000})  # RabbitMQ 4.0 deprecates transient queues
     ch.queue_bind(queue, exchange, "order.placed")
     stop = threading.Event()
 

@@ -51,7 +51,8 @@ void declare_bound_queue(const std::string& queue, const std::string& exchange, 
   args[1].value.kind = AMQP_FIELD_KIND_UTF8;
   args[1].value.value.bytes = amqp_cstring_bytes("reject-publish");
   const amqp_table_t table{max_length > 0 ? 2 : 0, args};
-  amqp_queue_declare(conn, 1, amqp_cstring_bytes(queue.c_str()), 0, 0, 0, /*auto_delete=*/0, table);
+  // Durable: RabbitMQ 4.0 deprecates transient non-exclusive queues.
+  amqp_queue_declare(conn, 1, amqp_cstring_bytes(queue.c_str()), 0, /*durable=*/1, 0, /*auto_delete=*/0, table);
   amqp_queue_bind(conn, 1, amqp_cstring_bytes(queue.c_str()), amqp_cstring_bytes(exchange.c_str()),
                   amqp_cstring_bytes(key.c_str()), amqp_empty_table);
   const auto reply = amqp_get_rpc_reply(conn);
