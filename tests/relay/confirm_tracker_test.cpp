@@ -70,7 +70,7 @@ TEST_CASE("acks for unknown or repeated tags change nothing") {
 TEST_CASE("a lost channel fails every outstanding row and keeps settled ones") {
   auto t = published(3);
   t.on_ack(1, false);
-  t.fail_outstanding("channel closed by broker: 404 NOT_FOUND");
+  t.fail_outstanding({relay::FailureCause::kLinkLost, "channel closed by broker: 404 NOT_FOUND"});
   CHECK(t.outcome(0) == Outcome::kAcked);
   CHECK(t.outcome(1) == Outcome::kFailed);
   CHECK(t.outcome(2) == Outcome::kFailed);
@@ -161,7 +161,7 @@ TEST_CASE("no sole row while two are outstanding") {
 TEST_CASE("outstanding rows lost to a server failure settle with the given outcome") {
   auto t = published(2);
   t.on_ack(1, false);
-  t.fail_outstanding("541 INTERNAL_ERROR", Outcome::kEnvironment);
+  t.fail_outstanding({relay::FailureCause::kNone, "541 INTERNAL_ERROR"}, Outcome::kEnvironment);
   CHECK(t.outcome(0) == Outcome::kAcked);
   CHECK(t.outcome(1) == Outcome::kEnvironment);
   CHECK(t.reason(1) == "541 INTERNAL_ERROR");
@@ -184,7 +184,7 @@ TEST_CASE("overdue rows fail oldest tag first, the rest stay outstanding, and a 
   auto t = published(5);
   t.on_ack(2, false);  // row 1 confirmed, row 0 stuck
   CHECK(t.oldest_outstanding() == 0);
-  const auto tags = t.fail_oldest_while([](std::size_t row) { return row < 3; }, "no broker confirm");
+  const auto tags = t.fail_oldest_while([](std::size_t row) { return row < 3; }, {relay::FailureCause::kConfirmTimeout, "no broker confirm"});
   CHECK(tags == std::vector<std::uint64_t>{1, 3});  // rows 0 and 2: row 1 was no longer outstanding
   CHECK(t.outcome(0) == Outcome::kFailed);
   CHECK(t.reason(0) == "no broker confirm");
@@ -201,7 +201,7 @@ TEST_CASE("overdue rows fail oldest tag first, the rest stay outstanding, and a 
 
 TEST_CASE("failing overdue rows stops at the first one still in time") {
   auto t = published(3);
-  CHECK(t.fail_oldest_while([](std::size_t row) { return row != 0; }, "late").empty());
+  CHECK(t.fail_oldest_while([](std::size_t row) { return row != 0; }, {relay::FailureCause::kConfirmTimeout, "late"}).empty());
   CHECK(t.outstanding() == 3);
 }
 
@@ -226,7 +226,7 @@ TEST_CASE("outstanding bytes count the payloads of the rows whose tags are not s
   CHECK(t.outstanding_bytes() == 1500);
   t.on_ack(4, false);
   CHECK(t.outstanding_bytes() == 1100);
-  t.fail_oldest_while([](std::size_t row) { return row == 4; }, "no broker confirm");
+  t.fail_oldest_while([](std::size_t row) { return row == 4; }, {relay::FailureCause::kConfirmTimeout, "no broker confirm"});
   CHECK(t.outstanding_bytes() == 600);
   t.on_refused(5, "channel closed");
   CHECK(t.outstanding_bytes() == 0);
@@ -235,7 +235,7 @@ TEST_CASE("outstanding bytes count the payloads of the rows whose tags are not s
 
 TEST_CASE("outstanding bytes are zero after the outstanding rows fail, are taken back, or the batch starts over") {
   auto failed = published_with_bytes(3);
-  failed.fail_outstanding("connection lost");
+  failed.fail_outstanding({relay::FailureCause::kLinkLost, "connection lost"});
   CHECK(failed.outstanding_bytes() == 0);
   auto taken = published_with_bytes(3);
   CHECK(taken.take_outstanding().size() == 3);

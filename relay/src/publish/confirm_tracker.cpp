@@ -30,14 +30,14 @@ void ConfirmTracker::forget_all_tags() {
   outstanding_bytes_ = 0;
 }
 
-void ConfirmTracker::settle(std::uint64_t tag, bool multiple, Outcome outcome, const std::string& reason,
+void ConfirmTracker::settle(std::uint64_t tag, bool multiple, Outcome outcome, const Failure& failure,
                             std::vector<std::size_t>* settled) {
   auto apply = [&](std::size_t row) {
     if (settled) settled->push_back(row);
     auto& state = rows_[row];
     if (state.outcome == Outcome::kReturned) return;  // its ack does not make it routed
     state.outcome = outcome;
-    state.reason = reason;
+    state.failure = failure;
   };
   if (!multiple) {
     auto it = by_tag_.find(tag);
@@ -54,44 +54,44 @@ void ConfirmTracker::settle(std::uint64_t tag, bool multiple, Outcome outcome, c
 }
 
 void ConfirmTracker::on_ack(std::uint64_t tag, bool multiple, std::vector<std::size_t>* acked_rows) {
-  settle(tag, multiple, Outcome::kAcked, "", acked_rows);
+  settle(tag, multiple, Outcome::kAcked, Failure{}, acked_rows);
 }
 
 void ConfirmTracker::on_nack(std::uint64_t tag, bool multiple, const std::string& reason) {
-  settle(tag, multiple, Outcome::kNacked, reason);
+  settle(tag, multiple, Outcome::kNacked, Failure{FailureCause::kNone, reason});
 }
 
 void ConfirmTracker::on_return(const std::string& message_id, const std::string& reason) {
   auto it = by_message_.find(message_id);
   if (it == by_message_.end()) return;
   rows_[it->second].outcome = Outcome::kReturned;
-  rows_[it->second].reason = reason;
+  rows_[it->second].failure = Failure{FailureCause::kNone, reason};
 }
 
 void ConfirmTracker::on_unpublishable(std::size_t row, const std::string& reason) {
   rows_[row].outcome = Outcome::kInvalid;
-  rows_[row].reason = reason;
+  rows_[row].failure = Failure{FailureCause::kNone, reason};
 }
 
-void ConfirmTracker::fail_outstanding(const std::string& reason, Outcome outcome) {
+void ConfirmTracker::fail_outstanding(const Failure& failure, Outcome outcome) {
   for (const auto& [tag, row] : by_tag_) {
     auto& state = rows_[row];
     if (state.outcome == Outcome::kReturned) continue;
     state.outcome = outcome;
-    state.reason = reason;
+    state.failure = failure;
   }
   forget_all_tags();
 }
 
 std::vector<std::uint64_t> ConfirmTracker::fail_oldest_while(const std::function<bool(std::size_t row)>& overdue,
-                                                             const std::string& reason) {
+                                                             const Failure& failure) {
   std::vector<std::uint64_t> tags;
   for (auto it = by_tag_.begin(); it != by_tag_.end() && overdue(it->second); it = forget_tag(it)) {
     tags.push_back(it->first);
     auto& state = rows_[it->second];
     if (state.outcome == Outcome::kReturned) continue;
     state.outcome = Outcome::kFailed;
-    state.reason = reason;
+    state.failure = failure;
   }
   return tags;
 }
@@ -120,7 +120,7 @@ void ConfirmTracker::on_refused(std::size_t row, const std::string& reason) {
     break;
   }
   rows_[row].outcome = Outcome::kRefused;
-  rows_[row].reason = reason;
+  rows_[row].failure = Failure{FailureCause::kNone, reason};
 }
 
 std::size_t ConfirmTracker::sole_outstanding() const {

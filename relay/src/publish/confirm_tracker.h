@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "publish/failure_cause.h"
+
 namespace relay {
 
 // Maps delivery tags to the rows of one batch and settles them from the broker's
@@ -43,13 +45,13 @@ class ConfirmTracker {
   void on_unpublishable(std::size_t row, const std::string& reason);
   // Settles every outstanding row as failed (channel closed, timeout, lost link).
   // The tag space restarts after a channel reopens, so nothing outstanding survives.
-  void fail_outstanding(const std::string& reason, Outcome outcome = Outcome::kFailed);
+  void fail_outstanding(const Failure& failure, Outcome outcome = Outcome::kFailed);
   // Settles outstanding rows as failed with `reason`, oldest tag first, while
   // `overdue(row)` holds (the broker left them unconfirmed too long while it
   // confirmed others). Their tags stay unknown to the tracker: a late ack or nack
   // settles nothing. Returns their tags.
   std::vector<std::uint64_t> fail_oldest_while(const std::function<bool(std::size_t row)>& overdue,
-                                               const std::string& reason);
+                                               const Failure& failure);
   // The row of the oldest outstanding tag; npos when none is outstanding.
   std::size_t oldest_outstanding() const;
   // The broker closed the channel over one of the outstanding rows, not saying which:
@@ -65,14 +67,15 @@ class ConfirmTracker {
   // Payload bytes of the outstanding rows (amqp.publish_window_bytes).
   std::size_t outstanding_bytes() const { return outstanding_bytes_; }
   Outcome outcome(std::size_t row) const { return rows_[row].outcome; }
-  const std::string& reason(std::size_t row) const { return rows_[row].reason; }
+  const std::string& reason(std::size_t row) const { return rows_[row].failure.text; }
+  FailureCause cause(std::size_t row) const { return rows_[row].failure.cause; }
 
  private:
   struct RowState {
     Outcome outcome = Outcome::kUnconfirmed;
-    std::string reason;
+    Failure failure;
   };
-  void settle(std::uint64_t tag, bool multiple, Outcome outcome, const std::string& reason,
+  void settle(std::uint64_t tag, bool multiple, Outcome outcome, const Failure& failure,
               std::vector<std::size_t>* settled = nullptr);
 
   // Every erase from by_tag_ goes through here, to keep outstanding_bytes_ true.

@@ -33,11 +33,11 @@ CloseAction FailurePolicy::on_channel_close(int reply_code, std::size_t outstand
   return outstanding == 1 ? CloseAction::kChargeSole : CloseAction::kIsolate;
 }
 
-Settlement FailurePolicy::settle(ConfirmTracker::Outcome outcome, const std::string& reason, int attempts,
-                                 int max_attempts, int environment_streak) {
+Settlement FailurePolicy::settle(ConfirmTracker::Outcome outcome, FailureCause cause, int attempts, int max_attempts,
+                                 int environment_streak) {
   using Action = Settlement::Action;
   if (outcome == ConfirmTracker::Outcome::kAcked) return {Action::kMarkPublished, {}, 0};
-  const Verdict v = judge(outcome, reason);
+  const Verdict v = judge(outcome, cause);
   if (v.retry_at_once) return {Action::kRetryAtOnce, v, 0};
   if (!v.counts_as_attempt) {  // the environment's: a step per failure in a row, not the row's attempts
     const int step = environment_streak < 0 ? 1 : environment_streak >= 63 ? 64 : environment_streak + 1;
@@ -49,13 +49,13 @@ Settlement FailurePolicy::settle(ConfirmTracker::Outcome outcome, const std::str
   return {Action::kRetryAfterBackoff, v, next};
 }
 
-bool FailurePolicy::waits_on_environment(ConfirmTracker::Outcome outcome, const std::string& reason) {
+bool FailurePolicy::waits_on_environment(ConfirmTracker::Outcome outcome, FailureCause cause) {
   if (outcome == ConfirmTracker::Outcome::kAcked) return false;
-  const Verdict v = judge(outcome, reason);
+  const Verdict v = judge(outcome, cause);
   return !v.counts_as_attempt && !v.retry_at_once;
 }
 
-Verdict FailurePolicy::judge(ConfirmTracker::Outcome outcome, const std::string& reason) {
+Verdict FailurePolicy::judge(ConfirmTracker::Outcome outcome, FailureCause cause) {
   using Outcome = ConfirmTracker::Outcome;
   switch (outcome) {
     // A nack carries no cause. RabbitMQ sends one when a queue cannot take the
@@ -78,10 +78,14 @@ Verdict FailurePolicy::judge(ConfirmTracker::Outcome outcome, const std::string&
   // again first in the next claim and hold up every batch behind it.
   // Cut by the batch's time limit: nobody's attempt. Never sent, it is simply
   // the next batch's; sent and unconfirmed, the broker is slow: a backoff.
-  if (reason.rfind(kWithheldPrefix, 0) == 0) return {false, FailureReason::kBatchTimeLimit, true};
-  if (reason.rfind(kLatePrefix, 0) == 0) return {false, FailureReason::kBatchTimeLimit, false};
-  if (reason.rfind("no broker confirm", 0) == 0) return {false, FailureReason::kConfirmTimeout, false};
-  if (reason.find("blocked") != std::string::npos) return {false, FailureReason::kBlocked, true};
+  switch (cause) {
+    case FailureCause::kBatchWithheld: return {false, FailureReason::kBatchTimeLimit, true};
+    case FailureCause::kBatchLate: return {false, FailureReason::kBatchTimeLimit, false};
+    case FailureCause::kConfirmTimeout: return {false, FailureReason::kConfirmTimeout, false};
+    case FailureCause::kBrokerBlocked: return {false, FailureReason::kBlocked, true};
+    case FailureCause::kLinkLost:
+    case FailureCause::kNone: break;
+  }
   return {false, FailureReason::kConnectionLost, true};
 }
 

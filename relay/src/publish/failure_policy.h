@@ -6,6 +6,7 @@
 #include <string>
 
 #include "publish/confirm_tracker.h"
+#include "publish/failure_cause.h"
 #include "publish/relay_metrics.h"
 
 namespace relay {
@@ -69,27 +70,24 @@ class FailurePolicy {
   static CloseBlame blame_connection_close(int reply_code);
   // `connection_level`: the close ended the connection (BrokerEvent::connection_level).
   static CloseAction on_channel_close(int reply_code, std::size_t outstanding, bool connection_level = false);
-  // A row's outcome after its batch settled, with the reason recorded for it.
+  // A row's outcome after its batch settled, with the cause recorded for it (never
+  // its text: rewording a message changes no decision).
   // REQUIRES: outcome != kAcked.
-  static Verdict judge(ConfirmTracker::Outcome outcome, const std::string& reason);
+  static Verdict judge(ConfirmTracker::Outcome outcome, FailureCause cause);
   // The whole decision for one row: `attempts` is what the row had before this
   // publish, `max_attempts` is relay.max_attempts (>= 1). Any outcome, kAcked too.
   // `environment_streak`: how many times in a row before this one the row failed
   // for the environment's reasons (RetryStreaks); such a failure waits the next
   // step of the backoff, so a queue that keeps refusing (a full reject-publish
   // queue, a never-confirming one) is asked less and less often, never spun on.
-  static Settlement settle(ConfirmTracker::Outcome outcome, const std::string& reason, int attempts,
-                           int max_attempts, int environment_streak = 0);
+  static Settlement settle(ConfirmTracker::Outcome outcome, FailureCause cause, int attempts, int max_attempts,
+                           int environment_streak = 0);
   // Whether the row waits for the environment: not acked, no attempt, not at once
   // (a nack, a confirm timeout, a server's channel close): what RetryStreaks counts.
-  static bool waits_on_environment(ConfirmTracker::Outcome outcome, const std::string& reason);
+  static bool waits_on_environment(ConfirmTracker::Outcome outcome, FailureCause cause);
   // The prefix of last_error for a row found guilty of closing the channel; the
   // relay publishes such a row alone the next time (RelayLoop::must_go_alone).
   static constexpr const char* kRefusedPrefix = "refused by broker: ";
-  // The starts of the reasons of rows cut by their batch's BatchDeadline: never
-  // published (due again at once), or published and not confirmed in time (a backoff).
-  static constexpr const char* kWithheldPrefix = "not published: its batch reached its time limit";
-  static constexpr const char* kLatePrefix = "no broker confirm before its batch's time limit";
 };
 
 }  // namespace relay

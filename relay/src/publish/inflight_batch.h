@@ -11,6 +11,7 @@
 #include "publish/batch_timeline.h"
 #include "pg/batch_transaction.h"
 #include "publish/confirm_tracker.h"
+#include "publish/failure_cause.h"
 #include "publish/outbox_store.h"
 
 
@@ -47,7 +48,7 @@ struct InflightBatch {
   std::chrono::steady_clock::time_point session_used_at;
   // Set when its BatchDeadline stopped its publishing: the reason of the rows it
   // left unpublished (they stay pending, no attempt).
-  std::string withheld;
+  Failure withheld;
   double claim_ms = 0;
 };
 

@@ -408,7 +408,7 @@ void RelayLoop::await_broker() {
     // unblocks. Keep the connection: tags only grow on the channel, so a late
     // ack settles nothing of a later batch; run() claims nothing while blocked.
     for (auto& b : inflight_) {
-      b->tracker.fail_outstanding("not confirmed: broker blocked publishing (resource alarm)");
+      b->tracker.fail_outstanding({FailureCause::kBrokerBlocked, "not confirmed: broker blocked publishing (resource alarm)"});
       b->publishing_done = true;
     }
     return;
@@ -428,7 +428,7 @@ void RelayLoop::await_broker() {
 // Every batch in flight loses what is outstanding and publishes no more.
 void RelayLoop::connection_lost(const std::string& reason) {
   for (auto& b : inflight_) {
-    b->tracker.fail_outstanding(reason);
+    b->tracker.fail_outstanding({FailureCause::kLinkLost, reason});
     b->publishing_done = true;
     b->suspects.clear();  // not published again on this link: pending, no attempt
   }

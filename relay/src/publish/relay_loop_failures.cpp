@@ -65,7 +65,8 @@ void RelayLoop::on_channel_closed(const BrokerEvent& ev) {
   const std::size_t n = outstanding();
   switch (FailurePolicy::on_channel_close(ev.reply_code, n, ev.connection_level)) {
     case CloseAction::kHoldAll:
-      for (auto& b : inflight_) b->tracker.fail_outstanding(ev.reason, ConfirmTracker::Outcome::kEnvironment);
+      for (auto& b : inflight_)
+        b->tracker.fail_outstanding({FailureCause::kNone, ev.reason}, ConfirmTracker::Outcome::kEnvironment);
       hold_publishing("AMQP " + ev.reason + "; no message is at fault");
       return;
     case CloseAction::kHoldIdle:
@@ -127,7 +128,8 @@ void RelayLoop::fail_overdue(std::chrono::milliseconds timeout) {
   std::size_t n = 0;
   for (auto& b : inflight_) {
     const auto& timeline = b->timeline;
-    const auto tags = b->tracker.fail_oldest_while([&](std::size_t row) { return timeline.published_at(row) <= limit; }, why);
+    const auto tags = b->tracker.fail_oldest_while([&](std::size_t row) { return timeline.published_at(row) <= limit; },
+                                                   {FailureCause::kConfirmTimeout, why});
     for (const auto tag : tags) metrics_->on_unconfirmed(tag, false);
     n += tags.size();
   }
@@ -149,20 +151,20 @@ void RelayLoop::enforce_deadlines() {
     if (publishing && idle >= deadline_.publish_for()) {
       // The rows not sent (and suspects not probed again) stay pending: the next
       // claim takes them at once, in a transaction of its own.
-      b->withheld = FailurePolicy::kWithheldPrefix + limit();
+      b->withheld = {FailureCause::kBatchWithheld, "not published: its batch reached its time limit" + limit()};
       spdlog::warn("a batch of {} rows published {} of them in {} ms and publishes no more: {}", b->rows.size(),
-                   b->published, std::chrono::duration_cast<milliseconds>(idle).count(), b->withheld);
+                   b->published, std::chrono::duration_cast<milliseconds>(idle).count(), b->withheld.text);
       b->publishing_done = true;
       // An isolation cut short starts over in the next batch, and would be cut
       // again if the link is that slow, its culprit never found: its suspects go
       // alone instead, each its own round trip (the next batches find it).
       for (const auto i : b->suspects) remember_alone(lone_rows_, b->rows[i].id);
       b->suspects.clear();
-      last_failure_ = b->withheld;
+      last_failure_ = b->withheld.text;
     }
     if (idle < deadline_.commit_within() || b->tracker.outstanding() == 0) continue;
-    const std::string why = FailurePolicy::kLatePrefix + limit();
-    const auto tags = b->tracker.fail_oldest_while([](std::size_t) { return true; }, why);
+    const std::string why = "no broker confirm before its batch's time limit" + limit();
+    const auto tags = b->tracker.fail_oldest_while([](std::size_t) { return true; }, {FailureCause::kBatchLate, why});
     for (const auto tag : tags) metrics_->on_unconfirmed(tag, false);
     last_failure_ = why;
     spdlog::warn("{} row(s) got {}; the batch commits the rest, they are published again after a backoff",
@@ -211,15 +213,18 @@ void RelayLoop::settle(InflightBatch& b, std::vector<const ClaimedRow*>& acked, 
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   // Rows left unpublished while the broker blocked the connection, or by the
   // batch's time limit: say so (their metric and last_error), not "connection lost".
-  const std::string unsent = amqp_.blocked() ? "not published: broker blocked publishing (resource alarm)" : b.withheld;
+  const Failure unsent = amqp_.blocked()
+                             ? Failure{FailureCause::kBrokerBlocked, "not published: broker blocked publishing (resource alarm)"}
+                             : b.withheld;
   for (std::size_t i = 0; i < b.rows.size(); ++i) {
     const auto& row = b.rows[i];
     const auto outcome = b.tracker.outcome(i);
-    const auto& reason =
-        outcome == ConfirmTracker::Outcome::kUnconfirmed && b.tracker.reason(i).empty() ? unsent : b.tracker.reason(i);
+    const bool never_settled = outcome == ConfirmTracker::Outcome::kUnconfirmed && b.tracker.reason(i).empty();
+    const FailureCause cause = never_settled ? unsent.cause : b.tracker.cause(i);
+    const std::string& reason = never_settled ? unsent.text : b.tracker.reason(i);
     // The environment's failures wait a step further each time in a row.
-    const int streak = FailurePolicy::waits_on_environment(outcome, reason) ? streaks_.count_failure(row.id) : 0;
-    const auto s = FailurePolicy::settle(outcome, reason, row.attempts, config_.relay.max_attempts, streak);
+    const int streak = FailurePolicy::waits_on_environment(outcome, cause) ? streaks_.count_failure(row.id) : 0;
+    const auto s = FailurePolicy::settle(outcome, cause, row.attempts, config_.relay.max_attempts, streak);
     if (s.action == Settlement::Action::kMarkPublished || s.verdict.counts_as_attempt)
       streaks_.forget(row.id);  // published, charged or parked: the streak ends
     if (s.action == Settlement::Action::kMarkPublished) {
