@@ -65,7 +65,7 @@ GRANT USAGE ON SCHEMA :"schema" TO :"relay_role", :"producer_role";
 -- these roles hold on the outbox, whatever was granted before.
 REVOKE ALL ON :"schema".outbox FROM :"relay_role", :"producer_role";
 GRANT SELECT ON :"schema".outbox TO :"relay_role";
-GRANT UPDATE (attempts, next_attempt_at, last_error, published_at, parked_at)
+GRANT UPDATE (attempts, next_attempt_at, last_error, refused_by_broker, published_at, parked_at)
   ON :"schema".outbox TO :"relay_role";
 GRANT INSERT (message_id, exchange, routing_key, message_type, ordering_key, content_type,
               headers, correlation_id, payload)

@@ -160,3 +160,29 @@ TEST_CASE("on an outbox with inheritance children the mark never touches a child
                                "\".outbox_child WHERE published_at IS NULL") == "1");
     }
 }
+
+TEST_CASE("whether a row goes alone is the column refused_by_broker, set by mark_failed, never its last_error text") {
+  testenv::ScopedSchema schema("refused");
+  write_rows(schema.name(), 3);
+  const std::string t = "\"" + schema.name() + "\".outbox";
+  // Row 1 says so in words only, row 2 in the column only (any wording), row 3 neither.
+  testenv::sql_exec("UPDATE " + t + " SET last_error = 'refused by broker: channel closed by broker: 404' WHERE id = 1");
+  testenv::sql_exec("UPDATE " + t + " SET last_error = 'reworded', refused_by_broker = true WHERE id = 2");
+  auto store = store_for(schema.name());
+  {
+    relay::BatchTransaction tx(store->session());
+    const auto rows = store->claim(tx, 3);
+    REQUIRE(ids_of(rows) == std::vector<std::int64_t>{1, 2, 3});
+    CHECK_FALSE(rows[0].refused_before);
+    CHECK(rows[1].refused_before);
+    CHECK_FALSE(rows[2].refused_before);
+    // The relay records what the broker did with each: row 3 refused, rows 1 and 2 not.
+    std::vector<relay::FailedRow> failed = {{1, "nacked by broker", 0, false, false},
+                                            {2, "connection lost", 0, false, false},
+                                            {3, "refused by broker: channel closed by broker: 406", 0, true, true}};
+    store->mark_failed(tx, failed, 5);
+    tx.commit();
+  }
+  CHECK(testenv::sql_value("SELECT string_agg(id || ':' || refused_by_broker, ' ' ORDER BY id) FROM " + t) ==
+        "1:false 2:false 3:true");
+}

@@ -11,7 +11,7 @@ namespace {
 
 // Every column the relay and its admin commands set (claim, mark published/failed,
 // park, replay, dead requeue): the UPDATE grant of schema/roles.sql, no more.
-constexpr const char* kRelayUpdatedColumns[] = {"attempts", "next_attempt_at", "last_error", "published_at",
+constexpr const char* kRelayUpdatedColumns[] = {"attempts", "next_attempt_at", "last_error", "refused_by_broker", "published_at",
                                                 "parked_at"};
 
 }  // namespace

@@ -85,8 +85,9 @@ class FailurePolicy {
   // Whether the row waits for the environment: not acked, no attempt, not at once
   // (a nack, a confirm timeout, a server's channel close): what RetryStreaks counts.
   static bool waits_on_environment(ConfirmTracker::Outcome outcome, FailureCause cause);
-  // The prefix of last_error for a row found guilty of closing the channel; the
-  // relay publishes such a row alone the next time (RelayLoop::must_go_alone).
+  // The start of last_error (text for people) for a row found guilty of closing the
+  // channel. Whether it goes alone the next time is the column refused_by_broker
+  // (FailedRow::refused_by_broker, RelayLoop::must_go_alone), never this text.
   static constexpr const char* kRefusedPrefix = "refused by broker: ";
 };
 

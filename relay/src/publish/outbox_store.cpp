@@ -86,9 +86,10 @@ void OutboxStore::connect() {
                 "SET attempts = LEAST(GREATEST(o.attempts, 0), 2147483646) + f.counted, "
                 "next_attempt_at = now() + f.retry_in_ms * interval '1 millisecond', "
                 "last_error = f.error, "
-                "parked_at = CASE WHEN f.counted = 1 AND GREATEST(o.attempts, 0) >= $5 - 1 THEN now() END "
-                "FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::int[]) "
-                "AS f(id, error, retry_in_ms, counted) "
+                "parked_at = CASE WHEN f.counted = 1 AND GREATEST(o.attempts, 0) >= $5 - 1 THEN now() END, "
+                "refused_by_broker = f.refused "
+                "FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::int[], $6::bool[]) "
+                "AS f(id, error, retry_in_ms, counted, refused) "
                 "WHERE o.id = f.id"});
   statements_.push_back(
       {"outbox_stats",
@@ -236,8 +237,7 @@ std::string OutboxStore::claim_select_list() {
          "CASE WHEN octet_length(payload) <= " + std::to_string(kInlinePayloadBytes) + " THEN payload END "
          "AS inline_payload, attempts, date_part('epoch', created_at) AS created_epoch, "
          "octet_length(payload) AS payload_bytes, "
-         "coalesce(starts_with(last_error, '" + std::string(FailurePolicy::kRefusedPrefix) + "'), false) "
-         "AS refused_before ";
+         "refused_by_broker AS refused_before ";
 }
 
 // Column numbers of claim_select_list() in a result, looked up once per result.
@@ -401,15 +401,17 @@ void OutboxStore::mark_failed(BatchTransaction& tx, const std::vector<FailedRow>
   if (rows.empty()) return;
   std::vector<std::int64_t> ids, delays, counted;
   std::vector<std::string> errors;
+  std::string refused;  // a bool[] literal's elements
   for (const auto& r : rows) {
     ids.push_back(r.id);
     errors.push_back(outbox::one_line(r.error));  // valid UTF-8, or the statement fails (22021)
     delays.push_back(r.retry_in_ms);
     counted.push_back(r.counts_as_attempt ? 1 : 0);
+    refused += std::string(refused.empty() ? "" : ",") + (r.refused_by_broker ? "t" : "f");
   }
   tx.exec_prepared(prepared_statement("outbox_mark_failed"),
                    {outbox::pg::bigint_array(ids), outbox::pg::text_array(errors), outbox::pg::bigint_array(delays),
-                    outbox::pg::bigint_array(counted), std::to_string(max_attempts)});
+                    outbox::pg::bigint_array(counted), std::to_string(max_attempts), "{" + refused + "}"});
 }
 
 PendingStats OutboxStore::stats() {

@@ -32,8 +32,9 @@ struct ClaimedRow {
   std::size_t payload_bytes = 0;
   bool payload_loaded = true;
   int attempts = 0;
-  // The row's last failure was a channel close it provoked alone: publish it alone
-  // again, so it cannot take innocent rows down with it a second time.
+  // The row's last failure was a channel close it provoked alone (the column
+  // refused_by_broker): publish it alone again, so it cannot take innocent rows down
+  // with it a second time.
   bool refused_before = false;
   // Set when a column cannot be turned into a publishable message (malformed
   // headers, a created_at of 'infinity'): names the column and why. Such a row is not
@@ -52,6 +53,9 @@ struct FailedRow {
   // missing): attempts grows and the row may be parked. False for a lost link or
   // a timeout: last_error is recorded, attempts stays, the row is due at once.
   bool counts_as_attempt = true;
+  // The broker refused this row alone (ConfirmTracker::kRefused): its next attempt
+  // goes alone (the column refused_by_broker, read back as ClaimedRow::refused_before).
+  bool refused_by_broker = false;
 };
 
 struct PendingStats {

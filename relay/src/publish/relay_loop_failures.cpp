@@ -233,6 +233,7 @@ void RelayLoop::settle(InflightBatch& b, std::vector<const ClaimedRow*>& acked, 
       continue;
     }
     failed.push_back(failed_row(row, s, reason));
+    failed.back().refused_by_broker = outcome == ConfirmTracker::Outcome::kRefused;
   }
 }
 
