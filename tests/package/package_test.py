@@ -34,10 +34,24 @@ import psycopg2
 
 PUBLIC_HEADER_TREES = ["common/include", "crypto/include", "amqp/include", "producer_sdk/include",
                        "consumer_sdk/include"]
-RELAY_DEPENDS = ["libpqxx-6.4", "librabbitmq4", "libssl3", "libyaml-cpp0.7",
-                 "libspdlog1.10-fmt9",  # libspdlog1.10 provides it (its shlibs file names it)
-                 "libfmt9", "libpq5",
-                 "libstdc++6", "libc6"]
+# The runtime packages dpkg-shlibdeps names for the relay, by the Debian release built on.
+RELAY_DEPENDS_BY_RELEASE = {
+    "12": ["libpqxx-6.4", "librabbitmq4", "libssl3", "libyaml-cpp0.7",
+           "libspdlog1.10-fmt9",  # libspdlog1.10 provides it (its shlibs file names it)
+           "libfmt9", "libpq5", "libstdc++6", "libc6"],
+    "13": ["libpqxx-7.10", "librabbitmq4", "libssl3t64", "libyaml-cpp0.8",
+           "libspdlog1.15-fmt10",  # libspdlog1.15 provides it
+           "libfmt10", "libpq5", "libstdc++6", "libc6"],
+}
+
+
+def debian_release():
+    with open("/etc/os-release") as f:
+        fields = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+    return fields.get("VERSION_ID", "").strip('"')
+
+
+RELAY_DEPENDS = RELAY_DEPENDS_BY_RELEASE.get(debian_release(), RELAY_DEPENDS_BY_RELEASE["12"])
 DEV_DEPENDS = ["libpqxx-dev", "librabbitmq-dev", "libssl-dev", "libyaml-cpp-dev", "nlohmann-json3-dev",
                "libfmt-dev", "libspdlog-dev", "libboost-system-dev", "pkg-config"]
 

@@ -20,7 +20,7 @@ namespace {
 
 }  // namespace
 
-PrivateRabbitMq::PrivateRabbitMq(std::string servers_sh)
+PrivateRabbitMq::PrivateRabbitMq(std::string servers_sh, const std::string& rabbitmq_conf)
     : servers_sh_(std::move(servers_sh)), dir_("/tmp/" + unique_name("outbox_private_rmq")) {
   std::mt19937 rng(std::random_device{}());
   // 4xxxx, and the node's distribution port (AMQP port + 20000) must stay below 65535.
@@ -30,6 +30,10 @@ PrivateRabbitMq::PrivateRabbitMq(std::string servers_sh)
   }
   if (port_ == 0) throw std::runtime_error("private RabbitMQ: no free port in 41000-44999");
   env_ = "env OUTBOX_LOCAL_DIR=" + dir_ + " OUTBOX_AMQP_PORT=" + std::to_string(port_) + " ";
+  if (!rabbitmq_conf.empty()) {  // no single quote in it: it goes into the shell command in '...'
+    if (rabbitmq_conf.find('\'') != std::string::npos) throw std::invalid_argument("rabbitmq_conf with a quote");
+    env_ += "OUTBOX_RABBITMQ_CONF='" + rabbitmq_conf + "' ";
+  }
   // restart-rabbitmq = stop (nothing there yet) + start, of the RabbitMQ half only:
   // `start` would also start a PostgreSQL, which this suite does not need.
   auto out = run("\"" + servers_sh_ + "\" restart-rabbitmq");

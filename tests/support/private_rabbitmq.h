@@ -17,7 +17,10 @@ namespace testenv {
 // user that may start rabbitmq-server (as the shared servers are).
 class PrivateRabbitMq {
  public:
-  explicit PrivateRabbitMq(std::string servers_sh);
+  // `rabbitmq_conf`: more rabbitmq.conf lines (';'-separated) the node boots with
+  // (servers.sh's OUTBOX_RABBITMQ_CONF), e.g. "max_message_size = 65536": RabbitMQ 4.0
+  // reads such settings at boot only, where eval("application:set_env(...)") changes nothing.
+  explicit PrivateRabbitMq(std::string servers_sh, const std::string& rabbitmq_conf = "");
   ~PrivateRabbitMq();
   PrivateRabbitMq(const PrivateRabbitMq&) = delete;
   PrivateRabbitMq& operator=(const PrivateRabbitMq&) = delete;
