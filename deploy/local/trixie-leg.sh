@@ -7,7 +7,7 @@
 #   deploy/local/trixie-leg.sh                 # the default subset (below)
 #   deploy/local/trixie-leg.sh -R relay_       # any other ctest selection instead
 #
-# Default subset: label pure (but deploy_files_test, which checks the Debian 12 image
+# Default subset: labels pure and pg (but deploy_files_test, which checks the Debian 12 image
 # files against apt lists the container has not got), the SQL contract from Python and
 # Node (polyglot_npm_install, sql_contract_polyglot_rmqtest), the hostile rows
 # (hostile_rows_rmqtest, admin_hostile_rows_pgtest), one bounded chaos run (chaos_ci)
@@ -303,10 +303,12 @@ inside_main() {
   timed "cmake configure" configure
   local selection=("$@")
   if [ ${#selection[@]} -eq 0 ]; then
-    local pure regex
+    local pure pg regex
     pure=$(ctest --test-dir "$INSIDE_BUILD" -N -L '^pure$' | awk '/Test +#/ {print $3}' \
              | grep -vxF -f <(printf '%s\n' "${EXCLUDED_PURE[@]}") || true)
-    regex="^($(echo $pure "${DEFAULT_TESTS[@]}" | tr ' ' '|'))\$"
+    # Every PostgreSQL test: migrations, roles, the row checks and the SQL contract on 17.
+    pg=$(ctest --test-dir "$INSIDE_BUILD" -N -L '^pg$' | awk '/Test +#/ {print $3}' || true)
+    regex="^($(echo $pure $pg "${DEFAULT_TESTS[@]}" | tr ' ' '|'))\$"
     selection=(-R "$regex")
   fi
   step "Building ($TARGETS, -j$JOBS, nice $NICE)"
