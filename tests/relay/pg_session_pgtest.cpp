@@ -103,7 +103,7 @@ TEST_CASE("a session that is gone is a pqxx::broken_connection, and says it is n
 }
 
 TEST_CASE("a connect error is a pqxx::broken_connection that never holds the password") {
-  const std::string password = "Sekr3t-p4ss:word";
+  const std::string password = "Sekr3t@p4ss:w/o%rd' \\x";  // @ : / % quote space backslash
   auto info = outbox::PgConnInfo::parse(testenv::pg_dsn());
   info.set("user", "no_such_role_" + password);  // libpq quotes the user in its error
   info.set("password", password);
