@@ -99,8 +99,8 @@ bool refused(const std::string& dsn, const std::string& sql) {
 }
 
 const std::vector<std::string> kRelayStateColumns = {"attempts = attempts + 1", "next_attempt_at = now()",
-                                                     "last_error = 'x'", "published_at = now()",
-                                                     "parked_at = now()"};
+                                                     "last_error = 'x'", "refused_by_broker = true",
+                                                     "published_at = now()", "parked_at = now()"};
 // Everything else: the producer's event, and the row's identity and creation time.
 const std::vector<std::string> kEventColumns = {
     "payload = 'evil'",       "exchange = 'evil'",           "routing_key = 'evil'",
@@ -226,7 +226,7 @@ TEST_CASE("the producer role may insert only the producer's columns, not the rel
   const std::string t = "\"" + schema.name() + "\".outbox";
   const std::vector<std::pair<std::string, std::string>> forbidden = {
       {"published_at", "now()"}, {"parked_at", "now()"},
-      {"attempts", "99"},        {"last_error", "'x'"},
+      {"attempts", "99"},        {"last_error", "'x'"},       {"refused_by_broker", "true"},
       {"next_attempt_at", "now() + interval '1 year'"}, {"created_at", "now() - interval '1 year'"}};
   for (const auto& [column, value] : forbidden) {
     INFO(column);
