@@ -267,7 +267,17 @@ def check_docker(image_build):
     check(r.returncode == 0, f"runtime packages exist in apt: {' '.join(pkgs)}")
     dockerfile = open(os.path.join(DEPLOY, "docker", "Dockerfile")).read()
     froms = re.findall(r"^FROM (\S+)", dockerfile, re.M)
-    check(froms == ["debian:12", "debian:12-slim"], f"Dockerfile: two stages on Debian 12 ({', '.join(froms)})")
+    check(froms == ["debian:${DEBIAN_RELEASE}", "debian:${DEBIAN_RELEASE}-slim"],
+          f"Dockerfile: two stages on one Debian release ({', '.join(froms)})")
+    default = re.findall(r"^ARG DEBIAN_RELEASE=(\S+)", dockerfile, re.M)
+    check(default == ["13"], f"Dockerfile: Debian 13 (the current stable) by default (DEBIAN_RELEASE={default})")
+    # Each release's runtime list names its own versioned library packages.
+    lists = {rel: subprocess.run([steps, "runtime-packages", rel], capture_output=True, text=True)
+             for rel in ("12", "13")}
+    check(all(r.returncode == 0 for r in lists.values()) and lists["12"].stdout != lists["13"].stdout
+          and "libpqxx-7.10" in lists["13"].stdout.split(), "build-steps.sh: a runtime package list for 12 and for 13")
+    r = subprocess.run([steps, "runtime-packages", "11"], capture_output=True, text=True)
+    check(r.returncode != 0 and "'11'" in r.stderr, f"build-steps.sh: an unsupported release is refused ({r.stderr.strip()})")
     check(re.search(r"^USER 10001", dockerfile, re.M) is not None, "Dockerfile: runs as an unprivileged user")
     if not image_build:
         print("skip build steps (pass --image-build to run them)")

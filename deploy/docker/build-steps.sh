@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The build steps of deploy/docker/Dockerfile, as a script, so they also run (and
-# are checked) on a plain Debian 12 machine without Docker:
+# are checked) on a plain Debian 12 or 13 machine without Docker:
 #
 #   build-steps.sh deps              install the build packages (apt)
 #   build-steps.sh build SRC ROOT [BUILD]  build in BUILD (SRC/build-image), install into ROOT:
 #                                    ROOT/usr/local/bin/{outbox-relay,order-service,event-printer}
 #                                    ROOT/usr/share/outbox-relay/{roles.sql,events/}
-#   build-steps.sh runtime-packages  print the runtime packages of the slim stage
+#   build-steps.sh runtime-packages [12|13]  print the runtime packages of the slim stage
+#                                    (of this machine's release unless one is named)
 #   build-steps.sh check-runtime ROOT  every shared library the binaries need comes
 #                                    from one of the runtime packages (dpkg -S)
 set -euo pipefail
@@ -14,8 +15,18 @@ set -euo pipefail
 BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config libpqxx-dev librabbitmq-dev
   libboost-dev libboost-system-dev libyaml-cpp-dev doctest-dev libssl-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libbenchmark-dev libcli11-dev)
-RUNTIME_PACKAGES=(libpqxx-6.4 librabbitmq4 libyaml-cpp0.7 libspdlog1.10 libfmt9
-  libboost-system1.74.0 libssl3 libpq5 libstdc++6 libgcc-s1 libc6 ca-certificates)
+# The shared libraries' packages are named by version, so each release has its list
+# (Debian 13's 64-bit time_t transition renamed libssl3 to libssl3t64).
+runtime_packages() {
+  case "$1" in
+    12) echo libpqxx-6.4 librabbitmq4 libyaml-cpp0.7 libspdlog1.10 libfmt9 \
+          libboost-system1.74.0 libssl3 libpq5 libstdc++6 libgcc-s1 libc6 ca-certificates ;;
+    13) echo libpqxx-7.10 librabbitmq4 libyaml-cpp0.8 libspdlog1.15 libfmt10 \
+          libboost-system1.83.0 libssl3t64 libpq5 libstdc++6 libgcc-s1 libc6 ca-certificates ;;
+    *) echo "build-steps.sh: Debian release '$1' is not supported (12 or 13)" >&2; return 2 ;;
+  esac
+}
+this_release() { (. /etc/os-release && echo "${VERSION_ID%%.*}"); }
 BINARIES=(outbox-relay outbox-keys order-service event-printer)
 
 case "${1:-}" in
@@ -36,10 +47,11 @@ case "${1:-}" in
     "$root/usr/local/bin/outbox-relay" --version
     ;;
   runtime-packages)
-    echo "${RUNTIME_PACKAGES[*]}"
+    runtime_packages "${2:-$(this_release)}"
     ;;
   check-runtime)
     root=$2 missing=0
+    read -r -a RUNTIME_PACKAGES <<<"$(runtime_packages "$(this_release)")"
     # The runtime packages and everything they depend on (what apt installs).
     closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
                 --no-replaces --no-enhances "${RUNTIME_PACKAGES[@]}" |
@@ -59,5 +71,5 @@ case "${1:-}" in
     [ $missing -eq 0 ] && echo "check-runtime: every shared library comes from the runtime packages or their dependencies"
     exit $missing
     ;;
-  *) echo "usage: $0 deps | build SRC ROOT | runtime-packages | check-runtime ROOT" >&2; exit 2 ;;
+  *) echo "usage: $0 deps | build SRC ROOT | runtime-packages [12|13] | check-runtime ROOT" >&2; exit 2 ;;
 esac

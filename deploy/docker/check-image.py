@@ -507,6 +507,8 @@ def main():
     parser.add_argument("what", nargs="?", default="all", choices=["image", "compose", "all"])
     parser.add_argument("--no-build", action="store_true",
                         help="check the image this script built before instead of building it again")
+    parser.add_argument("--debian-release", choices=sorted(lib.CODENAMES), default="13",
+                        help="the Dockerfile's DEBIAN_RELEASE (default 13, as the Dockerfile's)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("check-image.py: run as root (podman and bind mounts with the kubelet's file owners)", file=sys.stderr)
@@ -520,10 +522,10 @@ def main():
     image = "localhost/" + compose_file()["x-relay-image"]["image"]
     secret_values, created = ensure_compose_secrets()
     try:
-        lib.ensure_base_images(work)
+        lib.ensure_base_images(work, args.debian_release)
         if args.no_build:
             print(f"not built (--no-build): {image} of {lib.image_config(image)['Created']}")
-        elif lib.build_image(image, os.path.join(work, "build.log")) is None:
+        elif lib.build_image(image, os.path.join(work, "build.log"), args.debian_release) is None:
             return 1
         if args.what in ("image", "all"):
             image_check(image, work, secret_values)

@@ -22,11 +22,19 @@ check_deploy = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(check_deploy)
 check = check_deploy.check
 
-# What the official debian:12 images carry in their sources (bookworm-updates, -security too).
-DEBIAN_SOURCES = ("deb http://deb.debian.org/debian bookworm main\n"
-                  "deb http://deb.debian.org/debian bookworm-updates main\n"
-                  "deb http://deb.debian.org/debian-security bookworm-security main\n")
-# debian:12-slim is minbase without documentation, manual pages and translations.
+# The Debian releases the image builds on (Dockerfile ARG DEBIAN_RELEASE) and what the
+# official debian:N images carry in their sources (-updates and -security too).
+CODENAMES = {"12": "bookworm", "13": "trixie"}
+
+
+def debian_sources(release):
+    c = CODENAMES[release]
+    return (f"deb http://deb.debian.org/debian {c} main\n"
+            f"deb http://deb.debian.org/debian {c}-updates main\n"
+            f"deb http://deb.debian.org/debian-security {c}-security main\n")
+
+
+# debian:N-slim is minbase without documentation, manual pages and translations.
 SLIM_DPKG_OPTIONS = ["path-exclude=/usr/share/doc/*", "path-include=/usr/share/doc/*/copyright",
                      "path-exclude=/usr/share/man/*", "path-exclude=/usr/share/info/*",
                      "path-exclude=/usr/share/locale/*", "path-exclude=/usr/share/lintian/*"]
@@ -67,11 +75,13 @@ def use_own_containers_conf(work):
     os.environ["CONTAINERS_CONF"] = path
 
 
-def ensure_base_images(work):
-    """docker.io/library/debian:12 and :12-slim, made from Debian packages (mmdebstrap)
-    when missing: no image registry is reachable here."""
-    for tag, options in (("docker.io/library/debian:12", []),
-                         ("docker.io/library/debian:12-slim", SLIM_DPKG_OPTIONS)):
+def ensure_base_images(work, release):
+    """docker.io/library/debian:N and :N-slim for the image's release, and debian:12-slim
+    for the compose stand-ins, made from Debian packages (mmdebstrap) when missing: no
+    image registry is reachable here."""
+    wanted = [(release, "", []), (release, "-slim", SLIM_DPKG_OPTIONS), ("12", "-slim", SLIM_DPKG_OPTIONS)]
+    for rel, suffix, options in dict.fromkeys((r, s, tuple(o)) for r, s, o in wanted):
+        tag = f"docker.io/library/debian:{rel}{suffix}"
         if podman("image", "exists", tag, check_rc=False).returncode == 0:
             print(f"base image {tag}: present")
             continue
@@ -81,23 +91,25 @@ def ensure_base_images(work):
         run(["nice", "-n", "10", "mmdebstrap", "--quiet", "--variant=minbase",
              "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",
              *[f"--dpkgopt={o}" for o in options], *[f"--customize-hook={h}" for h in APT_HOOKS],
-             "bookworm", tar, "-"], input=DEBIAN_SOURCES, timeout=1800)
+             CODENAMES[rel], tar, "-"], input=debian_sources(rel), timeout=1800)
         podman("import", "--change", 'CMD ["bash"]', tar, tag)
         os.unlink(tar)
         print(f"base image {tag}: made with mmdebstrap in {time.monotonic() - started:.0f} s")
 
 
-def build_image(image, log_path):
-    """The image from deploy/docker/Dockerfile as it is, the repository as the context
-    (Dockerfile.dockerignore filters it, as for Docker). Returns seconds taken."""
+def build_image(image, log_path, release):
+    """The image from deploy/docker/Dockerfile as it is on Debian `release` (its
+    DEBIAN_RELEASE argument), the repository as the context (Dockerfile.dockerignore
+    filters it, as for Docker). Returns seconds taken."""
     started = time.monotonic()
     with open(log_path, "w") as log:
         r = subprocess.run(["nice", "-n", "10", "podman", "build", "--pull=never", "--network", "host",
+                            "--build-arg", f"DEBIAN_RELEASE={release}",
                             "-f", os.path.join(DOCKER, "Dockerfile"), "-t", image, REPO],
                            stdout=log, stderr=subprocess.STDOUT, timeout=3600)
     took = time.monotonic() - started
     tail = open(log_path).read().strip().splitlines()[-15:]
-    if not check(r.returncode == 0, f"podman build -f deploy/docker/Dockerfile -t {image} ({took:.0f} s)"):
+    if not check(r.returncode == 0, f"podman build --build-arg DEBIAN_RELEASE={release} -t {image} ({took:.0f} s)"):
         print("\n".join("    " + line for line in tail))
     return took if r.returncode == 0 else None
 
