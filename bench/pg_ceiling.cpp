@@ -5,7 +5,7 @@
 
 #include "measurements.h"
 #include "process_cpu.h"
-#include "publish/outbox_store.h"
+#include "pg/outbox_store.h"
 
 namespace bench {
 namespace {

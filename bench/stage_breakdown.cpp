@@ -15,8 +15,8 @@
 
 #include "amqp_bench_client.h"
 #include "number_text.h"
-#include "publish/batch_timeline.h"
-#include "publish/stage_cpu.h"
+#include "metrics/batch_timeline.h"
+#include "metrics/stage_cpu.h"
 
 namespace bench {
 namespace {

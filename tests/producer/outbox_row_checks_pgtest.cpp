@@ -241,7 +241,7 @@ TEST_CASE("a table holding bad rows migrates without checking them, and the rela
   // A bad row's insert now fails: the same rows cannot be written again.
   CHECK(violated(insert_headers(s, headers_with("CC", "q"))) == "outbox_header_names_reserved");
 
-  // The relay's statements (relay/src/publish/outbox_store.cpp) on every old row: a failure
+  // The relay's statements (relay/src/pg/outbox_store.cpp) on every old row: a failure
   // that does not count (attempts unchanged, last_error set), one that counts, parking.
   const auto t = table(s);
   CHECK(violated("UPDATE " + t + " SET attempts = attempts + 0, last_error = 'broker unavailable', "

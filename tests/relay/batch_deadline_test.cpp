@@ -2,7 +2,7 @@
 // idle-in-transaction timeout ends its session.
 #include <doctest/doctest.h>
 
-#include "publish/batch_deadline.h"
+#include "policy/batch_deadline.h"
 
 using relay::BatchDeadline;
 using std::chrono::milliseconds;

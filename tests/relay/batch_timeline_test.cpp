@@ -3,7 +3,7 @@
 
 #include <numeric>
 
-#include "publish/batch_timeline.h"
+#include "metrics/batch_timeline.h"
 
 using relay::BatchTimeline;
 using relay::LatencyStage;

@@ -2,7 +2,7 @@
 // backlog, and even then one in four starts from the lowest id.
 #include <doctest/doctest.h>
 
-#include "publish/claim_floor_policy.h"
+#include "policy/claim_floor_policy.h"
 
 using relay::ClaimFloorPolicy;
 using Start = ClaimFloorPolicy::Start;

@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
-#include "publish/backoff.h"
-#include "publish/confirm_tracker.h"
+#include "policy/backoff.h"
+#include "policy/confirm_tracker.h"
 #include "outbox/one_line.h"
 
 using relay::ConfirmTracker;

@@ -4,7 +4,7 @@
 
 #include <limits>
 
-#include "publish/failure_policy.h"
+#include "policy/failure_policy.h"
 
 using relay::CloseBlame;
 using relay::FailureCause;

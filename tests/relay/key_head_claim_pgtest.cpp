@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "publish/outbox_store.h"
+#include "pg/outbox_store.h"
 #include "test_env.h"
 
 using relay::ClaimedRow;

@@ -7,7 +7,7 @@
 #include <set>
 #include <thread>
 
-#include "publish/lane_manager.h"
+#include "pg/lane_manager.h"
 #include "test_env.h"
 
 using relay::LaneManager;

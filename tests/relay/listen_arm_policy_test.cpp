@@ -2,7 +2,7 @@
 // back when it is busy.
 #include <doctest/doctest.h>
 
-#include "publish/listen_arm_policy.h"
+#include "policy/listen_arm_policy.h"
 
 using relay::ListenArmPolicy;
 using std::chrono::milliseconds;

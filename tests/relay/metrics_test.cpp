@@ -7,7 +7,7 @@
 
 #include "outbox/duration.h"
 #include "outbox/metrics.h"
-#include "publish/relay_metrics.h"
+#include "metrics/relay_metrics.h"
 
 using namespace relay;
 using outbox::metrics::Registry;

@@ -6,7 +6,7 @@
 #include <pqxx/pqxx>
 #include <thread>
 
-#include "publish/notify_listener.h"
+#include "pg/notify_listener.h"
 #include "outbox/outbox_writer.h"
 #include "test_env.h"
 

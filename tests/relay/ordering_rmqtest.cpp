@@ -11,7 +11,7 @@
 #include <random>
 #include <thread>
 
-#include "publish/lane_manager.h"
+#include "pg/lane_manager.h"
 #include "outbox/outbox_writer.h"
 #include "relay_process.h"
 #include "test_env.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "publish/outbox_store.h"
+#include "pg/outbox_store.h"
 #include "outbox_store_fixture.h"
 #include "test_env.h"
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "publish/outbox_store.h"
+#include "pg/outbox_store.h"
 #include "test_env.h"
 
 namespace testenv {

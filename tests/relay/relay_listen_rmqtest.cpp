@@ -13,7 +13,7 @@
 
 #include "http_scrape.h"
 #include "outbox/outbox_writer.h"
-#include "publish/listen_arm_policy.h"
+#include "policy/listen_arm_policy.h"
 #include "relay_process.h"
 #include "tcp_proxy.h"
 #include "test_env.h"

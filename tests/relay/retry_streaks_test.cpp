@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "publish/retry_streaks.h"
+#include "policy/retry_streaks.h"
 
 using relay::RetryStreaks;
 

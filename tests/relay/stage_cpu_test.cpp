@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "publish/stage_cpu.h"
+#include "metrics/stage_cpu.h"
 
 using relay::CpuStage;
 using relay::StageCpu;

@@ -13,7 +13,7 @@
 #include "outbox/one_line.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
-#include "publish/outbox_store.h"
+#include "pg/outbox_store.h"
 #include "pg/pg_connect.h"
 #include "outbox/pqxx_compat.h"
 

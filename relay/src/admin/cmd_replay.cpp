@@ -12,7 +12,7 @@
 #include "outbox/errors.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
-#include "publish/outbox_store.h"
+#include "pg/outbox_store.h"
 #include "pg/pg_connect.h"
 #include "config/rfc3339.h"
 #include "outbox/pqxx_compat.h"

@@ -21,11 +21,11 @@
 #include "ops/logging.h"
 #include "outbox/one_line.h"
 #include "outbox/migrator.h"
-#include "publish/outbox_store.h"
+#include "pg/outbox_store.h"
 #include "pg/pg_connect.h"
 #include "config/preflight.h"
-#include "publish/relay_loop.h"
-#include "publish/relay_metrics.h"
+#include "loop/relay_loop.h"
+#include "metrics/relay_metrics.h"
 
 namespace relay {
 namespace {

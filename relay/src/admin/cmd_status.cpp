@@ -12,7 +12,7 @@
 #include "config/preflight.h"
 #include "outbox/one_line.h"
 #include "outbox/sql_identifier.h"
-#include "publish/outbox_store.h"
+#include "pg/outbox_store.h"
 #include "pg/pg_connect.h"
 
 namespace relay {

@@ -2,9 +2,9 @@
 
 #include <pqxx/pqxx>
 
-#include "publish/amqp_publisher.h"
+#include "broker/amqp_publisher.h"
 #include "outbox/one_line.h"
-#include "publish/outbox_store.h"
+#include "pg/outbox_store.h"
 #include "pg/pg_connect.h"
 #include "config/preflight.h"
 

@@ -5,7 +5,7 @@
 #include "outbox/duration.h"
 #include "outbox/one_line.h"
 #include "ops/outbox_cleaner.h"
-#include "publish/outbox_store.h"
+#include "pg/outbox_store.h"
 
 namespace relay {
 

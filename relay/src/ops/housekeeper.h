@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "config/config.h"
-#include "publish/relay_metrics.h"
+#include "metrics/relay_metrics.h"
 
 namespace relay {
 

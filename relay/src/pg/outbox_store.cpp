@@ -1,4 +1,4 @@
-#include "publish/outbox_store.h"
+#include "pg/outbox_store.h"
 
 #include <nlohmann/json.hpp>
 #include <cmath>
@@ -10,9 +10,9 @@
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
 #include "pg/pg_connect.h"
-#include "publish/failure_policy.h"
-#include "publish/lane_manager.h"
-#include "publish/stage_cpu.h"
+#include "policy/failure_policy.h"
+#include "pg/lane_manager.h"
+#include "metrics/stage_cpu.h"
 
 namespace relay {
 

@@ -1,10 +1,10 @@
-#include "publish/notify_listener.h"
+#include "pg/notify_listener.h"
 
 #include <algorithm>
 #include <utility>
 #include <pqxx/pqxx>
 
-#include "publish/outbox_store.h"
+#include "pg/outbox_store.h"
 #include "pg/pg_connect.h"
 #include "outbox/pqxx_compat.h"
 

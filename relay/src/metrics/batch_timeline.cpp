@@ -1,4 +1,4 @@
-#include "publish/batch_timeline.h"
+#include "metrics/batch_timeline.h"
 
 #include <algorithm>
 

@@ -5,10 +5,10 @@
 
 #include <chrono>
 
-#include "publish/failure_policy.h"
+#include "policy/failure_policy.h"
 #include "outbox/log_fields.h"
 #include "outbox/one_line.h"
-#include "publish/relay_loop.h"
+#include "loop/relay_loop.h"
 
 namespace relay {
 namespace {

@@ -12,16 +12,11 @@
 #include <string>
 
 #include "outbox/metrics.h"
-#include "publish/batch_timeline.h"
-#include "publish/stage_cpu.h"
+#include "policy/failure_cause.h"
+#include "metrics/batch_timeline.h"
+#include "metrics/stage_cpu.h"
 
 namespace relay {
-
-// Why a claimed row was not published (label `reason` of publish failures).
-enum class FailureReason {
-  kNack, kReturned, kChannelClosed, kConnectionLost, kConfirmTimeout, kBlocked, kInvalid,
-  kBatchTimeLimit,  // its batch ran out of time before the session's idle timeout (BatchDeadline)
-};
 
 // How an idle relay waits (label `role` of outbox_relay_listen_role; docs/ARCHITECTURE.md,
 // "Processes and threads"): it holds the waiting lock and producers' inserts wake it; another

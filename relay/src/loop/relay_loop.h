@@ -11,22 +11,22 @@
 #include <string>
 #include <vector>
 
-#include "publish/amqp_publisher.h"
-#include "publish/backoff.h"
-#include "publish/batch_deadline.h"
-#include "publish/broker_event.h"
+#include "broker/amqp_publisher.h"
+#include "policy/backoff.h"
+#include "policy/batch_deadline.h"
+#include "broker/broker_event.h"
 #include "config/config.h"
-#include "publish/confirm_tracker.h"
-#include "publish/failure_policy.h"
-#include "publish/inflight_batch.h"
-#include "publish/lane_manager.h"
-#include "publish/claim_floor_policy.h"
-#include "publish/listen_arm_policy.h"
-#include "publish/notify_listener.h"
-#include "publish/outbox_store.h"
-#include "publish/relay_metrics.h"
-#include "publish/retry_streaks.h"
-#include "publish/stage_cpu.h"
+#include "policy/confirm_tracker.h"
+#include "policy/failure_policy.h"
+#include "loop/inflight_batch.h"
+#include "pg/lane_manager.h"
+#include "policy/claim_floor_policy.h"
+#include "policy/listen_arm_policy.h"
+#include "pg/notify_listener.h"
+#include "pg/outbox_store.h"
+#include "metrics/relay_metrics.h"
+#include "policy/retry_streaks.h"
+#include "metrics/stage_cpu.h"
 
 
 

@@ -1,4 +1,4 @@
-#include "publish/failure_policy.h"
+#include "policy/failure_policy.h"
 
 namespace relay {
 

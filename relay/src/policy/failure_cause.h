@@ -20,6 +20,13 @@ enum class FailureCause {
   kBatchLate,       // published, not confirmed before its batch's time limit
 };
 
+// Why a claimed row was not published, as the metrics count it (label `reason` of
+// outbox_relay_publish_failures_total): FailurePolicy maps each outcome and cause to one.
+enum class FailureReason {
+  kNack, kReturned, kChannelClosed, kConnectionLost, kConfirmTimeout, kBlocked, kInvalid,
+  kBatchTimeLimit,  // its batch ran out of time before the session's idle timeout (BatchDeadline)
+};
+
 // A cause and its text. FailurePolicy decides on `cause` only: `text` (last_error,
 // the logs) can be reworded without changing whether a row is retried or parked.
 struct Failure {

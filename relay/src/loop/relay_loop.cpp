@@ -1,4 +1,4 @@
-#include "publish/relay_loop.h"
+#include "loop/relay_loop.h"
 
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -8,7 +8,7 @@
 #include <thread>
 #include <utility>
 
-#include "publish/failure_policy.h"
+#include "policy/failure_policy.h"
 #include "outbox/one_line.h"
 
 namespace relay {

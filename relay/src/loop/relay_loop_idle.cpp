@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "outbox/one_line.h"
-#include "publish/relay_loop.h"
+#include "loop/relay_loop.h"
 
 namespace relay {
 

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "publish/broker_event.h"
+#include "broker/broker_event.h"
 #include "config/config.h"
 #include "outbox/amqp/amqp_error.h"
 #include "outbox/amqp/connection.h"

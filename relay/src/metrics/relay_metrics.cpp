@@ -1,4 +1,4 @@
-#include "publish/relay_metrics.h"
+#include "metrics/relay_metrics.h"
 
 #include <fmt/format.h>
 

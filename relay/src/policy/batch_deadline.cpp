@@ -1,4 +1,4 @@
-#include "publish/batch_deadline.h"
+#include "policy/batch_deadline.h"
 
 #include <algorithm>
 

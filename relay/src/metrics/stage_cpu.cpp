@@ -1,4 +1,4 @@
-#include "publish/stage_cpu.h"
+#include "metrics/stage_cpu.h"
 
 #include <ctime>
 

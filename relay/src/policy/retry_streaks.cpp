@@ -1,4 +1,4 @@
-#include "publish/retry_streaks.h"
+#include "policy/retry_streaks.h"
 
 #include <algorithm>
 

@@ -8,7 +8,7 @@
 #include <pqxx/pqxx>
 
 #include "outbox/one_line.h"
-#include "publish/relay_loop.h"
+#include "loop/relay_loop.h"
 
 namespace relay {
 namespace {

@@ -5,9 +5,8 @@
 #include <cstddef>
 #include <string>
 
-#include "publish/confirm_tracker.h"
-#include "publish/failure_cause.h"
-#include "publish/relay_metrics.h"
+#include "policy/confirm_tracker.h"
+#include "policy/failure_cause.h"
 
 namespace relay {
 

@@ -1,4 +1,4 @@
-#include "publish/backoff.h"
+#include "policy/backoff.h"
 
 #include <algorithm>
 #include <cmath>

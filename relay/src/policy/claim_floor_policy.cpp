@@ -1,4 +1,4 @@
-#include "publish/claim_floor_policy.h"
+#include "policy/claim_floor_policy.h"
 
 namespace relay {
 

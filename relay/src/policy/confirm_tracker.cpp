@@ -1,4 +1,4 @@
-#include "publish/confirm_tracker.h"
+#include "policy/confirm_tracker.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "publish/listen_arm_policy.h"
+#include "policy/listen_arm_policy.h"
 
 namespace relay {
 

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "publish/batch_timeline.h"
+#include "metrics/batch_timeline.h"
 #include "pg/batch_transaction.h"
-#include "publish/confirm_tracker.h"
-#include "publish/failure_cause.h"
-#include "publish/outbox_store.h"
+#include "policy/confirm_tracker.h"
+#include "policy/failure_cause.h"
+#include "pg/outbox_store.h"
 
 
 namespace relay {

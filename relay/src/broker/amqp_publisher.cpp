@@ -1,4 +1,4 @@
-#include "publish/amqp_publisher.h"
+#include "broker/amqp_publisher.h"
 
 #include "outbox/rabbitmq_c.h"
 #include <fmt/chrono.h>

@@ -1,4 +1,4 @@
-#include "publish/lane_manager.h"
+#include "pg/lane_manager.h"
 
 #include <unistd.h>
 

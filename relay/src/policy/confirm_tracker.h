@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "publish/failure_cause.h"
+#include "policy/failure_cause.h"
 
 namespace relay {
 
