@@ -59,8 +59,9 @@ double measure_pg_ceiling(BenchEnv& env, long rows, int batch, int bytes, PgSett
   relay::PostgresConfig config;
   config.dsn = env.pg_dsn();
   config.schema = env.schema();
-  relay::OutboxStore store(config);
-  store.delete_on_publish(settle == PgSettle::kDelete);  // the relay's own statements, both modes
+  relay::StoreOptions options;
+  options.delete_on_publish = settle == PgSettle::kDelete;  // the relay's own statements, both modes
+  relay::OutboxStore store(config, options);
   store.connect();
   BackendStatementCpu backend(store.session());
   long claimed = 0;

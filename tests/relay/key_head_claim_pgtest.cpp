@@ -25,8 +25,10 @@ std::unique_ptr<OutboxStore> per_key_store(const std::string& schema, bool park_
   config.dsn = testenv::pg_dsn();
   config.schema = schema;
   config.statement_timeout_ms = statement_timeout_ms;
-  auto store = std::make_unique<OutboxStore>(config);
-  store->use_per_key_ordering(1, park_key);
+  relay::StoreOptions options;
+  options.key_lanes = 1;
+  options.park_key = park_key;
+  auto store = std::make_unique<OutboxStore>(config, options);
   store->connect();
   return store;
 }

@@ -14,8 +14,9 @@ inline std::unique_ptr<relay::OutboxStore> store_for(const std::string& schema, 
   relay::PostgresConfig config;
   config.dsn = pg_dsn();
   config.schema = schema;
-  auto store = std::make_unique<relay::OutboxStore>(config);
-  store->delete_on_publish(delete_on_publish);
+  relay::StoreOptions options;
+  options.delete_on_publish = delete_on_publish;
+  auto store = std::make_unique<relay::OutboxStore>(config, options);
   store->connect();
   return store;
 }

@@ -52,16 +52,10 @@ RelayLoop::RelayLoop(RelayConfig config, const std::atomic<bool>& stop, RelayMet
                 milliseconds(config_.amqp.confirm_timeout_ms)),
       last_summary_(Clock::now()),
       metrics_(metrics) {
-  for (int i = 0; i < config_.relay.pipeline_depth; ++i) {
-    stores_.push_back(std::make_unique<OutboxStore>(config_.postgres));
-    stores_.back()->delete_on_publish(config_.relay.on_publish == OnPublish::kDelete);
-    stores_.back()->limit_payload_bytes(static_cast<std::size_t>(config_.relay.max_payload_bytes));
-  }
-  if (config_.relay.ordering == Ordering::kPerKey) {
+  for (int i = 0; i < config_.relay.pipeline_depth; ++i)
+    stores_.push_back(std::make_unique<OutboxStore>(config_.postgres, StoreOptions::of(config_.relay)));
+  if (config_.relay.ordering == Ordering::kPerKey)
     lanes_ = std::make_unique<LaneManager>(config_.postgres.schema, config_.relay.lanes);
-    for (auto& s : stores_)
-      s->use_per_key_ordering(config_.relay.lanes, config_.relay.key_failure_policy == KeyFailurePolicy::kParkKey);
-  }
   if (!metrics_) {  // nobody scrapes: count into a private registry
     own_registry_ = std::make_unique<outbox::metrics::Registry>();
     own_metrics_ = std::make_unique<RelayMetrics>(*own_registry_, "");

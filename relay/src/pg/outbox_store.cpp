@@ -16,8 +16,17 @@
 
 namespace relay {
 
-OutboxStore::OutboxStore(PostgresConfig config)
-    : config_(std::move(config)), schema_(outbox::quoted_identifier(config_.schema, "postgres.schema")),
+StoreOptions StoreOptions::of(const RelaySettings& relay) {
+  StoreOptions o;
+  if (relay.ordering == Ordering::kPerKey) o.key_lanes = relay.lanes;
+  o.park_key = relay.key_failure_policy == KeyFailurePolicy::kParkKey;
+  o.delete_on_publish = relay.on_publish == OnPublish::kDelete;
+  o.max_payload_bytes = static_cast<std::size_t>(relay.max_payload_bytes);
+  return o;
+}
+
+OutboxStore::OutboxStore(PostgresConfig config, StoreOptions options)
+    : config_(std::move(config)), options_(options), schema_(outbox::quoted_identifier(config_.schema, "postgres.schema")),
       payloads_sql_("SELECT id, payload FROM " + schema_ + ".outbox WHERE id = ANY($1::bigint[])") {}
 
 OutboxStore::~OutboxStore() = default;
@@ -58,11 +67,11 @@ void OutboxStore::connect() {
   statements_.push_back({"outbox_claim", due + lock});
   statements_.push_back({"outbox_claim_below", due + "AND id < $2 " + lock});
   statements_.push_back({"outbox_claim_above", due + "AND id > $2 " + lock});
-  if (key_lanes_ > 0) add_key_walk(select_list);
+  if (options_.key_lanes > 0) add_key_walk(select_list);
   // clock_timestamp(), not now(): the time the relay recorded the broker's acks,
   // not the start of the claim transaction.
   auto mark = [&](const std::string& target) {
-    return delete_on_publish_ ? "DELETE FROM " + target + " WHERE "
+    return options_.delete_on_publish ? "DELETE FROM " + target + " WHERE "
                               : "UPDATE " + target + " SET published_at = clock_timestamp() "
                                 "WHERE published_at IS NULL AND ";
   };
@@ -161,7 +170,7 @@ void OutboxStore::add_key_walk(const std::string& select_list) {
   // head is dropped by the final filter and so blocks its key. park_message: a
   // parked row is a step of its own (wparked), after which the walk goes on to the
   // next row of the same key, whose first unparked row is then its head.
-  const std::string parked = park_key_ ? "false" : "parked_at IS NOT NULL";
+  const std::string parked = options_.park_key ? "false" : "parked_at IS NOT NULL";
   const std::string next = "SELECT ordering_key, id, " + parked + " FROM " + schema_ +
                            ".outbox WHERE published_at IS NULL ";
   // walk(wkey, wid, wparked, step): up to `steps` rows, from the first key or after `cursor`.
@@ -173,7 +182,7 @@ void OutboxStore::add_key_walk(const std::string& select_list) {
            "AND (ordering_key, id) > (w.wkey, CASE WHEN w.wparked THEN w.wid ELSE 9223372036854775807 END) "
            "ORDER BY ordering_key, id LIMIT 1) n WHERE w.step < " + steps + ") ";
   };
-  const std::string lane = LaneManager::lane_sql("o.ordering_key", std::to_string(key_lanes_));
+  const std::string lane = LaneManager::lane_sql("o.ordering_key", std::to_string(options_.key_lanes));
   for (bool from_cursor : {false, true}) {
     const std::string suffix = from_cursor ? "_from" : "_start";
     // $1 keys to walk, $2 limit, $3 lanes, $4 cursor.
@@ -195,7 +204,7 @@ std::vector<ClaimedRow> OutboxStore::claim_key_heads(BatchTransaction& tx, int l
   const std::string lane_array = outbox::pg::bigint_array(lane_ids);
   // Enough keys for a full batch when keys spread evenly over the lanes.
   const long keys_per_walk = std::min<long>(
-      1'000'000, std::max<long>(limit, 2L * limit * key_lanes_ / static_cast<long>(lanes.size())));
+      1'000'000, std::max<long>(limit, 2L * limit * options_.key_lanes / static_cast<long>(lanes.size())));
   bool wrapped = cursor.at_start;
   // Bounded, so a claim returns in bounded time; a pass left unfinished resumes at
   // the next claim from the cursor.
@@ -272,9 +281,9 @@ std::vector<ClaimedRow> OutboxStore::decode_claim(const PgResult& q) {
     row.refused_before = q.boolean(i, c.refused_before);
     try {
       decode_message_columns(q, i, c, row);
-      if (!row.invalid && row.payload_bytes > max_payload_bytes_) {
+      if (!row.invalid && row.payload_bytes > options_.max_payload_bytes) {
         row.invalid = "column payload: " + std::to_string(row.payload_bytes) +
-                      " bytes, above relay.max_payload_bytes (" + std::to_string(max_payload_bytes_) + "): not fetched";
+                      " bytes, above relay.max_payload_bytes (" + std::to_string(options_.max_payload_bytes) + "): not fetched";
         row.payload.clear();
         row.payload_loaded = true;  // nothing to fetch: it will not be sent
       }

@@ -72,6 +72,22 @@ struct KeyCursor {
   std::string after;     // else: from the first key after this one
 };
 
+// How a store claims and marks, fixed at construction (from relay.*).
+struct StoreOptions {
+  // relay.ordering per_key: the number of lanes keys hash to; 0 = unordered claims
+  // (claim_key_heads() needs it > 0).
+  int key_lanes = 0;
+  // per_key, relay.key_failure_policy park_key: a parked head holds its key back.
+  bool park_key = true;
+  // relay.on_publish delete: mark_published() deletes the rows instead of marking them.
+  bool delete_on_publish = false;
+  // relay.max_payload_bytes: larger payloads are not fetched; their rows are invalid.
+  std::size_t max_payload_bytes = 16 * 1024 * 1024;
+
+  // The options relay.* asks for.
+  static StoreOptions of(const RelaySettings& relay);
+};
+
 // Owns one PostgreSQL session (a PgSession: libpq's own, binary results and
 // pipelines). It has statement and idle-in-transaction timeouts and TCP keepalives,
 // so the server frees the row locks of a relay that hangs or vanishes. Statements
@@ -80,7 +96,7 @@ struct KeyCursor {
 // Thread safety: none; one thread owns the store. Not copyable.
 class OutboxStore {
  public:
-  explicit OutboxStore(PostgresConfig config);
+  explicit OutboxStore(PostgresConfig config, StoreOptions options = {});
   ~OutboxStore();
   OutboxStore(const OutboxStore&) = delete;
   OutboxStore& operator=(const OutboxStore&) = delete;
@@ -114,13 +130,9 @@ class OutboxStore {
   // index scan), so a claim costs about `limit` probes whether keys have one
   // pending event or thousands; the cursor wraps at the last key, so every key
   // is reached. Rows come in key order. Returns nothing only after a whole pass.
-  // REQUIRES: use_per_key_ordering() before connect().
+  // REQUIRES: StoreOptions::key_lanes > 0.
   std::vector<ClaimedRow> claim_key_heads(BatchTransaction& tx, int limit, const std::vector<int>& lanes,
                                           KeyCursor& cursor);
-  void use_per_key_ordering(int lanes, bool park_key) {
-    key_lanes_ = lanes;
-    park_key_ = park_key;
-  }
   // Loads the payloads of rows[first...] that the claim left out, as many as fit in
   // `max_bytes` (at least one), in one statement; returns the index after the last
   // row loaded. REQUIRES: `tx` is the transaction that claimed `rows`.
@@ -131,12 +143,6 @@ class OutboxStore {
   // One autocommit statement: is any pending row due? What an idle relay asks
   // instead of a claim transaction (BEGIN, claim, COMMIT).
   bool has_due_rows();
-  // relay.on_publish delete: mark_published() deletes the rows instead.
-  // REQUIRES: before connect().
-  void delete_on_publish(bool on) { delete_on_publish_ = on; }
-  // relay.max_payload_bytes: larger payloads are not fetched; their rows are invalid.
-  // REQUIRES: before connect().
-  void limit_payload_bytes(std::size_t max) { max_payload_bytes_ = max; }
   // One set-based statement for all `rows`, found by their claimed version's address
   // (ctid): published_at is the time of the mark (or, with delete_on_publish, the
   // rows are deleted in `tx`). If any row is not where it was claimed (`tx` changed
@@ -168,17 +174,14 @@ class OutboxStore {
 
  private:
   PostgresConfig config_;
+  const StoreOptions options_;
   std::string schema_;  // quoted
   std::string payloads_sql_;  // load_payloads(): binary results
-  int key_lanes_ = 0;    // per_key ordering when > 0
-  bool park_key_ = true;
-  bool delete_on_publish_ = false;
   // The mark may find rows by ctid: the outbox is one plain table. A ctid names a
   // row version within one table only, so with inheritance children or partitions
   // (not supported, but the table is a public contract) the mark goes by id.
   bool mark_by_address_ = false;
   std::string mark_by_id_sql_;  // the mark by id, as text (mark_published_and_commit's fallback)
-  std::size_t max_payload_bytes_ = 16 * 1024 * 1024;
   struct ClaimColumns;
   static std::string claim_select_list();
   // The store's statements, each prepared on its session's first use of it.
