@@ -51,7 +51,7 @@ fi
 # label image, not part of the default test command) and the Debian 13 leg of .ci/run
 # (deploy/local/trixie-leg.sh): podman and base images from packages.
 if [ "$IMAGE" = 1 ]; then
-  PACKAGES+=(podman runc mmdebstrap podman-compose)
+  PACKAGES+=(podman runc slirp4netns mmdebstrap podman-compose)
 fi
 if [ "$LIST" = 1 ]; then echo "${PACKAGES[*]}"; exit 0; fi
 
