@@ -1,0 +1,54 @@
+#pragma once
+// ReconnectSupervisor: when the relay tries to connect again, and what it says.
+
+#include <chrono>
+#include <set>
+#include <string>
+
+#include "policy/backoff.h"
+
+namespace relay {
+
+// The relay's sessions (PostgreSQL, AMQP, lanes) are connected by the loop; this
+// decides the waits and the log lines around it:
+// - a failed attempt waits a growing backoff (200 ms doubling to 10 s, jitter);
+// - a connection lost within a second of being made (a peer that accepts and then
+//   drops) waits too before the next attempt, so it never turns into a hot loop;
+// - each distinct error is worth a warning once per outage (at most 8: a restarting
+//   peer alternates between a few; a new one, such as a certificate refused, still
+//   shows); repeats are for debug. The outage ends with "connected again".
+//
+// Pure but for the jitter: the caller passes the time and sleeps. Thread safety: none.
+class ReconnectSupervisor {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Failed {
+    bool first_of_its_kind = false;  // log at warn (else debug)
+    std::chrono::milliseconds wait{0};
+  };
+
+  ReconnectSupervisor();
+
+  // Before an attempt: how long to wait first (zero unless the last connection was
+  // lost within a second of being made).
+  std::chrono::milliseconds before_attempt(Clock::time_point now);
+  // The attempt failed with `error` (one line, no secret).
+  Failed failed(const std::string& error);
+  // The attempt succeeded: the line to log ("connected to ..." or "connected again
+  // to ... after N failed attempt(s)").
+  std::string connected(const std::string& endpoints, Clock::time_point now);
+
+  int failed_attempts() const { return attempt_; }
+
+ private:
+  static constexpr std::size_t kDistinctErrors = 8;
+  Backoff backoff_;
+  int attempt_ = 0;      // failed attempts in this outage
+  int quick_losses_ = 0;  // connections lost within a second of being made, in a row
+  Clock::time_point connected_at_{};
+  bool outage_ = false;
+  std::set<std::string> outage_errors_;  // warned about in this outage
+};
+
+}  // namespace relay

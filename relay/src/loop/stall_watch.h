@@ -1,0 +1,51 @@
+#pragma once
+// StallWatch: whether publishing is stalled (rows due, none published for
+// relay.stall_after_s), and the latest failure that says why.
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+namespace relay {
+
+// Progress is a row published, or a relay with nothing due (idle, its last claim
+// empty, no retry of its own still to come). Past `stall_after` without progress the
+// relay is stalled: check() reports the change once, and once when it ends, so the
+// log, the gauge and /readyz say it once per stall. The report names the latest
+// failure the loop recorded (failure()).
+//
+// Pure: the caller passes the time. Thread safety: none; the loop's thread owns it.
+class StallWatch {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Change {
+    bool stalled = false;
+    std::string why;  // stalled: the report (for the log, the gauge's reason, /readyz)
+    std::chrono::seconds lasted{0};  // ended: from the last progress before the stall
+  };
+
+  StallWatch(std::chrono::seconds stall_after, Clock::time_point now);
+
+  void progress(Clock::time_point now) { progress_at_ = now; }
+  // The latest failure, one line, for the report. Not empty.
+  void failure(std::string text) { last_failure_ = std::move(text); }
+  const std::string& last_failure() const { return last_failure_; }
+  // A retry this relay scheduled for `due`: until then an empty claim does not mean
+  // that nothing is due.
+  void retry_scheduled(Clock::time_point due);
+  // `idle`: nothing in flight and the last claim found nothing. A change of state, or
+  // nothing.
+  std::optional<Change> check(bool idle, Clock::time_point now);
+  bool stalled() const { return stalled_; }
+
+ private:
+  std::chrono::seconds stall_after_;
+  Clock::time_point progress_at_;
+  std::optional<Clock::time_point> retry_due_until_;  // the latest retry scheduled
+  bool stalled_ = false;
+  Clock::time_point stall_began_{};  // progress_at_ when the stall was reported
+  std::string last_failure_;
+};
+
+}  // namespace relay

@@ -1,0 +1,164 @@
+#include "loop/wake_coordinator.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "outbox/one_line.h"
+
+namespace relay {
+namespace {
+
+using std::chrono::milliseconds;
+
+// How long an idle relay waits for producer transactions still open (that did not
+// notify) before it takes the listener's lock; it polls meanwhile if they last.
+constexpr milliseconds kArmLockWait{200};
+
+}  // namespace
+
+WakeCoordinator::WakeCoordinator(const RelayConfig& config, AmqpPublisher& amqp, RelayMetrics& metrics,
+                                 const std::atomic<bool>& stop, std::function<void()> tick)
+    : relay_(config.relay),
+      amqp_(amqp),
+      metrics_(metrics),
+      stop_(stop),
+      tick_(std::move(tick)),
+      listener_(config.postgres, kArmLockWait) {}
+
+bool WakeCoordinator::sleep(Clock::time_point wake_by, bool per_key) {
+  using Arm = NotifyListener::Arm;
+  auto poll = milliseconds(relay_.poll_interval_ms);
+  bool fallback_poll = false;
+  arm_policy_.went_idle();
+  if (relay_.listen && listener_ready()) {
+    try {
+      if (!listener_.armed()) {
+        arm_state_ = listener_.arm();
+        if (arm_state_ == Arm::kArmed) {
+          answer_for_holder_ = false;  // it is the holder now
+          return true;                 // claim once more, a probe first
+        }
+      }
+      // Armed, or another idle relay is: every insert notifies. Otherwise a
+      // producer transaction that did not notify is open: poll until it ends.
+      if (listener_.armed() || arm_state_ == Arm::kOtherRelay) {
+        poll = milliseconds(relay_.listen_poll_interval_ms);
+        fallback_poll = true;
+      }
+    } catch (const std::exception& e) {
+      spdlog::warn("PostgreSQL listener session failed, polling until it is back: {}", outbox::one_line(e.what()));
+      listener_.disconnect();
+    }
+  }
+  const auto until = std::min(Clock::now() + poll, wake_by);
+  // Another idle relay holds the lock and answers the producers' notifications;
+  // waking for them too would be N relays claiming for one row. With per_key lanes
+  // the row's lane may be this relay's, so it stays woken.
+  const bool bystander = fallback_poll && !listener_.armed() && !per_key;
+  metrics_.set_listen_role(listener_.armed() ? ListenRole::kHolder
+                           : !bystander       ? ListenRole::kNone
+                           : answer_for_holder_ ? ListenRole::kAnswering
+                                                : ListenRole::kBystander);
+  const bool notified = wait(until, bystander && !answer_for_holder_);
+  polled_as_bystander_ = bystander && !notified;
+  woke_on_notification_ = notified;
+  return fallback_poll && !notified;  // a notification means rows: claim at once
+}
+
+void WakeCoordinator::judge_holder(const std::vector<ClaimedRow>& rows) {
+  const bool polled = std::exchange(polled_as_bystander_, false);
+  const bool notified = std::exchange(woke_on_notification_, false);
+  if (polled && !answer_for_holder_ &&
+      std::any_of(rows.begin(), rows.end(), [](const ClaimedRow& r) { return r.attempts == 0; })) {
+    answer_for_holder_ = true;
+    spdlog::warn("{} new row(s) were due at the fallback poll though another relay holds the waiting lock and "
+                 "should have been woken for them: it does not answer (a session left by a partition, a hung "
+                 "process); answering producers' notifications too until it does", rows.size());
+  } else if (notified && rows.empty() && answer_for_holder_) {
+    answer_for_holder_ = false;
+    spdlog::info("the relay holding the waiting lock answers producers again: leaving their notifications to it");
+  }
+}
+
+bool WakeCoordinator::listener_ready() {
+  if (listener_.connected()) return true;
+  try {
+    listener_.connect();
+    if (listener_failed_) spdlog::info("PostgreSQL listener session is back: waking on notifications");
+    listener_failed_ = false;
+    return true;
+  } catch (const std::exception& e) {
+    if (!listener_failed_)
+      spdlog::warn("cannot LISTEN, polling every relay.poll_interval_ms instead: {}", outbox::one_line(e.what()));
+    listener_failed_ = true;
+    return false;
+  }
+}
+
+bool WakeCoordinator::wait(Clock::time_point until, bool handover_only) {
+  while (!stop_) {
+    tick_();
+    try {
+      const auto wake = listener_.take_notifications();
+      if (wake.handover || (wake.producer && !handover_only)) return true;
+    } catch (const std::exception& e) {
+      spdlog::warn("PostgreSQL listener session lost, polling until it is back: {}", outbox::one_line(e.what()));
+      listener_.disconnect();
+      metrics_.set_listen_role(ListenRole::kNone);
+    }
+    auto left = std::chrono::ceil<milliseconds>(until - Clock::now());
+    if (left <= milliseconds(0)) return false;
+    pollfd fds[2];
+    nfds_t n = 0;
+    if (amqp_.connected()) fds[n++] = pollfd{amqp_.socket(), POLLIN, 0};
+    if (listener_.connected()) fds[n++] = pollfd{listener_.socket(), POLLIN, 0};
+    if (!amqp_.has_buffered_data()) ::poll(fds, n, static_cast<int>(std::min(left, milliseconds(100)).count()));
+    drain_broker_events();
+    if (!amqp_.connected()) give_back();  // it cannot publish what it is woken for
+    if (n == 0) std::this_thread::sleep_for(std::min(left, milliseconds(100)));
+  }
+  return false;
+}
+
+// Reading (even nothing) lets rabbitmq-c send and check heartbeats. Nothing is in
+// flight while the relay waits: an event can only be a close.
+void WakeCoordinator::drain_broker_events() {
+  while (amqp_.connected()) {
+    auto ev = amqp_.next_event(milliseconds(0));
+    if (!ev) break;
+    if (ev->kind == BrokerEvent::Kind::kConnectionClosed) spdlog::warn("AMQP {}", ev->reason);
+  }
+}
+
+void WakeCoordinator::give_back() {
+  if (!listener_.armed()) return;
+  metrics_.set_listen_role(ListenRole::kNone);
+  try {
+    listener_.disarm(NotifyListener::Release::kHandOver);
+  } catch (const std::exception& e) {
+    spdlog::warn("PostgreSQL listener session failed, polling until it is back: {}", outbox::one_line(e.what()));
+    listener_.disconnect();
+  }
+}
+
+void WakeCoordinator::pause(milliseconds total) {
+  const auto until = Clock::now() + total;
+  while (!stop_) {
+    auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now());
+    if (left <= milliseconds(0)) return;
+    auto slice = std::min(left, milliseconds(100));
+    tick_();
+    if (amqp_.connected()) {
+      auto ev = amqp_.next_event(slice);
+      if (ev && ev->kind == BrokerEvent::Kind::kConnectionClosed) spdlog::warn("AMQP {}", ev->reason);
+    } else {
+      std::this_thread::sleep_for(slice);
+    }
+  }
+}
+
+}  // namespace relay

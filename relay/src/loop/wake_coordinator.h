@@ -1,0 +1,82 @@
+#pragma once
+// WakeCoordinator: how an idle relay waits for work, and who answers producers.
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <vector>
+
+#include "broker/amqp_publisher.h"
+#include "config/config.h"
+#include "metrics/relay_metrics.h"
+#include "pg/notify_listener.h"
+#include "pg/outbox_store.h"
+#include "policy/listen_arm_policy.h"
+
+namespace relay {
+
+// With relay.listen, one idle relay holds the waiting lock (NotifyListener) and
+// producers' inserts wake it; the others poll at listen_poll_interval_ms and wake
+// on a handover. This owns the listener session and the lock's state:
+// - sleep(): arm the listener (once armed, the caller claims once more: every
+//   insert that did not notify has ended) or sleep until a notification, the
+//   fallback poll, `wake_by`, or stop;
+// - give_back(): a relay that cannot work now (no broker, an alarm, a hold, a
+//   failed claim, a slow batch, a stop) hands the lock over, so an idle relay
+//   takes it and the rows at once;
+// - judge_holder(): a bystander's fallback poll that finds rows nobody attempted
+//   means the holder does not answer (a session left by a partition, a hung
+//   process): this relay then answers producers' notifications too, until a claim
+//   on a notification finds nothing again.
+// While it waits, the broker's socket is serviced too (heartbeats, closes).
+//
+// Thread safety: none; the loop's thread owns it. `tick` runs at least every 100 ms
+// of a wait (the loop's heartbeat). REQUIRES: `amqp` and `metrics` outlive it.
+class WakeCoordinator {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  WakeCoordinator(const RelayConfig& config, AmqpPublisher& amqp, RelayMetrics& metrics,
+                  const std::atomic<bool>& stop, std::function<void()> tick);
+
+  // Waits for work; returns whether the next claim should ask has_due_rows() first
+  // (a fallback poll: rows are unlikely) rather than claim at once (a notification,
+  // or the lock just taken). `per_key`: lanes decide who claims a row, so this relay
+  // never sleeps through producers' notifications.
+  bool sleep(Clock::time_point wake_by, bool per_key);
+  // Sleeps up to `total`, servicing the broker's socket; wakes early on stop.
+  void pause(std::chrono::milliseconds total);
+
+  bool armed() const { return listener_.armed(); }
+  void give_back();
+  // After each claim (`rows` what it found; none for a probe that found nothing).
+  void judge_holder(const std::vector<ClaimedRow>& rows);
+  // A claim failed: no verdict on the holder from this wake.
+  void forget_wake() { polled_as_bystander_ = woke_on_notification_ = false; }
+  // Whether an armed relay should give the lock back after a claim of `rows`.
+  bool release_after_claim(std::size_t rows, Clock::time_point now) {
+    return arm_policy_.release_after_claim(rows, now);
+  }
+
+ private:
+  bool listener_ready();
+  // Sleeps until `until` on both sockets; true when a notification woke it.
+  // `handover_only`: producers' notifications are the holder's to answer.
+  bool wait(Clock::time_point until, bool handover_only);
+  void drain_broker_events();
+
+  const RelaySettings& relay_;
+  AmqpPublisher& amqp_;
+  RelayMetrics& metrics_;
+  const std::atomic<bool>& stop_;
+  std::function<void()> tick_;
+  NotifyListener listener_;
+  ListenArmPolicy arm_policy_;
+  NotifyListener::Arm arm_state_ = NotifyListener::Arm::kProducerBusy;
+  bool listener_failed_ = false;  // logged once until it works again
+  // The last wake: a bystander's fallback poll, or a notification (judge_holder).
+  bool polled_as_bystander_ = false, woke_on_notification_ = false;
+  bool answer_for_holder_ = false;
+};
+
+}  // namespace relay
