@@ -22,9 +22,11 @@ done
 # deploy/local/pg-bin.sh).
 VERSION_ID=$(. "${OUTBOX_OS_RELEASE:-/etc/os-release}" && echo "${VERSION_ID:-}")
 case "$VERSION_ID" in
-  12) POSTGRES=(postgresql-15 postgresql-client-15) ;;
-  13) POSTGRES=(postgresql-17 postgresql-client-17) ;;
-  *) POSTGRES=(postgresql postgresql-client)
+  12) POSTGRES=(postgresql-15 postgresql-client-15)
+      CONTAINER_DNS=(golang-github-containernetworking-plugin-dnsname) ;;  # podman 4.3 on CNI
+  13) POSTGRES=(postgresql-17 postgresql-client-17)
+      CONTAINER_DNS=(aardvark-dns netavark) ;;  # podman 5 on netavark
+  *) POSTGRES=(postgresql postgresql-client) CONTAINER_DNS=()
      echo "install-deps: warning: Debian 12 and 13 are supported; this is VERSION_ID '${VERSION_ID:-none}'" \
           "($(. "${OUTBOX_OS_RELEASE:-/etc/os-release}" && echo "${PRETTY_NAME:-unknown}")): trying the generic package names" >&2 ;;
 esac
@@ -51,7 +53,10 @@ fi
 # label image, not part of the default test command) and the Debian 13 leg of .ci/run
 # (deploy/local/trixie-leg.sh): podman and base images from packages.
 if [ "$IMAGE" = 1 ]; then
-  PACKAGES+=(podman runc slirp4netns mmdebstrap podman-compose)
+  # Recommends of podman that --no-install-recommends leaves out: slirp4netns (the
+  # image check's containers reach the host's loopback) and the DNS of compose
+  # networks (services find each other by name).
+  PACKAGES+=(podman runc slirp4netns "${CONTAINER_DNS[@]}" mmdebstrap podman-compose)
 fi
 if [ "$LIST" = 1 ]; then echo "${PACKAGES[*]}"; exit 0; fi
 

@@ -1,0 +1,61 @@
+#include <doctest/doctest.h>
+
+#include "loop/reconnect_supervisor.h"
+
+using relay::ReconnectSupervisor;
+using namespace std::chrono_literals;
+
+namespace {
+const ReconnectSupervisor::Clock::time_point t0{std::chrono::hours(1)};
+}
+
+TEST_CASE("the first connection says 'connected to', with no wait before it") {
+  ReconnectSupervisor r;
+  CHECK(r.before_attempt(t0) == 0ms);
+  CHECK(r.connected("PostgreSQL a and AMQP b", t0) == "connected to PostgreSQL a and AMQP b");
+}
+
+TEST_CASE("failed attempts wait a growing backoff, and each distinct error warns once per outage") {
+  ReconnectSupervisor r;
+  const auto a = r.failed("PostgreSQL: connection refused");
+  CHECK(a.first_of_its_kind);
+  CHECK(a.wait >= 160ms);
+  CHECK(a.wait <= 240ms);
+  const auto b = r.failed("PostgreSQL: connection refused");
+  CHECK_FALSE(b.first_of_its_kind);  // a repeat: debug
+  CHECK(b.wait >= 320ms);
+  CHECK(r.failed("AMQP: certificate verify failed").first_of_its_kind);  // a new one still shows
+  CHECK(r.failed_attempts() == 3);
+  CHECK(r.connected("PostgreSQL a and AMQP b", t0) == "connected again to PostgreSQL a and AMQP b after 3 failed attempt(s)");
+  CHECK(r.failed_attempts() == 0);
+  CHECK(r.failed("PostgreSQL: connection refused").first_of_its_kind);  // a new outage
+}
+
+TEST_CASE("at most 8 distinct errors warn in one outage, however many a peer invents") {
+  ReconnectSupervisor r;
+  int warned = 0;
+  for (int i = 0; i < 50; ++i) warned += r.failed("error " + std::to_string(i)).first_of_its_kind ? 1 : 0;
+  CHECK(warned == 8);
+}
+
+TEST_CASE("the backoff is capped at 10 s") {
+  ReconnectSupervisor r;
+  std::chrono::milliseconds wait{0};
+  for (int i = 0; i < 30; ++i) wait = r.failed("x").wait;
+  CHECK(wait <= 12000ms);
+}
+
+TEST_CASE("a connection lost within a second of being made waits before the next attempt; one that lasted does not") {
+  ReconnectSupervisor r;
+  r.connected("x", t0);
+  const auto first = r.before_attempt(t0 + 100ms);
+  CHECK(first >= 160ms);
+  r.connected("x", t0 + 1s);
+  CHECK(r.before_attempt(t0 + 1100ms) > first);  // again at once: longer
+  r.connected("x", t0 + 2s);
+  CHECK(r.before_attempt(t0 + 5s) == 0ms);  // it lasted: no wait, the streak ends
+  r.connected("x", t0 + 6s);
+  const auto again = r.before_attempt(t0 + 6100ms);
+  CHECK(again >= 160ms);
+  CHECK(again <= 240ms);
+}
