@@ -33,7 +33,7 @@ struct InflightBatch {
   std::size_t published = 0;      // rows [0, published) went to the broker
   bool publishing_done = false;   // no more of its rows will be published
   // Rows that were outstanding when the broker closed the channel over one of them,
-  // not saying which: published again in halving probe groups (RelayLoop::publish_probe) in
+  // not saying which: published again in halving probe groups (BatchPublisher::publish_pending, Isolator) in
   // this same transaction, which still holds their locks, until the one at fault
   // closes the channel alone. The batch commits only once this is empty.
   std::deque<std::size_t> suspects;

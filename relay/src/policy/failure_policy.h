@@ -86,7 +86,7 @@ class FailurePolicy {
   static bool waits_on_environment(ConfirmTracker::Outcome outcome, FailureCause cause);
   // The start of last_error (text for people) for a row found guilty of closing the
   // channel. Whether it goes alone the next time is the column refused_by_broker
-  // (FailedRow::refused_by_broker, RelayLoop::must_go_alone), never this text.
+  // (FailedRow::refused_by_broker, Isolator::must_go_alone), never this text.
   static constexpr const char* kRefusedPrefix = "refused by broker: ";
 };
 
