@@ -147,7 +147,8 @@ std::optional<std::string> unconfirmed_selection(const AdminArgs& args, std::int
 
 std::string by_type_text(const pqxx::result& rows) {
   std::string out = "by type:";
-  for (const auto& r : rows) out += " " + outbox::one_line(r[0].c_str(), 80) + " " + r[1].c_str() + ",";
+  for (const auto& r : rows)
+    out += " " + outbox::one_line(r["message_type"].c_str(), 80) + " " + r["count"].c_str() + ",";
   if (!rows.empty()) out.pop_back();
   return out;
 }

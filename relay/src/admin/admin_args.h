@@ -71,7 +71,8 @@ std::string human_seconds(double seconds);
 std::optional<std::string> unconfirmed_selection(const AdminArgs& args, std::int64_t count, bool needs_expect,
                                                  const std::string& rows, const std::string& command);
 
-// "by type: A 12, B 3" from (message_type, count) rows, the types cut to one line.
+// "by type: A 12, B 3" from rows with columns named message_type and count, the
+// types cut to one line.
 std::string by_type_text(const pqxx::result& rows);
 
 }  // namespace relay

@@ -20,13 +20,41 @@
 namespace relay {
 namespace {
 
-// An age column: NULL where the time is infinite (a row written by hand).
-nlohmann::json seconds_or_null(const pqxx::field& f) { return f.is_null() ? nlohmann::json() : nlohmann::json(f.as<double>()); }
+// An age in seconds, or nullopt where the time is infinite (a row written by hand).
+std::optional<double> seconds_of(const pqxx::field& f) {
+  return f.is_null() ? std::nullopt : std::optional<double>(f.as<double>());
+}
+nlohmann::json seconds_or_null(const std::optional<double>& s) { return s ? nlohmann::json(*s) : nlohmann::json(); }
+std::string age_text(const std::optional<double>& s) { return s ? human_seconds(*s) : "-"; }
 
 // The characters of last_error read per row: a value written by hand may hold
 // hundreds of megabytes, and each listed row would be fetched and printed whole.
 constexpr int kLastErrorShown = 2000;
-std::string age_text(const pqxx::field& f) { return f.is_null() ? "-" : human_seconds(f.as<double>()); }
+
+// One row of `dead list`, read by column name: a reordered SELECT list cannot swap
+// fields (a missing column throws).
+struct ParkedRow {
+  std::int64_t id = 0;
+  std::string message_id;
+  std::string type;
+  int attempts = 0;
+  std::string last_error;  // the first kLastErrorShown characters
+  bool last_error_cut = false;
+  std::optional<double> age_s, parked_for_s;
+};
+
+ParkedRow parked_row(const pqxx::row& r) {
+  ParkedRow p;
+  p.id = r["id"].as<std::int64_t>();
+  p.message_id = r["message_id"].c_str();
+  p.type = r["message_type"].c_str();
+  p.attempts = r["attempts"].as<int>();
+  p.last_error = r["last_error"].c_str();
+  p.last_error_cut = r["last_error_cut"].as<bool>();
+  p.age_s = seconds_of(r["age_s"]);
+  p.parked_for_s = seconds_of(r["parked_for_s"]);
+  return p;
+}
 
 constexpr const char* kDeadHelp =
     "usage: outbox-relay dead list --config FILE [--type T] [--limit N] [--json]\n"
@@ -78,11 +106,13 @@ std::vector<BlockedKey> blocked_keys(pqxx::transaction_base& tx, const RelayConf
     return out;
   const auto table = table_of(config);
   auto rows = tx.exec(
-      "SELECT h.ordering_key, h.id, (SELECT count(*) FROM " + table + " w WHERE w.ordering_key = h.ordering_key "
-      "AND w.published_at IS NULL AND w.id > h.id) FROM (SELECT DISTINCT ON (ordering_key) ordering_key, id, "
+      "SELECT h.ordering_key, h.id AS head_id, (SELECT count(*) FROM " + table + " w "
+      "WHERE w.ordering_key = h.ordering_key AND w.published_at IS NULL AND w.id > h.id) AS waiting "
+      "FROM (SELECT DISTINCT ON (ordering_key) ordering_key, id, "
       "parked_at FROM " + table + " WHERE published_at IS NULL ORDER BY ordering_key, id) h "
       "WHERE h.parked_at IS NOT NULL ORDER BY h.id LIMIT 1000");
-  for (const auto& r : rows) out.push_back({r[0].c_str(), r[1].as<std::int64_t>(), r[2].as<std::int64_t>()});
+  for (const auto& r : rows)
+    out.push_back({r["ordering_key"].c_str(), r["head_id"].as<std::int64_t>(), r["waiting"].as<std::int64_t>()});
   return out;
 }
 
@@ -93,22 +123,27 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
   auto& conn = *conn_owner;
   pqxx::read_transaction tx(conn);
   const std::string where = " WHERE parked_at IS NOT NULL AND ($1::text IS NULL OR message_type = $1::text)";
-  const auto total = outbox::pgx::exec_params1(tx, "SELECT count(*) FROM " + table_of(config) + where, type)[0].as<std::int64_t>();
-  auto rows = outbox::pgx::exec_params(tx, 
-      "SELECT id, message_id::text, message_type, attempts, left(coalesce(last_error, ''), " +
-          std::to_string(kLastErrorShown) + "), coalesce(char_length(last_error), 0) > " +
-          std::to_string(kLastErrorShown) + ", "
-      "CASE WHEN isfinite(created_at) THEN extract(epoch from now() - created_at)::float8 END, "
-      "CASE WHEN isfinite(parked_at) THEN extract(epoch from now() - parked_at)::float8 END "
+  const auto total =
+      outbox::pgx::exec_params1(tx, "SELECT count(*) AS total FROM " + table_of(config) + where, type)["total"]
+          .as<std::int64_t>();
+  auto result = outbox::pgx::exec_params(tx,
+      "SELECT id, message_id::text AS message_id, message_type, attempts, "
+      "left(coalesce(last_error, ''), " + std::to_string(kLastErrorShown) + ") AS last_error, "
+      "coalesce(char_length(last_error), 0) > " + std::to_string(kLastErrorShown) + " AS last_error_cut, "
+      "CASE WHEN isfinite(created_at) THEN extract(epoch from now() - created_at)::float8 END AS age_s, "
+      "CASE WHEN isfinite(parked_at) THEN extract(epoch from now() - parked_at)::float8 END AS parked_for_s "
       "FROM " + table_of(config) + where + " ORDER BY id LIMIT $2",
       type, limit);
+  std::vector<ParkedRow> rows;
+  rows.reserve(result.size());
+  for (const auto& r : result) rows.push_back(parked_row(r));
   if (args.json()) {
     auto list = nlohmann::json::array();
     for (const auto& r : rows)
-      list.push_back({{"id", r[0].as<std::int64_t>()}, {"message_id", r[1].c_str()}, {"type", r[2].c_str()},
-                      {"attempts", r[3].as<int>()}, {"last_error", r[4].c_str()},
-                      {"last_error_cut", r[5].as<bool>()},
-                      {"age_s", seconds_or_null(r[6])}, {"parked_for_s", seconds_or_null(r[7])}});
+      list.push_back({{"id", r.id}, {"message_id", r.message_id}, {"type", r.type},
+                      {"attempts", r.attempts}, {"last_error", r.last_error},
+                      {"last_error_cut", r.last_error_cut},
+                      {"age_s", seconds_or_null(r.age_s)}, {"parked_for_s", seconds_or_null(r.parked_for_s)}});
     auto blocked = nlohmann::json::array();
     for (const auto& b : blocked_keys(tx, config))
       blocked.push_back({{"ordering_key", b.key}, {"head_id", b.head_id}, {"waiting", b.waiting}});
@@ -130,9 +165,9 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
   std::printf("%-10s %-36s %-24s %8s %12s %12s  %s\n", "id", "message id", "type", "attempts", "age",
               "parked for", "last error");
   for (const auto& r : rows)
-    std::printf("%-10lld %-36s %-24s %8d %12s %12s  %s\n", r[0].as<long long>(), r[1].c_str(),
-                outbox::one_line(r[2].c_str(), 24).c_str(), r[3].as<int>(), age_text(r[6]).c_str(),
-                age_text(r[7]).c_str(), outbox::one_line(r[4].c_str(), 300).c_str());
+    std::printf("%-10lld %-36s %-24s %8d %12s %12s  %s\n", static_cast<long long>(r.id), r.message_id.c_str(),
+                outbox::one_line(r.type, 24).c_str(), r.attempts, age_text(r.age_s).c_str(),
+                age_text(r.parked_for_s).c_str(), outbox::one_line(r.last_error, 300).c_str());
   if (static_cast<std::int64_t>(rows.size()) < total)
     std::printf("... %lld more (raise --limit)\n", static_cast<long long>(total - rows.size()));
   return kExitOk;
@@ -140,20 +175,23 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
 
 // Every given id must name a parked row. Returns the problems, one per id.
 std::vector<std::string> check_ids(pqxx::work& tx, const std::string& table, const IdSelection& s) {
-  auto found = outbox::pgx::exec_params(tx, "SELECT id, message_id::text, parked_at IS NOT NULL FROM " + table +
-                                  " WHERE id = ANY($1::bigint[]) OR message_id = ANY($2::uuid[])",
-                              outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids));
+  auto found = outbox::pgx::exec_params(
+      tx,
+      "SELECT id, message_id::text AS message_id, parked_at IS NOT NULL AS parked FROM " + table +
+          " WHERE id = ANY($1::bigint[]) OR message_id = ANY($2::uuid[])",
+      outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids));
   std::vector<std::string> problems;
   auto describe = [&](const std::string& given, auto match) {
     for (const auto& r : found)
       if (match(r)) {
-        if (!r[2].as<bool>()) problems.push_back(given + " is not parked");
+        if (!r["parked"].as<bool>()) problems.push_back(given + " is not parked");
         return;
       }
     problems.push_back(given + " not found");
   };
-  for (auto id : s.ids) describe(std::to_string(id), [&](const pqxx::row& r) { return r[0].as<std::int64_t>() == id; });
-  for (const auto& m : s.message_ids) describe(m, [&](const pqxx::row& r) { return m == r[1].c_str(); });
+  for (auto id : s.ids)
+    describe(std::to_string(id), [&](const pqxx::row& r) { return r["id"].as<std::int64_t>() == id; });
+  for (const auto& m : s.message_ids) describe(m, [&](const pqxx::row& r) { return m == r["message_id"].c_str(); });
   return problems;
 }
 
@@ -186,14 +224,15 @@ struct Matches {
 
 Matches count_matches(pqxx::work& tx, const std::string& table, const AdminArgs& args, const IdSelection& ids) {
   auto rows = exec_requeue_sql(tx,
-                               "SELECT message_type, count(*), sum(count(*)) OVER ()::bigint, count(*) OVER () "
+                               "SELECT message_type, count(*) AS count, sum(count(*)) OVER ()::bigint AS total, "
+                               "count(*) OVER () AS types "
                                "FROM " + table + kRequeueWhere + " GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 10",
                                args, ids);
   Matches m;
   if (rows.empty()) return m;
-  m.count = rows[0][2].as<std::int64_t>();
+  m.count = rows[0]["total"].as<std::int64_t>();
   m.by_type = by_type_text(rows);
-  const auto types = rows[0][3].as<std::int64_t>();
+  const auto types = rows[0]["types"].as<std::int64_t>();
   if (types > static_cast<std::int64_t>(rows.size()))
     m.by_type += " and " + std::to_string(types - rows.size()) + " more type(s)";
   return m;

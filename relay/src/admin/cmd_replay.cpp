@@ -107,15 +107,18 @@ pqxx::result exec_selection(pqxx::work& tx, const std::string& sql, const Select
 std::string describe_matches(pqxx::work& tx, const std::string& table, const std::string& where,
                              const Selection& s) {
   auto types = exec_selection(tx,
-                              "SELECT message_type, count(*) FROM " + table + " WHERE " + where +
+                              "SELECT message_type, count(*) AS count FROM " + table + " WHERE " + where +
                                   " GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 10",
                               s);
   auto span = exec_selection(tx,
-                             "SELECT min(published_at)::text, max(published_at)::text FROM " + table +
+                             "SELECT min(published_at)::text AS first_published, "
+                             "max(published_at)::text AS last_published FROM " + table +
                                  " WHERE " + where,
                              s);
   std::string out = by_type_text(types);
-  if (!span[0][0].is_null()) out += std::string("; published ") + span[0][0].c_str() + " to " + span[0][1].c_str();
+  if (!span[0]["first_published"].is_null())
+    out += std::string("; published ") + span[0]["first_published"].c_str() + " to " +
+           span[0]["last_published"].c_str();
   return out;
 }
 
@@ -124,24 +127,27 @@ std::string describe_matches(pqxx::work& tx, const std::string& table, const std
 // Returns the problems.
 std::vector<std::string> check_ids(pqxx::work& tx, const std::string& table, const Selection& s) {
   auto found = outbox::pgx::exec_params(tx, 
-      "SELECT id, message_id::text, published_at IS NOT NULL, parked_at IS NOT NULL, message_type FROM " + table +
+      "SELECT id, message_id::text AS message_id, published_at IS NOT NULL AS published, "
+      "parked_at IS NOT NULL AS parked, message_type FROM " + table +
           " WHERE id = ANY($1::bigint[]) OR message_id = ANY($2::uuid[])",
       outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids));
   std::vector<std::string> problems;
   auto describe = [&](const std::string& given, auto match) {
     for (const auto& r : found) {
       if (!match(r)) continue;
-      if (r[3].as<bool>()) problems.push_back(given + " is parked (use 'dead requeue')");
-      else if (!r[2].as<bool>()) problems.push_back(given + " is not published yet (pending)");
-      else if (s.type && *s.type != r[4].c_str())
-        problems.push_back(given + " is of type '" + outbox::one_line(r[4].c_str(), 80) + "', not --type '" +
+      if (r["parked"].as<bool>()) problems.push_back(given + " is parked (use 'dead requeue')");
+      else if (!r["published"].as<bool>()) problems.push_back(given + " is not published yet (pending)");
+      else if (s.type && *s.type != r["message_type"].c_str())
+        problems.push_back(given + " is of type '" + outbox::one_line(r["message_type"].c_str(), 80) +
+                           "', not --type '" +
                            outbox::one_line(*s.type, 80) + "'");
       return;
     }
     problems.push_back(given + " not found");
   };
-  for (auto id : s.ids) describe(std::to_string(id), [&](const pqxx::row& r) { return r[0].as<std::int64_t>() == id; });
-  for (const auto& m : s.message_ids) describe(m, [&](const pqxx::row& r) { return m == r[1].c_str(); });
+  for (auto id : s.ids)
+    describe(std::to_string(id), [&](const pqxx::row& r) { return r["id"].as<std::int64_t>() == id; });
+  for (const auto& m : s.message_ids) describe(m, [&](const pqxx::row& r) { return m == r["message_id"].c_str(); });
   return problems;
 }
 
@@ -152,12 +158,13 @@ std::vector<std::string> replay_rows(pqxx::work& tx, const std::string& table, c
   // Pending again, due now, with a fresh attempt count; the message id stays.
   auto r = exec_selection(tx,
                           "UPDATE " + table + " SET published_at = NULL, next_attempt_at = now(), "
-                          "attempts = 0, last_error = NULL WHERE " + where + " RETURNING message_id::text",
+                          "attempts = 0, last_error = NULL WHERE " + where +
+                          " RETURNING message_id::text AS message_id",
                           selection);
   if (static_cast<std::int64_t>(r.size()) != count)
     throw std::runtime_error("the selection changed while replaying; nothing changed, try again");
   std::vector<std::string> ids;
-  for (const auto& row : r) ids.emplace_back(row[0].c_str());
+  for (const auto& row : r) ids.emplace_back(row["message_id"].c_str());
   tx.commit();
   return ids;
 }
@@ -215,7 +222,8 @@ int cmd_replay(const Args& raw) {
       }
     }
     const auto count =
-        exec_selection(tx, "SELECT count(*) FROM " + table + " WHERE " + where, selection)[0][0].as<std::int64_t>();
+        exec_selection(tx, "SELECT count(*) AS count FROM " + table + " WHERE " + where, selection)[0]["count"]
+            .as<std::int64_t>();
     if (count > max) {
       std::cerr << "replay: " << count << " rows match, more than --max " << max
                 << "; narrow the selection or raise --max. Nothing changed\n";

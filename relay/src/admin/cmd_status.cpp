@@ -43,16 +43,17 @@ std::vector<TypeStatus> query_status(pqxx::connection& conn, const std::string& 
   pqxx::read_transaction tx(conn);
   auto rows = tx.exec(
       "SELECT message_type, "
-      "count(*) FILTER (WHERE " + OutboxStore::pending_sql() + "), "
-      "count(*) FILTER (WHERE parked_at IS NOT NULL), "
-      "count(*) FILTER (WHERE published_at > now() - interval '1 minute'), "
+      "count(*) FILTER (WHERE " + OutboxStore::pending_sql() + ") AS pending, "
+      "count(*) FILTER (WHERE parked_at IS NOT NULL) AS parked, "
+      "count(*) FILTER (WHERE published_at > now() - interval '1 minute') AS published_last_minute, "
       "coalesce(extract(epoch from now() - min(created_at) "
       "  FILTER (WHERE " + OutboxStore::pending_sql() + " AND isfinite(created_at))), 0)::float8 "
+      "AS oldest_pending_age_s "
       "FROM " + table + " GROUP BY message_type ORDER BY message_type");
   std::vector<TypeStatus> out;
   for (const auto& r : rows)
-    out.push_back({r[0].c_str(), r[1].as<std::int64_t>(), r[2].as<std::int64_t>(),
-                   r[3].as<std::int64_t>(), r[4].as<double>()});
+    out.push_back({r["message_type"].c_str(), r["pending"].as<std::int64_t>(), r["parked"].as<std::int64_t>(),
+                   r["published_last_minute"].as<std::int64_t>(), r["oldest_pending_age_s"].as<double>()});
   return out;
 }
 
