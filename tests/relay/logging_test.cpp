@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "ops/logging.h"
 #include "outbox/json_log.h"
 #include "outbox/log_fields.h"
 
@@ -77,4 +78,12 @@ TEST_CASE("a field value cannot forge a line or a key, and a field named like a 
   const std::string reason = j["reason"];
   CHECK(reason.find('\n') == std::string::npos);  // one_line escaped it
   CHECK(reason.find("\\n") != std::string::npos);
+}
+
+TEST_CASE("each log.level becomes the spdlog level of the same name") {
+  CHECK(relay::spdlog_level(relay::LogLevel::kTrace) == spdlog::level::trace);
+  CHECK(relay::spdlog_level(relay::LogLevel::kDebug) == spdlog::level::debug);
+  CHECK(relay::spdlog_level(relay::LogLevel::kInfo) == spdlog::level::info);
+  CHECK(relay::spdlog_level(relay::LogLevel::kWarn) == spdlog::level::warn);
+  CHECK(relay::spdlog_level(relay::LogLevel::kError) == spdlog::level::err);
 }

@@ -71,7 +71,8 @@ TEST_CASE("a valid file is parsed with defaults for what it leaves out and ${ENV
   CHECK(c.relay.max_payload_bytes == 16 * 1024 * 1024);  // default
   CHECK(c.amqp.publish_window == 1024);       // default
   CHECK(c.amqp.publish_window_bytes == 64 * 1024 * 1024);  // default
-  CHECK(c.log.level == "info");               // default
+  CHECK(c.log.level == relay::LogLevel::kInfo);    // default
+  CHECK(c.log.format == relay::LogFormat::kText);  // default
 }
 
 TEST_CASE("malformed YAML names the file and line") {
@@ -184,10 +185,37 @@ TEST_CASE("backoff maximum below the initial delay is refused") {
   CHECK(contains(e, "relay.backoff_max_ms: must be at least relay.backoff_initial_ms"));
 }
 
-TEST_CASE("log level and format take only known words") {
+TEST_CASE("each log.level spelling parses to its level") {
   SecretEnv env;
-  CHECK(contains(error_of(kValid + "log:\n  level: loud\n"), "log.level: must be one of"));
-  CHECK(contains(error_of(kValid + "log:\n  format: xml\n"), "log.format: must be one of"));
+  const std::map<std::string, relay::LogLevel> spellings = {{"trace", relay::LogLevel::kTrace},
+                                                            {"debug", relay::LogLevel::kDebug},
+                                                            {"info", relay::LogLevel::kInfo},
+                                                            {"warn", relay::LogLevel::kWarn},
+                                                            {"error", relay::LogLevel::kError}};
+  for (const auto& [text, level] : spellings) {
+    CAPTURE(text);
+    CHECK(parse_config(kValid + "log:\n  level: " + text + "\n", "relay.yaml").log.level == level);
+  }
+}
+
+TEST_CASE("each log.format spelling parses to its format") {
+  SecretEnv env;
+  CHECK(parse_config(kValid + "log:\n  format: text\n", "relay.yaml").log.format == relay::LogFormat::kText);
+  CHECK(parse_config(kValid + "log:\n  format: json\n", "relay.yaml").log.format == relay::LogFormat::kJson);
+}
+
+TEST_CASE("an unknown log.level or log.format is refused naming the key, the line and the value") {
+  SecretEnv env;
+  CHECK(error_of(kValid + "log:\n  level: loud\n") ==
+        "relay.yaml:12: log.level: must be one of debug, error, info, trace, warn, got 'loud'");
+  CHECK(error_of(kValid + "log:\n  format: xml\n") == "relay.yaml:12: log.format: must be one of json, text, got 'xml'");
+  // The spellings are exact: no other case, no spdlog synonym.
+  CHECK(contains(error_of(kValid + "log:\n  level: INFO\n"), "log.level: must be one of"));
+  CHECK(contains(error_of(kValid + "log:\n  level: INFO\n"), "got 'INFO'"));
+  CHECK(contains(error_of(kValid + "log:\n  level: warning\n"), "got 'warning'"));
+  CHECK(contains(error_of(kValid + "log:\n  level: err\n"), "got 'err'"));
+  CHECK(contains(error_of(kValid + "log:\n  format: JSON\n"), "log.format: must be one of json, text, got 'JSON'"));
+  CHECK(contains(error_of(kValid + "log:\n  level: [info]\n"), "log.level: must be one of"));
 }
 
 TEST_CASE("pipelining and listening settings have defaults, ranges and a type check") {

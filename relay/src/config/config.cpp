@@ -502,8 +502,14 @@ void read_retention(const YAML::Node& n, const std::string& origin, RetentionCon
 
 void read_log(const YAML::Node& n, const std::string& origin, LogConfig& c) {
   SectionReader r(n, "log", origin);
-  r.one_of("level", c.level, {"trace", "debug", "info", "warn", "error"});
-  r.one_of("format", c.format, {"text", "json"});
+  r.one_of("level", c.level,
+           std::map<std::string, LogLevel>{{"trace", LogLevel::kTrace},
+                                           {"debug", LogLevel::kDebug},
+                                           {"info", LogLevel::kInfo},
+                                           {"warn", LogLevel::kWarn},
+                                           {"error", LogLevel::kError}});
+  r.one_of("format", c.format,
+           std::map<std::string, LogFormat>{{"text", LogFormat::kText}, {"json", LogFormat::kJson}});
   r.finish();
 }
 

@@ -170,9 +170,24 @@ struct RelaySettings {
   OnPublish on_publish = OnPublish::kMark;
 };
 
+// log.level, parsed at load.
+enum class LogLevel {
+  kTrace,  // "trace"
+  kDebug,  // "debug": one line per batch
+  kInfo,   // "info"
+  kWarn,   // "warn"
+  kError,  // "error"
+};
+
+// log.format, parsed at load.
+enum class LogFormat {
+  kText,  // "text"
+  kJson,  // "json": one JSON object per line
+};
+
 struct LogConfig {
-  std::string level = "info";   // trace, debug, info, warn, error
-  std::string format = "text";  // text or json (one JSON object per line)
+  LogLevel level = LogLevel::kInfo;
+  LogFormat format = LogFormat::kText;
 };
 
 struct HttpConfig {
