@@ -9,6 +9,7 @@
 #include "outbox/amqp/amqp_text.h"
 #include "outbox/amqp/amqp_uri.h"
 #include "outbox/amqp/connection.h"
+#include "test_text.h"
 
 using outbox::amqp::AmqpConnection;
 using outbox::amqp::AmqpError;
@@ -17,7 +18,7 @@ using outbox::amqp::Settings;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testenv::contains;
 
 // The error AmqpConnection::open() throws for `s`; fails the test when it opens.
 std::string open_error(const Settings& s) {

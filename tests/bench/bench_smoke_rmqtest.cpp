@@ -2,7 +2,6 @@
 // JSON summary with its figures, and leaves nothing behind. Its speed is not checked.
 #include <doctest/doctest.h>
 
-#include "outbox/rabbitmq_c.h"
 #include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -18,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "amqp_test_client.h"
 #include "relay_process.h"
 #include "test_env.h"
 
@@ -55,22 +55,7 @@ Run run_bench(const std::vector<std::string>& args) {
 
 // Whether the broker knows a queue (passive declare on a throwaway connection).
 bool queue_exists(const std::string& queue) {
-  std::string uri = testenv::amqp_uri();
-  amqp_connection_info info;
-  amqp_default_connection_info(&info);
-  REQUIRE(amqp_parse_url(uri.data(), &info) == AMQP_STATUS_OK);
-  auto conn = amqp_new_connection();
-  auto socket = amqp_tcp_socket_new(conn);
-  REQUIRE(amqp_socket_open(socket, info.host, info.port) == AMQP_STATUS_OK);
-  REQUIRE(amqp_login(conn, info.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, info.user, info.password)
-              .reply_type == AMQP_RESPONSE_NORMAL);
-  amqp_channel_open(conn, 1);
-  REQUIRE(amqp_get_rpc_reply(conn).reply_type == AMQP_RESPONSE_NORMAL);
-  amqp_queue_declare(conn, 1, amqp_cstring_bytes(queue.c_str()), 1, 0, 0, 0, amqp_empty_table);
-  bool exists = amqp_get_rpc_reply(conn).reply_type == AMQP_RESPONSE_NORMAL;
-  amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
-  amqp_destroy_connection(conn);
-  return exists;
+  return testenv::AmqpTestClient(testenv::shared_amqp_endpoint()).queue_counts(queue).has_value();
 }
 
 }  // namespace

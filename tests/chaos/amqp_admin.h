@@ -1,7 +1,7 @@
 #pragma once
 // AmqpAdmin: declares the chaos run's exchanges and queues on its private broker.
 
-#include "outbox/rabbitmq_c.h"
+#include "amqp_test_client.h"
 
 #include <cstdint>
 #include <string>
@@ -20,8 +20,9 @@ struct Topology {
   bool quorum = false;
 };
 
-// One short-lived AMQP connection for declarations. Throws std::runtime_error
-// when the broker refuses. Not thread-safe; not copyable.
+// One short-lived AMQP connection for declarations (a testenv::AmqpTestClient with
+// a 5 s connect/RPC timeout). Throws std::runtime_error ("admin: ...") when the
+// broker refuses. Not thread-safe; not copyable.
 class AmqpAdmin {
  public:
   AmqpAdmin(const std::string& host, std::uint16_t port);
@@ -37,8 +38,7 @@ class AmqpAdmin {
   std::uint32_t ready(const std::string& queue);
 
  private:
-  void check(const char* what);
-  amqp_connection_state_t conn_ = nullptr;
+  testenv::AmqpTestClient client_;
 };
 
 }  // namespace chaos

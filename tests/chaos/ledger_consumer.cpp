@@ -1,6 +1,9 @@
 #include "ledger_consumer.h"
 
-#include "outbox/rabbitmq_c.h"
+#include <optional>
+#include <stdexcept>
+
+#include "amqp_test_client.h"
 
 namespace chaos {
 
@@ -26,24 +29,22 @@ void LedgerConsumer::run() {
 }
 
 void LedgerConsumer::consume_once() {
-  amqp_connection_state_t conn = amqp_new_connection();
-  struct Closer {
-    amqp_connection_state_t c;
-    ~Closer() { amqp_destroy_connection(c); }
-  } closer{conn};
-  auto* socket = amqp_tcp_socket_new(conn);
-  timeval tv{2, 0};
-  const int port = options_.ports.empty() ? options_.port : options_.ports[next_port_++ % options_.ports.size()];
-  if (!socket || amqp_socket_open_noblock(socket, options_.host.c_str(), port, &tv) != AMQP_STATUS_OK)
-    return;
-  amqp_set_rpc_timeout(conn, &tv);
-  amqp_set_handshake_timeout(conn, &tv);
-  auto ok = [&] { return amqp_get_rpc_reply(conn).reply_type == AMQP_RESPONSE_NORMAL; };
-  if (amqp_login(conn, "/", 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest").reply_type !=
-      AMQP_RESPONSE_NORMAL)
-    return;
-  amqp_channel_open(conn, 1);
-  if (!ok()) return;
+  testenv::AmqpEndpoint endpoint;  // guest/guest, vhost "/"
+  endpoint.host = options_.host;
+  endpoint.port = options_.ports.empty() ? options_.port : options_.ports[next_port_++ % options_.ports.size()];
+  endpoint.timeout = std::chrono::seconds(2);
+  std::optional<testenv::AmqpTestClient> client;
+  try {
+    client.emplace(endpoint, "ledger consumer");
+  } catch (const std::runtime_error&) {
+    return;  // the broker is down or refusing: run() tries again
+  }
+  struct Dropper {  // dropped without connection.close, as before (it is often broken by then)
+    testenv::AmqpTestClient& c;
+    ~Dropper() { c.abandon(); }
+  } dropper{*client};
+  amqp_connection_state_t conn = client->conn();
+  auto ok = [&] { return client->last_ok(); };
   amqp_basic_qos(conn, 1, 0, static_cast<std::uint16_t>(options_.prefetch), 0);
   if (!ok()) return;
   amqp_basic_consume(conn, 1, amqp_cstring_bytes(options_.queue.c_str()), amqp_empty_bytes, 0,

@@ -13,6 +13,7 @@
 #include "outbox/consumer_runner.h"
 #include "payment_handler.h"
 #include "test_env.h"
+#include "test_text.h"
 
 namespace {
 
@@ -189,15 +190,10 @@ namespace {
 
 // The PermanentError message parse_order_placed refuses `payload` with, or "(accepted)".
 std::string refusal(const std::string& payload) {
-  try {
-    billing::parse_order_placed(payload);
-  } catch (const outbox::PermanentError& e) {
-    return e.what();
-  }
-  return "(accepted)";
+  return testenv::error_of<outbox::PermanentError>([&] { billing::parse_order_placed(payload); }, "(accepted)");
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testenv::contains;
 
 }  // namespace
 

@@ -10,30 +10,7 @@
 namespace testenv {
 namespace {
 
-void check(amqp_rpc_reply_t r, const std::string& what) {
-  if (r.reply_type != AMQP_RESPONSE_NORMAL) throw std::runtime_error("consumer test support: " + what + " failed");
-}
-
-amqp_connection_state_t open_connection() {
-  std::string uri = amqp_uri();
-  amqp_connection_info info;
-  amqp_default_connection_info(&info);
-  if (amqp_parse_url(uri.data(), &info) != AMQP_STATUS_OK) throw std::runtime_error("bad OUTBOX_AMQP_URI");
-  auto conn = amqp_new_connection();
-  if (amqp_socket_open(amqp_tcp_socket_new(conn), info.host, info.port) != AMQP_STATUS_OK)
-    throw std::runtime_error("consumer test support: cannot connect to the broker");
-  check(amqp_login(conn, info.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, info.user, info.password), "login");
-  amqp_channel_open(conn, 1);
-  check(amqp_get_rpc_reply(conn), "channel.open");
-  return conn;
-}
-
-void close_connection(amqp_connection_state_t conn) {
-  amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
-  amqp_destroy_connection(conn);
-}
-
-amqp_bytes_t bytes_of(const std::string& s) { return amqp_bytes_t{s.size(), const_cast<char*>(s.data())}; }
+AmqpTestClient open_client() { return AmqpTestClient(shared_amqp_endpoint(), "consumer test support"); }
 
 }  // namespace
 
@@ -45,16 +22,9 @@ ConsumerTopology::ConsumerTopology(const std::string& prefix)
 
 ConsumerTopology::~ConsumerTopology() {
   try {
-    auto conn = open_connection();
-    for (const auto* q : {&queue, &dead_letter_queue}) {
-      amqp_queue_delete(conn, 1, bytes_of(*q), 0, 0);
-      amqp_get_rpc_reply(conn);
-    }
-    for (const auto* x : {&exchange, &dead_letter_exchange}) {
-      amqp_exchange_delete(conn, 1, bytes_of(*x), 0);
-      amqp_get_rpc_reply(conn);
-    }
-    close_connection(conn);
+    auto client = open_client();
+    for (const auto* q : {&queue, &dead_letter_queue}) client.delete_queue(*q);
+    for (const auto* x : {&exchange, &dead_letter_exchange}) client.delete_exchange(*x);
   } catch (...) {
   }
 }
@@ -77,34 +47,35 @@ outbox::RunnerOptions ConsumerTopology::options(const std::string& schema, const
   return o;
 }
 
-TestPublisher::TestPublisher() : conn_(open_connection()) {
-  amqp_confirm_select(conn_, 1);
-  check(amqp_get_rpc_reply(conn_), "confirm.select");
+TestPublisher::TestPublisher() : client_(shared_amqp_endpoint(), "consumer test support") {
+  amqp_confirm_select(client_.conn(), 1);
+  client_.check("confirm.select");
 }
 
-TestPublisher::~TestPublisher() { close_connection(conn_); }
+TestPublisher::~TestPublisher() = default;
 
 void TestPublisher::publish(const std::string& exchange, const std::string& routing_key, const std::string& body,
                             const Options& o) {
+  amqp_connection_state_t conn = client_.conn();
   amqp_basic_properties_t props;
   props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG;
   props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
-  props.type = bytes_of(o.type);
+  props.type = amqp_bytes_of(o.type);
   props.content_type = amqp_cstring_bytes("application/json");
   if (o.message_id) {
     props._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
-    props.message_id = bytes_of(*o.message_id);
+    props.message_id = amqp_bytes_of(*o.message_id);
   }
   if (o.timestamp_unix_s) {
     props._flags |= AMQP_BASIC_TIMESTAMP_FLAG;
     props.timestamp = *o.timestamp_unix_s;
   }
-  if (amqp_basic_publish(conn_, 1, bytes_of(exchange), bytes_of(routing_key), 1, 0, &props, bytes_of(body)) !=
-      AMQP_STATUS_OK)
+  if (amqp_basic_publish(conn, 1, amqp_bytes_of(exchange), amqp_bytes_of(routing_key), 1, 0, &props,
+                         amqp_bytes_of(body)) != AMQP_STATUS_OK)
     throw std::runtime_error("consumer test support: publish failed");
   for (;;) {  // a return (unroutable) comes before its ack: treat it as a test failure
     amqp_frame_t frame;
-    if (amqp_simple_wait_frame(conn_, &frame) != AMQP_STATUS_OK)
+    if (amqp_simple_wait_frame(conn, &frame) != AMQP_STATUS_OK)
       throw std::runtime_error("consumer test support: waiting for the confirm failed");
     if (frame.frame_type != AMQP_FRAME_METHOD) continue;
     if (frame.payload.method.id == AMQP_BASIC_ACK_METHOD) return;
@@ -116,12 +87,9 @@ void TestPublisher::publish(const std::string& exchange, const std::string& rout
 }
 
 QueueState queue_state(const std::string& queue) {
-  auto conn = open_connection();
-  auto* ok = amqp_queue_declare(conn, 1, bytes_of(queue), 1, 0, 0, 0, amqp_empty_table);
-  check(amqp_get_rpc_reply(conn), "queue.declare passive '" + queue + "'");
-  QueueState s{ok->message_count, ok->consumer_count};
-  close_connection(conn);
-  return s;
+  const auto counts = open_client().queue_counts(queue);
+  if (!counts) throw std::runtime_error("consumer test support: queue.declare passive '" + queue + "' failed");
+  return QueueState{counts->ready, counts->consumers};
 }
 
 std::uint32_t consumer_count(const std::string& queue) {
@@ -132,17 +100,13 @@ std::uint32_t consumer_count(const std::string& queue) {
   }
 }
 
-void declare_plain_queue(const std::string& queue) {
-  auto conn = open_connection();
-  amqp_queue_declare(conn, 1, bytes_of(queue), 0, 1, 0, 0, amqp_empty_table);
-  check(amqp_get_rpc_reply(conn), "queue.declare '" + queue + "'");
-  close_connection(conn);
-}
+void declare_plain_queue(const std::string& queue) { open_client().declare_queue(queue, /*durable=*/true); }
 
 int take_and_crash(const std::string& queue) {
-  auto conn = open_connection();
-  amqp_basic_consume(conn, 1, bytes_of(queue), amqp_empty_bytes, 0, /*no_ack=*/0, 0, amqp_empty_table);
-  check(amqp_get_rpc_reply(conn), "basic.consume '" + queue + "'");
+  auto client = open_client();
+  amqp_connection_state_t conn = client.conn();
+  amqp_basic_consume(conn, 1, amqp_bytes_of(queue), amqp_empty_bytes, 0, /*no_ack=*/0, 0, amqp_empty_table);
+  client.check("basic.consume '" + queue + "'");
   amqp_envelope_t env;
   timeval wait{5, 0};
   int count = -1;
@@ -160,7 +124,7 @@ int take_and_crash(const std::string& queue) {
       }
     amqp_destroy_envelope(&env);
   }
-  amqp_destroy_connection(conn);  // no ack, no close: as a process that died
+  client.abandon();  // no ack, no close: as a process that died
   return count;
 }
 

@@ -2,7 +2,7 @@
 // Test support for the consumer SDK: a test's own exchange, queue and dead-letter
 // route on the real broker, a confirming publisher, and a polling wait.
 
-#include "outbox/rabbitmq_c.h"
+#include "amqp_test_client.h"
 
 #include <chrono>
 #include <cstdint>
@@ -47,7 +47,7 @@ class TestPublisher {
                const Options& options);
 
  private:
-  amqp_connection_state_t conn_ = nullptr;
+  AmqpTestClient client_;
 };
 
 struct QueueState {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "outbox/keyring.h"
+#include "test_text.h"
 
 namespace cryptotest {
 
@@ -107,9 +108,7 @@ inline nlohmann::json order_placed(long long order_id, const Customer& c) {
             {{"sku", "WRAP"}, {"quantity", 1}, {"price_cents", 200}}}}};
 }
 
-// Whether `haystack` contains `needle` as bytes.
-inline bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+// Whether `haystack` contains `needle` as bytes (the shared test helper).
+using testenv::contains;
 
 }  // namespace cryptotest

@@ -10,6 +10,7 @@
 #include "crypto_test_support.h"
 #include "outbox/crypto_errors.h"
 #include "test_env.h"
+#include "test_text.h"
 
 using namespace outbox;
 using cryptotest::contains;
@@ -26,15 +27,8 @@ struct TempKeyring {
   ~TempKeyring() { ::unlink(path.c_str()); }
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const KeyringError& e) {
-    return e.what();
-  }
-  FAIL("no KeyringError");
-  return "";
-}
+// What the KeyringError `f` throws says; fails the test when it throws none.
+std::string keyring_error(const std::function<void()>& f) { return testenv::error_of<KeyringError>(f); }
 
 }  // namespace
 
@@ -44,7 +38,7 @@ TEST_CASE("a keyring file is refused unless its mode is 0600 or stricter") {
   for (mode_t mode : {0644, 0640, 0604, 0660, 0601}) {
     CAPTURE(mode);
     TempKeyring file(text, mode);
-    auto msg = error_of([&] { Keyring::load_file(file.path); });
+    auto msg = keyring_error([&] { Keyring::load_file(file.path); });
     CHECK(contains(msg, file.path));
     CHECK(contains(msg, "0600 or stricter"));
     CHECK_FALSE(contains(msg, keys["k1"]));
@@ -69,7 +63,7 @@ TEST_CASE("a key of the wrong length or format is an error naming the key id and
                         Case{"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "got 48 bytes"}}) {
     CAPTURE(c.expected);
     const auto yaml = "active: k1\nkeys:\n  k1: " + good + "\n  rotated-2024: " + c.key_text + "\n";
-    auto msg = error_of([&] { Keyring::parse(yaml, "test.yaml"); });
+    auto msg = keyring_error([&] { Keyring::parse(yaml, "test.yaml"); });
     CHECK(contains(msg, "key 'rotated-2024'"));
     CHECK(contains(msg, c.expected));
     CHECK_FALSE(contains(msg, c.key_text));
@@ -79,30 +73,30 @@ TEST_CASE("a key of the wrong length or format is an error naming the key id and
 
 TEST_CASE("keyring settings are checked: active key listed, no unknown settings, ids well formed") {
   auto k = cryptotest::random_key_text();
-  CHECK(contains(error_of([&] { Keyring::parse("active: k2\nkeys:\n  k1: " + k + "\n", "t"); }),
+  CHECK(contains(keyring_error([&] { Keyring::parse("active: k2\nkeys:\n  k1: " + k + "\n", "t"); }),
                  "'k2' is not one of the listed keys"));
-  CHECK(contains(error_of([&] { Keyring::parse("keys:\n  k1: " + k + "\n", "t"); }), "active"));
-  CHECK(contains(error_of([&] { Keyring::parse("active: k1\nkeys:\n  k1: " + k + "\nactiv: k1\n", "t"); }),
+  CHECK(contains(keyring_error([&] { Keyring::parse("keys:\n  k1: " + k + "\n", "t"); }), "active"));
+  CHECK(contains(keyring_error([&] { Keyring::parse("active: k1\nkeys:\n  k1: " + k + "\nactiv: k1\n", "t"); }),
                  "unknown setting 'activ'"));
   // A key pasted where an id belongs is not echoed.
-  auto pasted = error_of([&] { Keyring::parse("active: " + k + "\nkeys:\n  k1: " + k + "\n", "t"); });
+  auto pasted = keyring_error([&] { Keyring::parse("active: " + k + "\nkeys:\n  k1: " + k + "\n", "t"); });
   CHECK_FALSE(contains(pasted, k));
-  auto as_id = error_of([&] { Keyring::parse("active: k1\nkeys:\n  k1: " + k + "\n  " + k + ": x\n", "t"); });
+  auto as_id = keyring_error([&] { Keyring::parse("active: k1\nkeys:\n  k1: " + k + "\n  " + k + ": x\n", "t"); });
   CHECK_FALSE(contains(as_id, k));
-  CHECK(contains(error_of([&] { Keyring::parse("active: k1\nkeys: {k1: [" + k + "]}\n", "t"); }), "key 'k1'"));
-  CHECK(contains(error_of([&] { Keyring::parse("{{{", "t"); }), "not valid YAML"));
+  CHECK(contains(keyring_error([&] { Keyring::parse("active: k1\nkeys: {k1: [" + k + "]}\n", "t"); }), "key 'k1'"));
+  CHECK(contains(keyring_error([&] { Keyring::parse("{{{", "t"); }), "not valid YAML"));
   // A rotation made by appending a second `active:` must not keep the first.
-  CHECK(contains(error_of([&] { Keyring::parse("active: k1\nkeys:\n  k1: " + k + "\n  k2: " + k + "\nactive: k2\n", "t"); }),
+  CHECK(contains(keyring_error([&] { Keyring::parse("active: k1\nkeys:\n  k1: " + k + "\n  k2: " + k + "\nactive: k2\n", "t"); }),
                  "setting 'active' given twice"));
-  CHECK(contains(error_of([&] { Keyring::parse("active: k1\nkeys:\n  k1: " + k + "\nblind_index: {active: b, active: c, "
+  CHECK(contains(keyring_error([&] { Keyring::parse("active: k1\nkeys:\n  k1: " + k + "\nblind_index: {active: b, active: c, "
                                                "keys: {b: " + cryptotest::random_key_text() + "}}\n", "t"); }),
                  "blind_index: setting 'active' given twice"));
-  CHECK(contains(error_of([&] { Keyring::parse("active: k1\nkeys:\n  [a]: " + k + "\n", "t"); }), "malformed"));
+  CHECK(contains(keyring_error([&] { Keyring::parse("active: k1\nkeys:\n  [a]: " + k + "\n", "t"); }), "malformed"));
 }
 
 TEST_CASE("a blind-index key must differ from every encryption key") {
   auto k = cryptotest::random_key_text();
-  auto msg = error_of([&] {
+  auto msg = keyring_error([&] {
     Keyring::parse("active: k1\nkeys: {k1: " + k + "}\nblind_index: {active: b1, keys: {b1: " + k + "}}\n", "t");
   });
   CHECK(contains(msg, "key 'b1'"));
@@ -120,7 +114,7 @@ TEST_CASE("a keyring comes from an environment variable in flow style") {
   CHECK(ring.find("k1") != nullptr);
   CHECK(ring.find("k3") == nullptr);
   ::unsetenv(var.c_str());
-  CHECK(contains(error_of([&] { Keyring::from_env(var); }), "$" + var));
+  CHECK(contains(keyring_error([&] { Keyring::from_env(var); }), "$" + var));
 }
 
 TEST_CASE("create_file writes a usable keyring with mode 0600 and never overwrites") {
@@ -134,7 +128,7 @@ TEST_CASE("create_file writes a usable keyring with mode 0600 and never overwrit
   CHECK(ring.has_index_keys());
   std::ifstream in(path);
   std::string before((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  CHECK(contains(error_of([&] { Keyring::create_file(path, "demo-2"); }), "cannot create"));
+  CHECK(contains(keyring_error([&] { Keyring::create_file(path, "demo-2"); }), "cannot create"));
   std::ifstream again(path);
   std::string after((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
   CHECK(before == after);

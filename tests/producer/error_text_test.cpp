@@ -11,6 +11,7 @@
 #include "outbox/message_id.h"
 #include "outbox/sql_identifier.h"
 #include "outbox/trace_context.h"
+#include "test_text.h"
 
 using namespace outbox;
 
@@ -27,16 +28,11 @@ bool has_control_byte(const std::string& s) {
 
 // what() of the ValidationError `fn` throws; fails the test when it throws none.
 template <class Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const ValidationError& e) {
+std::string validation_error(Fn fn) {
+  return testenv::error_of<ValidationError>(fn, [](const ValidationError& e) {
     CHECK(!has_control_byte(e.field()));
     CHECK(!has_control_byte(e.detail()));
-    return e.what();
-  }
-  FAIL("accepted");
-  return "";
+  });
 }
 
 Message message_with(void (*change)(Message&)) {
@@ -102,7 +98,7 @@ TEST_CASE("one_line escapes the C1 controls and direction marks a hand-written r
 
 TEST_CASE("a header name with CR/LF is escaped in the validation error, never echoed raw") {
   Message m = message_with([](Message& x) { x.headers[kInjected] = "v"; });
-  auto what = error_of([&] { validate_message(m, MessageLimits{}); });
+  auto what = validation_error([&] { validate_message(m, MessageLimits{}); });
   CHECK(!has_control_byte(what));
   CHECK(what.find("x\\r\\n2026-01-01 INFO payment approved\\x1b[2J\\x7f") != std::string::npos);
   CHECK(what.find("header name may only use") != std::string::npos);
@@ -111,7 +107,7 @@ TEST_CASE("a header name with CR/LF is escaped in the validation error, never ec
 TEST_CASE("a huge header name is shown bounded with its size") {
   Message m = message_with([](Message&) {});
   m.headers[std::string(100000, '\n')] = "v";
-  auto what = error_of([&] { validate_message(m, MessageLimits{}); });
+  auto what = validation_error([&] { validate_message(m, MessageLimits{}); });
   CHECK(!has_control_byte(what));
   CHECK(what.size() < 600);
   CHECK(what.find("(100000 bytes)") != std::string::npos);
@@ -120,31 +116,31 @@ TEST_CASE("a huge header name is shown bounded with its size") {
 TEST_CASE("every SDK error that quotes a caller value keeps it on one line") {
   SUBCASE("a too long exchange") {
     Message m = message_with([](Message& x) { x.exchange = Exchange(std::string(300, '\n') + kInjected); });
-    CHECK(!has_control_byte(error_of([&] { validate_message(m, MessageLimits{}); })));
+    CHECK(!has_control_byte(validation_error([&] { validate_message(m, MessageLimits{}); })));
   }
   SUBCASE("a message id") {
-    auto what = error_of([] { MessageId::parse(kInjected, "message_id"); });
+    auto what = validation_error([] { MessageId::parse(kInjected, "message_id"); });
     CHECK(!has_control_byte(what));
     CHECK(what.find("not a UUID") != std::string::npos);
   }
   SUBCASE("a traceparent") {
-    CHECK(!has_control_byte(error_of([] { validate_traceparent("00-" + kInjected); })));
+    CHECK(!has_control_byte(validation_error([] { validate_traceparent("00-" + kInjected); })));
   }
   SUBCASE("a tracestate member") {
-    CHECK(!has_control_byte(error_of([] { validate_tracestate("a=1," + kInjected); })));
+    CHECK(!has_control_byte(validation_error([] { validate_tracestate("a=1," + kInjected); })));
   }
   SUBCASE("a schema name (SQL identifier)") {
-    auto what = error_of([] { quoted_identifier(kInjected, "schema"); });
+    auto what = validation_error([] { quoted_identifier(kInjected, "schema"); });
     CHECK(!has_control_byte(what));
     CHECK(what.find("not a plain identifier") != std::string::npos);
   }
   SUBCASE("an event schema property name") {
-    CHECK(!has_control_byte(error_of([] {
+    CHECK(!has_control_byte(validation_error([] {
       EventSchema::parse("type: object\nproperties:\n  \"a\\r\\nINFO forged\": {type: string}\n", "bad.yaml");
     })));
   }
   SUBCASE("an event schema type") {
-    CHECK(!has_control_byte(error_of([] {
+    CHECK(!has_control_byte(validation_error([] {
       EventSchema::parse("type: object\nproperties:\n  a: {type: \"str\\ning\"}\n", "bad.yaml");
     })));
   }

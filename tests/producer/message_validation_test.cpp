@@ -10,6 +10,7 @@
 #include "outbox/outbox_writer.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
+#include "test_text.h"
 
 using namespace outbox;
 
@@ -199,12 +200,7 @@ std::map<std::string, std::string> headers_of(int n, std::size_t value_bytes) {
 }
 
 std::string rejection(const Message& m, const MessageLimits& limits = {}) {
-  try {
-    validate_message(m, limits);
-  } catch (const ValidationError& e) {
-    return e.what();
-  }
-  return "(accepted)";
+  return testenv::error_of<ValidationError>([&] { validate_message(m, limits); }, "(accepted)");
 }
 
 }  // namespace

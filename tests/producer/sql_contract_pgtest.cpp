@@ -16,6 +16,7 @@
 #include "outbox/trace_context.h"
 #include "test_env.h"
 #include "outbox/pqxx_compat.h"
+#include "test_text.h"
 
 using namespace outbox;
 using testenv::ScopedSchema;
@@ -24,7 +25,7 @@ using testenv::sql_value;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testenv::contains;
 
 // The columns a producer decides, as text, of the row with this message id.
 std::string producer_columns(const ScopedSchema& s, const std::string& id) {

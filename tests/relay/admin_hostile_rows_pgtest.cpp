@@ -11,6 +11,7 @@
 #include "relay_process.h"
 #include "test_env.h"
 #include "outbox/pqxx_compat.h"
+#include "test_text.h"
 
 using testenv::run_relay_command;
 using testenv::ScopedSchema;
@@ -18,7 +19,7 @@ using testenv::sql_exec;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testenv::contains;
 
 // Rows of `type`, parked, with `last_error`; written as a producer and an operator
 // in psql could.

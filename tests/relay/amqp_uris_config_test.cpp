@@ -5,6 +5,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "test_text.h"
 
 using relay::ConfigError;
 using relay::parse_config;
@@ -15,16 +16,11 @@ std::string config(const std::string& amqp_lines) {
   return "postgres:\n  dsn: host=db user=relay\namqp:\n" + amqp_lines;
 }
 
-std::string error_of(const std::string& yaml) {
-  try {
-    parse_config(yaml, "relay.yaml");
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(accepted)";
+std::string config_error(const std::string& yaml) {
+  return testenv::error_of<ConfigError>([&] { parse_config(yaml, "relay.yaml"); }, "(accepted)");
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testenv::contains;
 
 }  // namespace
 
@@ -52,46 +48,46 @@ TEST_CASE("the one-node form still works and keeps the list empty, in order by d
 }
 
 TEST_CASE("uri and uris together are refused, naming both keys") {
-  auto e = error_of(config("  uri: amqp://relay@mq:5672/%2f\n  uris: [amqp://relay@mq:5672/%2f]\n"));
+  auto e = config_error(config("  uri: amqp://relay@mq:5672/%2f\n  uris: [amqp://relay@mq:5672/%2f]\n"));
   CHECK(contains(e, "amqp.uris"));
   CHECK(contains(e, "amqp.uri and amqp.uris are both given"));
 }
 
 TEST_CASE("neither uri nor uris is refused") {
-  CHECK(contains(error_of(config("  heartbeat_s: 10\n")), "amqp.uri: is required"));
+  CHECK(contains(config_error(config("  heartbeat_s: 10\n")), "amqp.uri: is required"));
 }
 
 TEST_CASE("an empty list, a non-list and a non-string node are refused, naming the key") {
-  CHECK(contains(error_of(config("  uris: []\n")), "amqp.uris: expected a non-empty list of strings, got an empty list"));
-  CHECK(contains(error_of(config("  uris: amqp://relay@mq:5672/%2f\n")), "amqp.uris: expected a non-empty list"));
-  CHECK(contains(error_of(config("  uris:\n    - amqp://relay@mq:5672/%2f\n    - {a: b}\n")),
+  CHECK(contains(config_error(config("  uris: []\n")), "amqp.uris: expected a non-empty list of strings, got an empty list"));
+  CHECK(contains(config_error(config("  uris: amqp://relay@mq:5672/%2f\n")), "amqp.uris: expected a non-empty list"));
+  CHECK(contains(config_error(config("  uris:\n    - amqp://relay@mq:5672/%2f\n    - {a: b}\n")),
                  "amqp.uris[1]: expected a string"));
 }
 
 TEST_CASE("a bad node names its index and never shows its password") {
-  auto e = error_of(config("  uris:\n    - amqp://relay:hunter2@mq-0:5672/%2f\n    - http://relay:hunter2@mq-1/\n"));
+  auto e = config_error(config("  uris:\n    - amqp://relay:hunter2@mq-0:5672/%2f\n    - http://relay:hunter2@mq-1/\n"));
   CHECK(contains(e, "relay.yaml:6: amqp.uris[1]: must start with amqp:// or amqps://"));
   CHECK_FALSE(contains(e, "hunter2"));
-  e = error_of(config("  uris:\n    - amqp://relay:hunter2@mq-0:5672/%2f\n    - amqp://relay:hun@ter2@mq-1:99999/\n"));
+  e = config_error(config("  uris:\n    - amqp://relay:hunter2@mq-0:5672/%2f\n    - amqp://relay:hun@ter2@mq-1:99999/\n"));
   CHECK(contains(e, "amqp.uris[1]: not a valid amqp://"));
   CHECK_FALSE(contains(e, "hunter2"));
   CHECK_FALSE(contains(e, "ter2"));
 }
 
 TEST_CASE("nodes mixing amqp:// and amqps:// are refused: TLS settings apply to every node") {
-  auto e = error_of(config("  uris:\n    - amqps://relay@mq-0:5671/%2f\n    - amqp://relay@mq-1:5672/%2f\n"));
+  auto e = config_error(config("  uris:\n    - amqps://relay@mq-0:5671/%2f\n    - amqp://relay@mq-1:5672/%2f\n"));
   CHECK(contains(e, "amqp.uris[1]: mixes amqp:// and amqps://"));
 }
 
 TEST_CASE("require_tls reads the list's scheme") {
-  auto e = error_of(config("  uris:\n    - amqp://relay@mq-0:5672/%2f\n  require_tls: true\n"));
+  auto e = config_error(config("  uris:\n    - amqp://relay@mq-0:5672/%2f\n  require_tls: true\n"));
   CHECK(contains(e, "amqp.require_tls"));
-  CHECK(contains(error_of(config("  uris: [amqp://relay@mq:5672/%2f]\n  ca_file: /etc/hosts\n")),
+  CHECK(contains(config_error(config("  uris: [amqp://relay@mq:5672/%2f]\n  ca_file: /etc/hosts\n")),
                  "amqp.uris: ca_file, cert_file and key_file need an amqps:// URI"));
 }
 
 TEST_CASE("an unknown endpoint order is refused with the choices") {
-  auto e = error_of(config("  uris: [amqp://relay@mq:5672/%2f]\n  endpoint_order: random\n"));
+  auto e = config_error(config("  uris: [amqp://relay@mq:5672/%2f]\n  endpoint_order: random\n"));
   CHECK(contains(e, "amqp.endpoint_order: must be one of in_order, shuffled, got 'random'"));
 }
 
@@ -104,7 +100,7 @@ TEST_CASE("a password written inline in a node draws a warning naming the node, 
 }
 
 TEST_CASE("a node URI written as a single value instead of a list is refused without showing its password") {
-  auto e = error_of(config("  uris: amqp://relay:hunter2@mq-0:5672/%2f\n"));
+  auto e = config_error(config("  uris: amqp://relay:hunter2@mq-0:5672/%2f\n"));
   CHECK_MESSAGE(contains(e, "relay.yaml:4: amqp.uris: expected a non-empty list of strings, got a single value "
                             "(not shown: it may hold a password)"), e);
   CHECK_FALSE_MESSAGE(contains(e, "hunter2"), e);

@@ -4,34 +4,23 @@
 // exactly what cannot be sent, nothing more.
 #include <doctest/doctest.h>
 
-#include "outbox/rabbitmq_c.h"
-
 #include <string>
 #include <vector>
 
+#include "amqp_test_client.h"
 #include "outbox/amqp_wire.h"
 #include "test_env.h"
 
 namespace {
 
-amqp_bytes_t bytes_of(const std::string& s) { return amqp_bytes_t{s.size(), const_cast<char*>(s.data())}; }
+using testenv::amqp_bytes_of;
 
-struct Connection {
-  explicit Connection(int frame_max) {
-    std::string uri = testenv::amqp_uri();
-    amqp_connection_info info;
-    REQUIRE(amqp_parse_url(uri.data(), &info) == AMQP_STATUS_OK);
-    conn = amqp_new_connection();
-    auto* socket = amqp_tcp_socket_new(conn);
-    REQUIRE(amqp_socket_open(socket, info.host, info.port) == AMQP_STATUS_OK);
-    REQUIRE(amqp_login(conn, info.vhost, 0, frame_max, 0, AMQP_SASL_METHOD_PLAIN, info.user, info.password)
-                .reply_type == AMQP_RESPONSE_NORMAL);
-    amqp_channel_open(conn, 1);
-    REQUIRE(amqp_get_rpc_reply(conn).reply_type == AMQP_RESPONSE_NORMAL);
-  }
-  ~Connection() { amqp_destroy_connection(conn); }
-  amqp_connection_state_t conn;
-};
+// The shared broker with `frame_max` proposed at login.
+testenv::AmqpEndpoint endpoint(int frame_max) {
+  auto e = testenv::shared_amqp_endpoint();
+  e.frame_max = frame_max;
+  return e;
+}
 
 // Publishes the message the relay would send (same properties and header table).
 int publish(amqp_connection_state_t conn, const std::vector<std::pair<std::string, std::string>>& headers) {
@@ -43,23 +32,23 @@ int publish(amqp_connection_state_t conn, const std::vector<std::pair<std::strin
   entries[0].value.value.i64 = 42;
   for (const auto& [name, value] : headers) {
     amqp_table_entry_t e;
-    e.key = bytes_of(name);
+    e.key = amqp_bytes_of(name);
     e.value.kind = AMQP_FIELD_KIND_UTF8;
-    e.value.value.bytes = bytes_of(value);
+    e.value.value.bytes = amqp_bytes_of(value);
     entries.push_back(e);
   }
   amqp_basic_properties_t p{};
   p._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG |
              AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_TIMESTAMP_FLAG | AMQP_BASIC_HEADERS_FLAG |
              AMQP_BASIC_CORRELATION_ID_FLAG;
-  p.content_type = bytes_of(content_type);
+  p.content_type = amqp_bytes_of(content_type);
   p.delivery_mode = 2;
-  p.message_id = bytes_of(message_id);
-  p.type = bytes_of(type);
+  p.message_id = amqp_bytes_of(message_id);
+  p.type = amqp_bytes_of(type);
   p.timestamp = 1700000000;
-  p.correlation_id = bytes_of(correlation);
+  p.correlation_id = amqp_bytes_of(correlation);
   p.headers = amqp_table_t{static_cast<int>(entries.size()), entries.data()};
-  return amqp_basic_publish(conn, 1, amqp_cstring_bytes(""), bytes_of(queue), 0, 0, &p, amqp_cstring_bytes("{}"));
+  return amqp_basic_publish(conn, 1, amqp_cstring_bytes(""), amqp_bytes_of(queue), 0, 0, &p, amqp_cstring_bytes("{}"));
 }
 
 std::size_t computed(const std::vector<std::pair<std::string, std::string>>& headers) {
@@ -76,11 +65,11 @@ TEST_CASE("a content header of exactly frame_max bytes is sent and one byte more
   headers[1].second.assign(frame_max - computed(headers), 'w');
   REQUIRE(computed(headers) == static_cast<std::size_t>(frame_max));
   {
-    Connection c(frame_max);
-    CHECK(publish(c.conn, headers) == AMQP_STATUS_OK);
+    testenv::AmqpTestClient c(endpoint(frame_max));
+    CHECK(publish(c.conn(), headers) == AMQP_STATUS_OK);
   }
   headers[1].second.push_back('w');
   REQUIRE(computed(headers) == static_cast<std::size_t>(frame_max) + 1);
-  Connection c(frame_max);
-  CHECK(publish(c.conn, headers) != AMQP_STATUS_OK);
+  testenv::AmqpTestClient c(endpoint(frame_max));
+  CHECK(publish(c.conn(), headers) != AMQP_STATUS_OK);
 }

@@ -15,13 +15,14 @@
 #include "outbox/pg_dsn_check.h"
 #include "outbox/secret_scrubber.h"
 #include "test_env.h"
+#include "test_text.h"
 
 using outbox::PgConnInfo;
 using outbox::SecretScrubber;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testenv::contains;
 
 // Every piece of `secret` of 4 bytes or more that occurs in `text` (empty: none).
 std::string leaked_fragment(const std::string& text, const std::string& secret) {
@@ -139,15 +140,8 @@ struct FailingConnection {
 TEST_CASE("any connection class opened through open_pg_connection_as fails as the same pqxx type, without the password") {
   const std::string pw = "Zq7@:/TOPSECRETPART%?#Wx";
   const auto dsn = "postgresql://relay:" + testenv::percent_encoded(pw) + "@db.example/app";
-  const auto error_of = [&](auto open) -> std::string {
-    try {
-      open();
-    } catch (const std::exception& e) {
-      return e.what();
-    }
-    return "nothing thrown";
-  };
-  auto text = error_of([&] { outbox::open_pg_connection_as<FailingConnection<0>>(dsn); });
+  const auto open_error = [](auto open) { return testenv::error_of<std::exception>(open, "nothing thrown"); };
+  auto text = open_error([&] { outbox::open_pg_connection_as<FailingConnection<0>>(dsn); });
   CHECK_MESSAGE(leaked_fragment(text, pw).empty(), text);
   CHECK_MESSAGE(contains(text, "host='db.example'"), text);  // the rest of the error stays
   try {
@@ -156,10 +150,10 @@ TEST_CASE("any connection class opened through open_pg_connection_as fails as th
     CHECK(e.sqlstate() == "28P01");
   }
   CHECK_THROWS_AS(outbox::open_pg_connection_as<FailingConnection<1>>(dsn), pqxx::broken_connection);
-  text = error_of([&] { outbox::open_pg_connection_as<FailingConnection<1>>(dsn); });
+  text = open_error([&] { outbox::open_pg_connection_as<FailingConnection<1>>(dsn); });
   CHECK_MESSAGE(leaked_fragment(text, pw).empty(), text);
   CHECK_THROWS_AS(outbox::open_pg_connection_as<FailingConnection<2>>(dsn), pqxx::failure);
-  text = error_of([&] { outbox::open_pg_connection_as<FailingConnection<2>>(dsn); });
+  text = open_error([&] { outbox::open_pg_connection_as<FailingConnection<2>>(dsn); });
   CHECK_MESSAGE(leaked_fragment(text, pw).empty(), text);
 }
 

@@ -8,13 +8,14 @@
 #include "outbox/duration.h"
 #include "outbox/metrics.h"
 #include "metrics/relay_metrics.h"
+#include "test_text.h"
 
 using namespace relay;
 using outbox::metrics::Registry;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testenv::contains;
 
 }  // namespace
 

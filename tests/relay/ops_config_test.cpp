@@ -7,6 +7,7 @@
 #include "config/config.h"
 #include "config/endpoint_syntax.h"
 #include "relay_process.h"
+#include "test_text.h"
 
 using relay::ConfigError;
 using relay::parse_config;
@@ -17,15 +18,10 @@ namespace {
 const std::string kPlain =
     "postgres:\n  dsn: host=127.0.0.1 user=relay\namqp:\n  uri: amqp://relay@127.0.0.1:5672/%2f\n";
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testenv::contains;
 
-std::string error_of(const std::string& yaml) {
-  try {
-    parse_config(yaml, "t.yaml");
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
+std::string config_error(const std::string& yaml) {
+  return testenv::error_of<ConfigError>([&] { parse_config(yaml, "t.yaml"); }, "(no error)");
 }
 
 // The warnings about inline passwords (plaintext configurations also carry the
@@ -66,29 +62,29 @@ TEST_CASE("an http.listen without a host binds loopback, not every interface") {
 }
 
 TEST_CASE("bad operations settings name the key and the value") {
-  CHECK(contains(error_of(kPlain + "http:\n  listen: 'db.internal:'\n"), "t.yaml:6: http.listen: expected host:port or a port"));
-  CHECK(contains(error_of(kPlain + "http:\n  listen: example.com:80\n"), "http.listen: host must be an IP address"));
-  CHECK(contains(error_of(kPlain + "http:\n  listen: 127.0.0.1:99999\n"), "http.listen: port must be a number"));
-  CHECK(contains(error_of(kPlain + "http:\n  lisen: 1\n"), "http.lisen: unknown key"));
-  CHECK(contains(error_of(kPlain + "retention:\n  keep: 7w\n"), "retention.keep: '7w' is not a duration"));
-  CHECK(contains(error_of(kPlain + "retention:\n  keep: 30s\n"), "retention.keep: must be at least 1m, got '30s'"));
-  CHECK(contains(error_of(kPlain + "retention:\n  enabled: maybe\n"), "retention.enabled: expected true or false, got 'maybe'"));
+  CHECK(contains(config_error(kPlain + "http:\n  listen: 'db.internal:'\n"), "t.yaml:6: http.listen: expected host:port or a port"));
+  CHECK(contains(config_error(kPlain + "http:\n  listen: example.com:80\n"), "http.listen: host must be an IP address"));
+  CHECK(contains(config_error(kPlain + "http:\n  listen: 127.0.0.1:99999\n"), "http.listen: port must be a number"));
+  CHECK(contains(config_error(kPlain + "http:\n  lisen: 1\n"), "http.lisen: unknown key"));
+  CHECK(contains(config_error(kPlain + "retention:\n  keep: 7w\n"), "retention.keep: '7w' is not a duration"));
+  CHECK(contains(config_error(kPlain + "retention:\n  keep: 30s\n"), "retention.keep: must be at least 1m, got '30s'"));
+  CHECK(contains(config_error(kPlain + "retention:\n  enabled: maybe\n"), "retention.enabled: expected true or false, got 'maybe'"));
 }
 
 TEST_CASE("require_tls refuses plain connections in the configuration") {
-  CHECK(contains(error_of(kPlain + "  require_tls: true\n"),
+  CHECK(contains(config_error(kPlain + "  require_tls: true\n"),
                  "amqp.require_tls: is true, but amqp.uri is a plain amqp:// URI"));
   auto pg = "postgres:\n  dsn: host=db user=relay\n  require_tls: true\namqp:\n  uri: amqps://relay@mq/%2f\n";
-  CHECK(contains(error_of(pg), "postgres.require_tls: is true, but postgres.dsn uses sslmode=prefer"));
+  CHECK(contains(config_error(pg), "postgres.require_tls: is true, but postgres.dsn uses sslmode=prefer"));
   auto ok = parse_config(
       "postgres:\n  dsn: host=db user=relay sslmode=verify-full sslrootcert=/ca.pem\n  require_tls: true\n"
       "amqp:\n  uri: amqps://relay@mq/%2f\n  require_tls: true\n",
       "t.yaml");
   CHECK(ok.postgres.require_tls);
   CHECK(ok.amqp.require_tls);
-  CHECK(contains(error_of(kPlain + "  ca_file: /etc/ssl/certs/ca-certificates.crt\n"),
+  CHECK(contains(config_error(kPlain + "  ca_file: /etc/ssl/certs/ca-certificates.crt\n"),
                  "amqp.uri: ca_file, cert_file and key_file need an amqps:// URI"));
-  CHECK(contains(error_of("postgres:\n  dsn: x\namqp:\n  uri: amqps://mq/%2f\n  ca_file: /nonexistent/ca.pem\n"),
+  CHECK(contains(config_error("postgres:\n  dsn: x\namqp:\n  uri: amqps://mq/%2f\n  ca_file: /nonexistent/ca.pem\n"),
                  "amqp.ca_file: cannot read '/nonexistent/ca.pem'"));
 }
 
@@ -100,7 +96,7 @@ TEST_CASE("${file:PATH} reads a secret file without its trailing newline and nev
   CHECK(c.postgres.dsn == "host=db password=s3cr3t-from-file");
   CHECK(c.amqp.uri == "amqp://u:s3cr3t-from-file@mq/%2f");
   CHECK(inline_warnings(c).empty());  // a reference is not an inline password
-  auto e = error_of("postgres:\n  dsn: ${file:/nonexistent/pw}\namqp:\n  uri: amqp://mq/\n");
+  auto e = config_error("postgres:\n  dsn: ${file:/nonexistent/pw}\namqp:\n  uri: amqp://mq/\n");
   CHECK(contains(e, "postgres.dsn: cannot read secret file '/nonexistent/pw'"));
 }
 

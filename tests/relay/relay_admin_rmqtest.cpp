@@ -11,6 +11,7 @@
 #include "outbox/outbox_writer.h"
 #include "relay_process.h"
 #include "test_env.h"
+#include "test_text.h"
 
 using namespace outbox;
 using testenv::RelayProcess;
@@ -22,7 +23,7 @@ using testenv::TestBroker;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testenv::contains;
 
 std::string table(const ScopedSchema& s) { return "\"" + s.name() + "\".outbox"; }
 

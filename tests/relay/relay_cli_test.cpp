@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "relay_process.h"
+#include "test_text.h"
 
 using testenv::run_relay_command;
 using testenv::write_temp_file;
@@ -19,7 +20,7 @@ const std::string kGood =
     "postgres:\n  dsn: host=127.0.0.1 user=postgres password=pg-secret-1\n"
     "amqp:\n  uri: amqp://guest:amqp-secret-2@127.0.0.1:5672/\n";
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testenv::contains;
 
 testenv::CommandResult check_config(const std::string& yaml) {
   return run_relay_command({"check-config", write_temp_file(yaml)});

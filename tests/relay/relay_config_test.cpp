@@ -16,6 +16,7 @@
 #include "config/config.h"
 #include "config/rfc3339.h"
 #include "outbox/pg_conninfo.h"
+#include "test_text.h"
 
 using relay::ConfigError;
 using relay::load_config;
@@ -36,16 +37,11 @@ const std::string kValid =
     "  backoff_factor: 1.5\n";
 
 // The ConfigError message for `yaml`, or "(accepted)".
-std::string error_of(const std::string& yaml) {
-  try {
-    parse_config(yaml, "relay.yaml");
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(accepted)";
+std::string config_error(const std::string& yaml) {
+  return testenv::error_of<ConfigError>([&] { parse_config(yaml, "relay.yaml"); }, "(accepted)");
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testenv::contains;
 
 std::string replace(std::string s, const std::string& from, const std::string& to) {
   auto pos = s.find(from);
@@ -76,65 +72,65 @@ TEST_CASE("a valid file is parsed with defaults for what it leaves out and ${ENV
 }
 
 TEST_CASE("malformed YAML names the file and line") {
-  auto e = error_of("postgres:\n  dsn: [unclosed\n");
+  auto e = config_error("postgres:\n  dsn: [unclosed\n");
   CHECK(contains(e, "relay.yaml:"));
   CHECK(contains(e, "malformed YAML"));
 }
 
 TEST_CASE("an unknown key is an error naming its path and line") {
   SecretEnv env;
-  auto e = error_of(replace(kValid, "  batch_size: 250\n", "  batch_size: 250\n  bach_size: 3\n"));
+  auto e = config_error(replace(kValid, "  batch_size: 250\n", "  batch_size: 250\n  bach_size: 3\n"));
   CHECK(contains(e, "relay.bach_size: unknown key"));
   CHECK(contains(e, "relay.yaml:10:"));
-  CHECK(contains(error_of(kValid + "extra:\n  a: 1\n"), "extra: unknown section"));
+  CHECK(contains(config_error(kValid + "extra:\n  a: 1\n"), "extra: unknown section"));
 }
 
 TEST_CASE("a wrong type is an error naming the key and the value") {
   SecretEnv env;
-  auto e = error_of(replace(kValid, "batch_size: 250", "batch_size: lots"));
+  auto e = config_error(replace(kValid, "batch_size: 250", "batch_size: lots"));
   CHECK(contains(e, "relay.yaml:9: relay.batch_size: expected an integer, got 'lots'"));
-  CHECK(contains(error_of(replace(kValid, "backoff_factor: 1.5", "backoff_factor: [1]")),
+  CHECK(contains(config_error(replace(kValid, "backoff_factor: 1.5", "backoff_factor: [1]")),
                  "relay.backoff_factor: expected a number"));
-  CHECK(contains(error_of(replace(kValid, "schema: outbox", "schema: {a: 1}")),
+  CHECK(contains(config_error(replace(kValid, "schema: outbox", "schema: {a: 1}")),
                  "postgres.schema: expected a string, got a mapping"));
 }
 
 TEST_CASE("zero or negative sizes are out of range, with the allowed range in the message") {
   SecretEnv env;
-  CHECK(contains(error_of(replace(kValid, "batch_size: 250", "batch_size: 0")),
+  CHECK(contains(config_error(replace(kValid, "batch_size: 250", "batch_size: 0")),
                  "relay.batch_size: must be between 1 and 100000, got 0"));
-  CHECK(contains(error_of(replace(kValid, "batch_size: 250", "batch_size: -5")),
+  CHECK(contains(config_error(replace(kValid, "batch_size: 250", "batch_size: -5")),
                  "relay.batch_size: must be between 1 and 100000, got -5"));
 }
 
 TEST_CASE("a confirm timeout shorter than the heartbeat is refused") {
   SecretEnv env;
-  auto e = error_of(replace(kValid, "confirm_timeout_ms: 20000", "confirm_timeout_ms: 5000"));
+  auto e = config_error(replace(kValid, "confirm_timeout_ms: 20000", "confirm_timeout_ms: 5000"));
   CHECK(contains(e, "amqp.confirm_timeout_ms: must be at least amqp.heartbeat_s"));
 }
 
 TEST_CASE("an idle-in-transaction timeout not above the confirm timeout is refused") {
   SecretEnv env;
-  auto e = error_of(replace(kValid, "  schema: outbox\n", "  schema: outbox\n  idle_in_transaction_timeout_ms: 20000\n"));
+  auto e = config_error(replace(kValid, "  schema: outbox\n", "  schema: outbox\n  idle_in_transaction_timeout_ms: 20000\n"));
   CHECK(contains(e, "postgres.idle_in_transaction_timeout_ms: must exceed amqp.confirm_timeout_ms"));
 }
 
 TEST_CASE("a missing required key or section is named") {
   SecretEnv env;
-  CHECK(contains(error_of("amqp:\n  uri: amqp://x/\n"), "postgres: section is required"));
-  CHECK(contains(error_of(replace(kValid, "  dsn: host=db user=relay password=${TEST_PG_SECRET}\n", "")),
+  CHECK(contains(config_error("amqp:\n  uri: amqp://x/\n"), "postgres: section is required"));
+  CHECK(contains(config_error(replace(kValid, "  dsn: host=db user=relay password=${TEST_PG_SECRET}\n", "")),
                  "postgres.dsn: is required"));
-  CHECK(contains(error_of(""), "the file is empty"));
+  CHECK(contains(config_error(""), "the file is empty"));
 }
 
 TEST_CASE("an unset environment variable is named, and secrets never appear in errors") {
-  auto e = error_of(kValid);  // TEST_PG_SECRET unset
+  auto e = config_error(kValid);  // TEST_PG_SECRET unset
   CHECK(contains(e, "postgres.dsn: environment variable 'TEST_PG_SECRET' is not set"));
   SecretEnv env;
-  auto bad_uri = error_of(replace(kValid, "uri: amqp://relay:hunter2@mq:5672/", "uri: http://relay:hunter2@mq/"));
+  auto bad_uri = config_error(replace(kValid, "uri: amqp://relay:hunter2@mq:5672/", "uri: http://relay:hunter2@mq/"));
   CHECK(contains(bad_uri, "amqp.uri: must start with amqp:// or amqps://"));
   CHECK_FALSE(contains(bad_uri, "hunter2"));
-  auto bad_type = error_of(replace(kValid, "heartbeat_s: 10", "heartbeat_s: ten"));
+  auto bad_type = config_error(replace(kValid, "heartbeat_s: 10", "heartbeat_s: ten"));
   CHECK_FALSE(contains(bad_type, "hunter2"));
   CHECK_FALSE(contains(bad_type, "s3cr3t"));
 }
@@ -142,7 +138,7 @@ TEST_CASE("an unset environment variable is named, and secrets never appear in e
 TEST_CASE("hostile schema names are refused with the value shown") {
   SecretEnv env;
   for (std::string bad : {"\"x; DROP TABLE y\"", "'Outbox'", "\"schéma\""}) {
-    auto e = error_of(replace(kValid, "schema: outbox", "schema: " + bad));
+    auto e = config_error(replace(kValid, "schema: outbox", "schema: " + bad));
     CHECK_MESSAGE(contains(e, "postgres.schema: "), e);
     CHECK_MESSAGE(contains(e, "not a plain identifier"), e);
   }
@@ -151,7 +147,7 @@ TEST_CASE("hostile schema names are refused with the value shown") {
 TEST_CASE("a malformed PostgreSQL DSN is refused, naming the key and never the password") {
   SecretEnv env;
   auto with_dsn = [&](const std::string& dsn) {
-    return error_of(replace(kValid, "dsn: host=db user=relay password=${TEST_PG_SECRET}", "dsn: \"" + dsn + "\""));
+    return config_error(replace(kValid, "dsn: host=db user=relay password=${TEST_PG_SECRET}", "dsn: \"" + dsn + "\""));
   };
   CHECK(contains(with_dsn("host=db port=notaport password=${TEST_PG_SECRET}"),
                  "relay.yaml:2: postgres.dsn: port 'notaport' is not a number from 1 to 65535"));
@@ -172,7 +168,7 @@ TEST_CASE("a malformed AMQP URI is refused without showing it") {
   SecretEnv env;
   for (std::string bad : {"amqp://relay:hunter2@mq:notaport/", "amqp://relay:hunter2@mq:99999/",
                           "amqp://relay:hunter2@[::1/", "amqp://relay:hunter2@mq/a/b"}) {
-    auto e = error_of(replace(kValid, "uri: amqp://relay:hunter2@mq:5672/", "uri: \"" + bad + "\""));
+    auto e = config_error(replace(kValid, "uri: amqp://relay:hunter2@mq:5672/", "uri: \"" + bad + "\""));
     CHECK_MESSAGE(contains(e, "relay.yaml:5: amqp.uri: not a valid amqp://user:password@host:port/vhost URI"), e);
     CHECK_MESSAGE(!contains(e, "hunter2"), e);
   }
@@ -180,7 +176,7 @@ TEST_CASE("a malformed AMQP URI is refused without showing it") {
 
 TEST_CASE("backoff maximum below the initial delay is refused") {
   SecretEnv env;
-  auto e = error_of(replace(kValid, "  batch_size: 250\n",
+  auto e = config_error(replace(kValid, "  batch_size: 250\n",
                             "  batch_size: 250\n  backoff_initial_ms: 5000\n  backoff_max_ms: 100\n"));
   CHECK(contains(e, "relay.backoff_max_ms: must be at least relay.backoff_initial_ms"));
 }
@@ -206,16 +202,16 @@ TEST_CASE("each log.format spelling parses to its format") {
 
 TEST_CASE("an unknown log.level or log.format is refused naming the key, the line and the value") {
   SecretEnv env;
-  CHECK(error_of(kValid + "log:\n  level: loud\n") ==
+  CHECK(config_error(kValid + "log:\n  level: loud\n") ==
         "relay.yaml:12: log.level: must be one of debug, error, info, trace, warn, got 'loud'");
-  CHECK(error_of(kValid + "log:\n  format: xml\n") == "relay.yaml:12: log.format: must be one of json, text, got 'xml'");
+  CHECK(config_error(kValid + "log:\n  format: xml\n") == "relay.yaml:12: log.format: must be one of json, text, got 'xml'");
   // The spellings are exact: no other case, no spdlog synonym.
-  CHECK(contains(error_of(kValid + "log:\n  level: INFO\n"), "log.level: must be one of"));
-  CHECK(contains(error_of(kValid + "log:\n  level: INFO\n"), "got 'INFO'"));
-  CHECK(contains(error_of(kValid + "log:\n  level: warning\n"), "got 'warning'"));
-  CHECK(contains(error_of(kValid + "log:\n  level: err\n"), "got 'err'"));
-  CHECK(contains(error_of(kValid + "log:\n  format: JSON\n"), "log.format: must be one of json, text, got 'JSON'"));
-  CHECK(contains(error_of(kValid + "log:\n  level: [info]\n"), "log.level: must be one of"));
+  CHECK(contains(config_error(kValid + "log:\n  level: INFO\n"), "log.level: must be one of"));
+  CHECK(contains(config_error(kValid + "log:\n  level: INFO\n"), "got 'INFO'"));
+  CHECK(contains(config_error(kValid + "log:\n  level: warning\n"), "got 'warning'"));
+  CHECK(contains(config_error(kValid + "log:\n  level: err\n"), "got 'err'"));
+  CHECK(contains(config_error(kValid + "log:\n  format: JSON\n"), "log.format: must be one of json, text, got 'JSON'"));
+  CHECK(contains(config_error(kValid + "log:\n  level: [info]\n"), "log.level: must be one of"));
 }
 
 TEST_CASE("pipelining and listening settings have defaults, ranges and a type check") {
@@ -233,32 +229,32 @@ TEST_CASE("pipelining and listening settings have defaults, ranges and a type ch
   CHECK(c.relay.pipeline_depth == 1);
   CHECK_FALSE(c.relay.listen);
   CHECK(c.relay.listen_poll_interval_ms == 900);
-  CHECK(contains(error_of(replace(kValid, "batch_size: 250", "batch_size: 250\n  pipeline_depth: 9")),
+  CHECK(contains(config_error(replace(kValid, "batch_size: 250", "batch_size: 250\n  pipeline_depth: 9")),
                  "relay.pipeline_depth: must be between 1 and 8, got 9"));
-  CHECK(contains(error_of(replace(kValid, "batch_size: 250", "batch_size: 250\n  listen_poll_interval_ms: 5")),
+  CHECK(contains(config_error(replace(kValid, "batch_size: 250", "batch_size: 250\n  listen_poll_interval_ms: 5")),
                  "relay.listen_poll_interval_ms: must be between 100 and 3600000, got 5"));
-  CHECK(contains(error_of(replace(kValid, "batch_size: 250", "batch_size: 250\n  listen: sometimes")),
+  CHECK(contains(config_error(replace(kValid, "batch_size: 250", "batch_size: 250\n  listen: sometimes")),
                  "relay.listen: expected"));
 }
 
 TEST_CASE("a key given twice is an error naming the key and both lines, at the top level and in every section") {
   SecretEnv env;
   // The TLS bypass: the first copy (false) would win, and TLS would not be enforced.
-  CHECK(contains(error_of("postgres:\n  dsn: host=db\n  require_tls: false\n  require_tls: true\n"
+  CHECK(contains(config_error("postgres:\n  dsn: host=db\n  require_tls: false\n  require_tls: true\n"
                           "amqp:\n  uri: amqp://mq/\n"),
                  "relay.yaml:4: postgres.require_tls: given twice (first at line 3)"));
-  CHECK(contains(error_of(kValid + "relay:\n  batch_size: 1\n"), "relay.yaml:11: relay: given twice (first at line 8)"));
-  CHECK(contains(error_of(replace(kValid, "  heartbeat_s: 10\n", "  heartbeat_s: 10\n  heartbeat_s: 0\n")),
+  CHECK(contains(config_error(kValid + "relay:\n  batch_size: 1\n"), "relay.yaml:11: relay: given twice (first at line 8)"));
+  CHECK(contains(config_error(replace(kValid, "  heartbeat_s: 10\n", "  heartbeat_s: 10\n  heartbeat_s: 0\n")),
                  "relay.yaml:7: amqp.heartbeat_s: given twice (first at line 6)"));
-  CHECK(contains(error_of(kValid + "  batch_size: 100\n"), "relay.yaml:11: relay.batch_size: given twice (first at line 9)"));
-  CHECK(contains(error_of(kValid + "log:\n  level: info\n  level: debug\n"),
+  CHECK(contains(config_error(kValid + "  batch_size: 100\n"), "relay.yaml:11: relay.batch_size: given twice (first at line 9)"));
+  CHECK(contains(config_error(kValid + "log:\n  level: info\n  level: debug\n"),
                  "relay.yaml:13: log.level: given twice (first at line 12)"));
-  CHECK(contains(error_of(kValid + "http:\n  listen: 127.0.0.1:0\n  listen: 0.0.0.0:9187\n"),
+  CHECK(contains(config_error(kValid + "http:\n  listen: 127.0.0.1:0\n  listen: 0.0.0.0:9187\n"),
                  "relay.yaml:13: http.listen: given twice (first at line 12)"));
-  CHECK(contains(error_of(kValid + "retention:\n  keep: 7d\n  enabled: true\n  keep: 1d\n"),
+  CHECK(contains(config_error(kValid + "retention:\n  keep: 7d\n  enabled: true\n  keep: 1d\n"),
                  "relay.yaml:14: retention.keep: given twice (first at line 12)"));
   // A secret given twice is named by its key, never shown.
-  auto dsn = error_of(replace(kValid, "  schema: outbox\n", "  schema: outbox\n  dsn: host=db password=hunter3\n"));
+  auto dsn = config_error(replace(kValid, "  schema: outbox\n", "  schema: outbox\n  dsn: host=db password=hunter3\n"));
   CHECK(contains(dsn, "postgres.dsn: given twice"));
   CHECK_FALSE(contains(dsn, "hunter3"));
   CHECK_FALSE(contains(dsn, "s3cr3t-value"));
@@ -328,8 +324,8 @@ TEST_CASE("every count and duration accepts its documented maximum and refuses o
     documented.insert(r.key);
     const auto dot = r.key.find('.');
     const auto section = r.key.substr(0, dot), key = r.key.substr(dot + 1);
-    CHECK(error_of(config_with(section, key, r.max)) == "(accepted)");
-    auto e = error_of(config_with(section, key, one_more(r.max)));
+    CHECK(config_error(config_with(section, key, r.max)) == "(accepted)");
+    auto e = config_error(config_with(section, key, one_more(r.max)));
     CHECK_MESSAGE(contains(e, r.key + ": must be"), e);
     CHECK_MESSAGE(contains(e, r.max), e);
   }
@@ -337,10 +333,10 @@ TEST_CASE("every count and duration accepts its documented maximum and refuses o
 }
 
 TEST_CASE("retention.keep far beyond a timestamp's range is refused at load, not at every run") {
-  auto e = error_of(config_with("retention", "keep", "999999999d"));
+  auto e = config_error(config_with("retention", "keep", "999999999d"));
   CHECK(contains(e, "retention.keep: must be at most 3650d, got '999999999d'"));
-  CHECK(contains(error_of(config_with("retention", "keep", "87601h")), "retention.keep: must be at most 3650d"));
-  CHECK(error_of(config_with("retention", "keep", "3650d")) == "(accepted)");
+  CHECK(contains(config_error(config_with("retention", "keep", "87601h")), "retention.keep: must be at most 3650d"));
+  CHECK(config_error(config_with("retention", "keep", "3650d")) == "(accepted)");
 }
 
 TEST_CASE("an RFC 3339 time is accepted only when it exists") {
@@ -381,7 +377,7 @@ TEST_CASE("a ${file:} password with spaces, quotes and '=' stays whole in a keyw
   CHECK(info.get("password") == secret);
   CHECK(info.get("sslmode") == "disable");
   // The same text inside quotes the file writes itself would end them early: refused.
-  auto e = error_of(replace(kValid, "password=${TEST_PG_SECRET}", "password='${file:" + path + "}'"));
+  auto e = config_error(replace(kValid, "password=${TEST_PG_SECRET}", "password='${file:" + path + "}'"));
   CHECK_MESSAGE(contains(e, "relay.yaml:2: postgres.dsn: ${file:" + path + "} is inside a quoted value"), e);
   CHECK_MESSAGE(!contains(e, "TOPS"), e);
   CHECK_MESSAGE(!contains(e, "mPq2"), e);
@@ -390,19 +386,19 @@ TEST_CASE("a ${file:} password with spaces, quotes and '=' stays whole in a keyw
 
 TEST_CASE("a key that is a sequence or mapping is a configuration error naming the line, not an abort") {
   SecretEnv env;
-  CHECK(error_of(kValid + "? [a, b]\n: 1\n") == "relay.yaml:11: a key must be a plain name, not a sequence");
-  CHECK(error_of(kValid + "? {x: 1}\n: 1\n") == "relay.yaml:11: a key must be a plain name, not a mapping");
-  CHECK(error_of(replace(kValid, "  batch_size: 250\n", "  ? [a, b]\n  : 1\n")) ==
+  CHECK(config_error(kValid + "? [a, b]\n: 1\n") == "relay.yaml:11: a key must be a plain name, not a sequence");
+  CHECK(config_error(kValid + "? {x: 1}\n: 1\n") == "relay.yaml:11: a key must be a plain name, not a mapping");
+  CHECK(config_error(replace(kValid, "  batch_size: 250\n", "  ? [a, b]\n  : 1\n")) ==
         "relay.yaml:9: relay: a key must be a plain name, not a sequence");
-  CHECK(error_of(replace(kValid, "  schema: outbox\n", "  ? [a, b]\n  : 1\n")) ==
+  CHECK(config_error(replace(kValid, "  schema: outbox\n", "  ? [a, b]\n  : 1\n")) ==
         "relay.yaml:3: postgres: a key must be a plain name, not a sequence");
 }
 
 TEST_CASE("a second YAML document is refused, naming its line, so its settings cannot be silently ignored") {
   SecretEnv env;
-  CHECK(error_of(kValid + "---\npostgres:\n  require_tls: true\n") ==
+  CHECK(config_error(kValid + "---\npostgres:\n  require_tls: true\n") ==
         "relay.yaml:12: a second YAML document ('---' or '...' then more): the file must hold one document");
-  CHECK(contains(error_of(kValid + "...\nrelay:\n  batch_size: 1\n"), "relay.yaml:12: a second YAML document"));
+  CHECK(contains(config_error(kValid + "...\nrelay:\n  batch_size: 1\n"), "relay.yaml:12: a second YAML document"));
   // One document, with its optional start and end markers, is fine.
   CHECK(parse_config("---\n" + kValid + "...\n", "relay.yaml").relay.batch_size == 250);
 }
@@ -412,16 +408,16 @@ TEST_CASE("a ${file:} that is a directory or missing is an error naming the path
   for (const auto& [ref, why] : {std::pair<std::string, std::string>{"/tmp", "it is a directory"},
                                  {"/nonexistent/pg_password", "it does not exist"},
                                  {"/dev/null", "it is not a regular file"}}) {
-    auto e = error_of(replace(kValid, "${TEST_PG_SECRET}", "${file:" + ref + "}"));
+    auto e = config_error(replace(kValid, "${TEST_PG_SECRET}", "${file:" + ref + "}"));
     CHECK_MESSAGE(e == "relay.yaml:2: postgres.dsn: cannot read secret file '" + ref + "': " + why, e);
   }
 }
 
 TEST_CASE("an integer with a leading zero or in hex or octal is refused, naming the key and value") {
   SecretEnv env;
-  CHECK(contains(error_of(replace(kValid, "batch_size: 250", "batch_size: 0o17")), "relay.batch_size: expected an"));
+  CHECK(contains(config_error(replace(kValid, "batch_size: 250", "batch_size: 0o17")), "relay.batch_size: expected an"));
   for (const std::string bad : {"011", "0x1F", "-01", "00"}) {
-    auto e = error_of(replace(kValid, "batch_size: 250", "batch_size: " + bad));
+    auto e = config_error(replace(kValid, "batch_size: 250", "batch_size: " + bad));
     CHECK_MESSAGE(e == "relay.yaml:9: relay.batch_size: expected a decimal integer without leading zeros, got '" + bad + "'", e);
   }
   CHECK(parse_config(replace(kValid, "batch_size: 250", "batch_size: 10"), "relay.yaml").relay.batch_size == 10);
@@ -488,7 +484,7 @@ TEST_CASE("a ${file:} secret over 64 KiB is refused naming the path and the limi
   CHECK(outbox::PgConnInfo::parse(parse_config(yaml, "relay.yaml").postgres.dsn).get("password").value_or("").size() ==
         relay::kMaxSecretFileBytes);
   std::ofstream(path) << "TOPSECRET" << std::string(relay::kMaxSecretFileBytes, 'S');
-  auto e = error_of(yaml);
+  auto e = config_error(yaml);
   CHECK_MESSAGE(e == "relay.yaml:2: postgres.dsn: secret file '" + path + "' is larger than 64 KiB, the most a "
                      "${file:} reference reads", e);
   CHECK(!contains(e, "TOPSECRET"));

@@ -5,7 +5,6 @@
 // touch the shared broker.
 #include <doctest/doctest.h>
 
-#include "outbox/rabbitmq_c.h"
 #include <signal.h>
 
 #include <pqxx/pqxx>
@@ -13,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include "amqp_test_client.h"
 #include "http_scrape.h"
 #include "outbox/outbox_writer.h"
 #include "private_rabbitmq.h"
@@ -38,11 +38,9 @@ testenv::PrivateRabbitMq& node() {
 // x-overflow reject-publish when `max_length` > 0), declared on the private node.
 void declare_bound_queue(const std::string& queue, const std::string& exchange, const std::string& key,
                          int max_length) {
-  amqp_connection_state_t conn = amqp_new_connection();
-  amqp_socket_t* socket = amqp_tcp_socket_new(conn);
-  if (amqp_socket_open(socket, "127.0.0.1", node().port()) != AMQP_STATUS_OK) throw std::runtime_error("connect");
-  amqp_login(conn, "/", 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest");
-  amqp_channel_open(conn, 1);
+  testenv::AmqpEndpoint private_node;
+  private_node.port = node().port();
+  testenv::AmqpTestClient client(private_node);
   amqp_table_entry_t args[2];
   args[0].key = amqp_cstring_bytes("x-max-length");
   args[0].value.kind = AMQP_FIELD_KIND_I32;
@@ -52,13 +50,8 @@ void declare_bound_queue(const std::string& queue, const std::string& exchange, 
   args[1].value.value.bytes = amqp_cstring_bytes("reject-publish");
   const amqp_table_t table{max_length > 0 ? 2 : 0, args};
   // Durable: RabbitMQ 4.0 deprecates transient non-exclusive queues.
-  amqp_queue_declare(conn, 1, amqp_cstring_bytes(queue.c_str()), 0, /*durable=*/1, 0, /*auto_delete=*/0, table);
-  amqp_queue_bind(conn, 1, amqp_cstring_bytes(queue.c_str()), amqp_cstring_bytes(exchange.c_str()),
-                  amqp_cstring_bytes(key.c_str()), amqp_empty_table);
-  const auto reply = amqp_get_rpc_reply(conn);
-  amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
-  amqp_destroy_connection(conn);
-  if (reply.reply_type != AMQP_RESPONSE_NORMAL) throw std::runtime_error("declaring " + queue + " failed");
+  client.declare_queue(queue, /*durable=*/true, table);
+  client.bind(queue, exchange, key);
 }
 
 void enqueue(const ScopedSchema& schema, const std::string& exchange, const std::string& key, int rows,

@@ -13,6 +13,7 @@
 #include "outbox/outbox_writer.h"
 #include "relay_process.h"
 #include "test_env.h"
+#include "test_text.h"
 
 using namespace outbox;
 using testenv::RelayProcess;
@@ -21,7 +22,7 @@ using testenv::TestBroker;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testenv::contains;
 
 void enqueue(const ScopedSchema& schema, const std::string& exchange, const std::string& key, int n) {
   OutboxWriter writer({schema.name(), {}});

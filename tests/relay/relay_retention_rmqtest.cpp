@@ -8,6 +8,7 @@
 
 #include "relay_process.h"
 #include "test_env.h"
+#include "test_text.h"
 
 using testenv::RelayProcess;
 using testenv::ScopedSchema;
@@ -16,7 +17,7 @@ using testenv::sql_value;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testenv::contains;
 
 // 100 rows: ids 1-80 published 10 days ago, 81-90 published now, 91-95 pending
 // since 10 days, 96-100 parked since 10 days. Exchange 'ex' does not exist, but

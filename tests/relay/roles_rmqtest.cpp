@@ -12,6 +12,7 @@
 #include "outbox/subject_key_store.h"
 #include "relay_process.h"
 #include "test_env.h"
+#include "test_text.h"
 
 using namespace outbox;
 using testenv::RelayProcess;
@@ -23,7 +24,7 @@ using testenv::TestBroker;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testenv::contains;
 
 // Group roles made by schema/roles.sql (run with psql, as an operator would) and
 // one login role in each; all dropped on destruction.

@@ -10,21 +10,17 @@
 #include "config/config.h"
 #include "pg/session_options.h"
 #include "outbox/pg_conninfo.h"
+#include "test_text.h"
 
 using relay::ConfigError;
 using relay::parse_config;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testenv::contains;
 
-std::string error_of(const std::string& yaml) {
-  try {
-    parse_config(yaml, "t.yaml");
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+std::string config_error(const std::string& yaml) {
+  return testenv::error_of<ConfigError>([&] { parse_config(yaml, "t.yaml"); }, "");
 }
 
 // postgres.require_tls on, the DSN given (YAML double-quoted), a verified amqps:// URI.
@@ -54,37 +50,37 @@ struct ScopedPgSslMode {
 
 TEST_CASE("require_tls looks at the last sslmode of the DSN, as libpq does") {
   ScopedPgSslMode env(nullptr);
-  CHECK(contains(error_of(pg_tls("host=db sslmode=verify-full sslmode=require")), std::string(kRefused) + "require"));
-  CHECK(contains(error_of(pg_tls("postgresql://db/app?sslmode=verify-full&sslmode=disable")),
+  CHECK(contains(config_error(pg_tls("host=db sslmode=verify-full sslmode=require")), std::string(kRefused) + "require"));
+  CHECK(contains(config_error(pg_tls("postgresql://db/app?sslmode=verify-full&sslmode=disable")),
                  std::string(kRefused) + "disable"));
-  CHECK(error_of(pg_tls("host=db sslmode=require sslmode=verify-full")).empty());
-  CHECK(error_of(pg_tls("postgresql://db/app?sslmode=verify-full")).empty());
+  CHECK(config_error(pg_tls("host=db sslmode=require sslmode=verify-full")).empty());
+  CHECK(config_error(pg_tls("postgresql://db/app?sslmode=verify-full")).empty());
 }
 
 TEST_CASE("an sslmode inside another parameter's quoted value does not count") {
   ScopedPgSslMode env(nullptr);
-  CHECK(contains(error_of(pg_tls("host=db application_name='x sslmode=verify-full'")),
+  CHECK(contains(config_error(pg_tls("host=db application_name='x sslmode=verify-full'")),
                  std::string(kRefused) + "prefer"));
-  CHECK(contains(error_of(pg_tls("host=db password='sslmode=verify-full' sslmode=require")),
+  CHECK(contains(config_error(pg_tls("host=db password='sslmode=verify-full' sslmode=require")),
                  std::string(kRefused) + "require"));
 }
 
 TEST_CASE("require_tls accepts only verify-full: verify-ca does not check the host name") {
   ScopedPgSslMode env(nullptr);
-  auto e = error_of(pg_tls("host=db sslmode=verify-ca"));
+  auto e = config_error(pg_tls("host=db sslmode=verify-ca"));
   CHECK(contains(e, std::string(kRefused) + "verify-ca (the certificate's host name is not checked)"));
 }
 
 TEST_CASE("PGSSLMODE decides when the DSN has no sslmode, and the DSN's sslmode wins over it") {
   {
     ScopedPgSslMode env("verify-full");
-    CHECK(error_of(pg_tls("host=db")).empty());
-    CHECK(contains(error_of(pg_tls("host=db sslmode=require")), std::string(kRefused) + "require"));
+    CHECK(config_error(pg_tls("host=db")).empty());
+    CHECK(contains(config_error(pg_tls("host=db sslmode=require")), std::string(kRefused) + "require"));
   }
   {
     ScopedPgSslMode env("require");
-    CHECK(contains(error_of(pg_tls("host=db")), std::string(kRefused) + "require"));
-    CHECK(error_of(pg_tls("host=db sslmode=verify-full")).empty());
+    CHECK(contains(config_error(pg_tls("host=db")), std::string(kRefused) + "require"));
+    CHECK(config_error(pg_tls("host=db sslmode=verify-full")).empty());
   }
 }
 
@@ -100,11 +96,11 @@ TEST_CASE("under require_tls the connection string handed to libpq says verify-f
 TEST_CASE("amqp.require_tls refuses a plain URI and a broker certificate whose host name is not checked") {
   ScopedPgSslMode env(nullptr);
   const std::string pg = "postgres:\n  dsn: host=db sslmode=verify-full\n  require_tls: true\n";
-  CHECK(contains(error_of(pg + "amqp:\n  uri: amqp://relay@mq/%2f\n  require_tls: true\n"),
+  CHECK(contains(config_error(pg + "amqp:\n  uri: amqp://relay@mq/%2f\n  require_tls: true\n"),
                  "amqp.require_tls: is true, but amqp.uri is a plain amqp:// URI"));
-  auto e = error_of(pg + "amqp:\n  uri: amqps://relay@mq/%2f\n  require_tls: true\n  verify_hostname: false\n");
+  auto e = config_error(pg + "amqp:\n  uri: amqps://relay@mq/%2f\n  require_tls: true\n  verify_hostname: false\n");
   CHECK_MESSAGE(contains(e, "t.yaml:7: amqp.verify_hostname: is false, but amqp.require_tls is true"), e);
-  CHECK(error_of(pg + "amqp:\n  uri: amqps://relay@mq/%2f\n  require_tls: true\n").empty());
+  CHECK(config_error(pg + "amqp:\n  uri: amqps://relay@mq/%2f\n  require_tls: true\n").empty());
 }
 
 TEST_CASE("without require_tls one warning names each connection whose server is not verified, never a secret") {

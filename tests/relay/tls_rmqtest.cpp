@@ -24,6 +24,7 @@
 #include "relay_process.h"
 #include "tcp_proxy.h"
 #include "test_env.h"
+#include "test_text.h"
 
 using namespace outbox;
 using testenv::RelayProcess;
@@ -32,7 +33,7 @@ using testenv::TestBroker;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testenv::contains;
 
 std::string run_output(const std::string& cmd) {
   auto out = testenv::write_temp_file("", ".out");
@@ -328,13 +329,7 @@ int consume(const outbox::RunnerOptions& options, const testenv::ConsumerTopolog
 // What ConsumerRunner::start() throws for `options`; fails the test when it starts.
 std::string start_error(const outbox::RunnerOptions& options) {
   outbox::ConsumerRunner runner(options, [](pqxx::transaction_base&, const outbox::Delivery&) {});
-  try {
-    runner.start();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  FAIL("the runner started");
-  return "";
+  return testenv::error_of<std::exception>([&] { runner.start(); });
 }
 
 }  // namespace

@@ -8,20 +8,17 @@
 #include "outbox/embedded_migrations.h"
 #include "outbox/errors.h"
 #include "outbox/migration_steps.h"
+#include "test_text.h"
 
 using namespace outbox;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testenv::contains;
 
-std::string error_of(const std::string& sql) {
-  try {
-    MigrationSteps::parse(sql, "0099_test");
-  } catch (const ValidationError& e) {
-    return e.what();
-  }
-  return "";
+// What the ValidationError parsing `sql` throws says, or "" when it parses.
+std::string steps_error(const std::string& sql) {
+  return testenv::error_of<ValidationError>([&] { MigrationSteps::parse(sql, "0099_test"); }, "");
 }
 
 }  // namespace
@@ -57,15 +54,15 @@ TEST_CASE("the rest of a migration keeps its order and text") {
 }
 
 TEST_CASE("a malformed marker or a statement other than the index it names is refused, naming the line") {
-  CHECK(error_of("-- outbox-migrate: concurrently index=a_idx\nCREATE INDEX CONCURRENTLY IF NOT EXISTS a_idx ON {{schema}}.t (x);") ==
+  CHECK(steps_error("-- outbox-migrate: concurrently index=a_idx\nCREATE INDEX CONCURRENTLY IF NOT EXISTS a_idx ON {{schema}}.t (x);") ==
         "migration 0099_test: line 1: expected '-- outbox-migrate: concurrently index=NAME table=TABLE'");
-  CHECK(contains(error_of("\n-- outbox-migrate: concurrently index=a_idx table=t\nCREATE INDEX a_idx ON {{schema}}.t (x);"),
+  CHECK(contains(steps_error("\n-- outbox-migrate: concurrently index=a_idx table=t\nCREATE INDEX a_idx ON {{schema}}.t (x);"),
                  "migration 0099_test: line 3: the statement after the marker must be "
                  "'CREATE INDEX CONCURRENTLY IF NOT EXISTS a_idx ON {{schema}}.t ...;'"));
-  CHECK(contains(error_of("-- outbox-migrate: concurrently index=a_idx table=t\n"
+  CHECK(contains(steps_error("-- outbox-migrate: concurrently index=a_idx table=t\n"
                           "CREATE INDEX CONCURRENTLY IF NOT EXISTS b_idx ON {{schema}}.t (x);"),
                  "line 2"));
-  CHECK(contains(error_of("-- outbox-migrate: concurrently index=a_idx table=t\n"
+  CHECK(contains(steps_error("-- outbox-migrate: concurrently index=a_idx table=t\n"
                           "CREATE INDEX CONCURRENTLY IF NOT EXISTS a_idx ON {{schema}}.t (x); DROP TABLE t;"),
                  "must be"));
 }

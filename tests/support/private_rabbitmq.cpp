@@ -1,6 +1,6 @@
 #include "private_rabbitmq.h"
 
-#include "outbox/rabbitmq_c.h"
+#include "amqp_test_client.h"
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -71,23 +71,9 @@ std::string PrivateRabbitMq::eval(const std::string& erlang) const {
 }
 
 void PrivateRabbitMq::declare_exchange(const std::string& name, const std::string& type, bool internal) const {
-  amqp_connection_state_t conn = amqp_new_connection();
-  amqp_socket_t* socket = amqp_tcp_socket_new(conn);
-  auto fail = [&](const char* what) {
-    amqp_destroy_connection(conn);
-    throw std::runtime_error(std::string("private RabbitMQ: ") + what + " failed");
-  };
-  if (amqp_socket_open(socket, "127.0.0.1", port_) != AMQP_STATUS_OK) fail("connect");
-  if (amqp_login(conn, "/", 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest").reply_type !=
-      AMQP_RESPONSE_NORMAL)
-    fail("login");
-  amqp_channel_open(conn, 1);
-  if (amqp_get_rpc_reply(conn).reply_type != AMQP_RESPONSE_NORMAL) fail("channel.open");
-  amqp_exchange_declare(conn, 1, amqp_cstring_bytes(name.c_str()), amqp_cstring_bytes(type.c_str()), 0, 0, 0,
-                        internal ? 1 : 0, amqp_empty_table);
-  if (amqp_get_rpc_reply(conn).reply_type != AMQP_RESPONSE_NORMAL) fail("exchange.declare");
-  amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
-  amqp_destroy_connection(conn);
+  AmqpEndpoint endpoint;  // 127.0.0.1, guest/guest, vhost "/"
+  endpoint.port = port_;
+  AmqpTestClient(endpoint, "private RabbitMQ").declare_exchange(name, type, /*durable=*/false, internal);
 }
 
 }  // namespace testenv

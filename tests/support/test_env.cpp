@@ -36,26 +36,11 @@ void check(amqp_rpc_reply_t r, const char* what) {
     throw std::runtime_error(std::string("test broker: ") + what + " failed");
 }
 
-amqp_connection_state_t open_connection() {
-  std::string uri = amqp_uri();
-  amqp_connection_info info;
-  amqp_default_connection_info(&info);
-  if (amqp_parse_url(uri.data(), &info) != AMQP_STATUS_OK) throw std::runtime_error("bad OUTBOX_AMQP_URI");
-  auto conn = amqp_new_connection();
-  auto sock = amqp_tcp_socket_new(conn);
-  if (amqp_socket_open(sock, info.host, info.port) != AMQP_STATUS_OK)
-    throw std::runtime_error("test broker: cannot connect");
-  check(amqp_login(conn, info.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, info.user, info.password),
-        "login");
-  amqp_channel_open(conn, 1);
-  check(amqp_get_rpc_reply(conn), "channel.open");
-  return conn;
-}
-
 }  // namespace
 
 std::string pg_dsn() { return required_env("OUTBOX_PG_DSN"); }
 std::string amqp_uri() { return required_env("OUTBOX_AMQP_URI"); }
+AmqpEndpoint shared_amqp_endpoint() { return amqp_endpoint_of(amqp_uri()); }
 
 std::string unique_name(const std::string& prefix) {
   static std::atomic<int> counter{0};
@@ -99,55 +84,48 @@ void sql_exec(const std::string& sql) {
 TestBroker::TestBroker(const std::string& prefix, const std::string& routing_key,
                        const std::string& alternate_exchange)
     : exchange_(unique_name(prefix + "_x")), queue_(unique_name(prefix + "_q")), routing_key_(routing_key) {
-  conn_ = open_connection();
+  client_.emplace(shared_amqp_endpoint());
   amqp_table_entry_t ae;
   ae.key = amqp_cstring_bytes("alternate-exchange");
   ae.value.kind = AMQP_FIELD_KIND_UTF8;
   ae.value.value.bytes = amqp_cstring_bytes(alternate_exchange.c_str());
   const amqp_table_t args = alternate_exchange.empty() ? amqp_empty_table : amqp_table_t{1, &ae};
-  amqp_exchange_declare(conn_, 1, amqp_cstring_bytes(exchange_.c_str()), amqp_cstring_bytes("direct"),
-                        0, 1, 0, 0, args);
-  check(amqp_get_rpc_reply(conn_), "exchange.declare");
-  amqp_queue_declare(conn_, 1, amqp_cstring_bytes(queue_.c_str()), 0, 1, 0, 0, amqp_empty_table);
-  check(amqp_get_rpc_reply(conn_), "queue.declare");
-  amqp_queue_bind(conn_, 1, amqp_cstring_bytes(queue_.c_str()), amqp_cstring_bytes(exchange_.c_str()),
-                  amqp_cstring_bytes(routing_key_.c_str()), amqp_empty_table);
-  check(amqp_get_rpc_reply(conn_), "queue.bind");
+  client_->declare_exchange(exchange_, "direct", /*durable=*/true, /*internal=*/false, args);
+  client_->declare_queue(queue_, /*durable=*/true);
+  client_->bind(queue_, exchange_, routing_key_);
 }
 
 TestBroker::~TestBroker() {
-  if (!conn_) return;
+  if (!client_) return;
   try {
-    auto cleanup = open_connection();  // the consuming channel may be busy
-    amqp_queue_delete(cleanup, 1, amqp_cstring_bytes(queue_.c_str()), 0, 0);
-    amqp_get_rpc_reply(cleanup);
-    amqp_exchange_delete(cleanup, 1, amqp_cstring_bytes(exchange_.c_str()), 0);
-    amqp_get_rpc_reply(cleanup);
-    amqp_connection_close(cleanup, AMQP_REPLY_SUCCESS);
-    amqp_destroy_connection(cleanup);
+    AmqpTestClient cleanup(shared_amqp_endpoint());  // the consuming channel may be busy
+    cleanup.delete_queue(queue_);
+    cleanup.delete_exchange(exchange_);
   } catch (...) {
   }
-  amqp_destroy_connection(conn_);
+  client_->abandon();  // no connection.close on the consuming connection
 }
 
 void TestBroker::start_consuming() {
   if (consuming_) return;
-  amqp_basic_qos(conn_, 1, 0, 1000, 0);
-  check(amqp_get_rpc_reply(conn_), "basic.qos");
-  amqp_basic_consume(conn_, 1, amqp_cstring_bytes(queue_.c_str()), amqp_empty_bytes, 0, 1, 0,
+  amqp_connection_state_t conn = client_->conn();
+  amqp_basic_qos(conn, 1, 0, 1000, 0);
+  check(amqp_get_rpc_reply(conn), "basic.qos");
+  amqp_basic_consume(conn, 1, amqp_cstring_bytes(queue_.c_str()), amqp_empty_bytes, 0, 1, 0,
                      amqp_empty_table);
-  check(amqp_get_rpc_reply(conn_), "basic.consume");
+  check(amqp_get_rpc_reply(conn), "basic.consume");
   consuming_ = true;
 }
 
 std::vector<Received> TestBroker::receive(std::size_t count, std::chrono::milliseconds idle) {
   start_consuming();
+  amqp_connection_state_t conn = client_->conn();
   std::vector<Received> out;
   while (out.size() < count) {
     amqp_envelope_t env;
-    amqp_maybe_release_buffers(conn_);
+    amqp_maybe_release_buffers(conn);
     timeval tv{static_cast<time_t>(idle.count() / 1000), static_cast<suseconds_t>((idle.count() % 1000) * 1000)};
-    auto r = amqp_consume_message(conn_, &env, &tv, 0);
+    auto r = amqp_consume_message(conn, &env, &tv, 0);
     if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT) break;
     if (r.reply_type != AMQP_RESPONSE_NORMAL) throw std::runtime_error("test broker: consume failed");
     Received m;
@@ -175,13 +153,10 @@ std::vector<Received> TestBroker::receive(std::size_t count, std::chrono::millis
 }
 
 std::uint32_t TestBroker::ready_count() {
-  auto c = open_connection();
-  auto* ok = amqp_queue_declare(c, 1, amqp_cstring_bytes(queue_.c_str()), 1, 0, 0, 0, amqp_empty_table);
-  check(amqp_get_rpc_reply(c), "queue.declare passive");
-  std::uint32_t n = ok->message_count;
-  amqp_connection_close(c, AMQP_REPLY_SUCCESS);
-  amqp_destroy_connection(c);
-  return n;
+  AmqpTestClient c(shared_amqp_endpoint());
+  const auto counts = c.queue_counts(queue_);
+  if (!counts) throw std::runtime_error("test broker: queue.declare passive failed");
+  return counts->ready;
 }
 
 bool port_free(int port) {

@@ -2,7 +2,7 @@
 // Test support: connection settings for the real local servers, unique names,
 // and scoped resources that clean up after each test.
 
-#include "outbox/rabbitmq_c.h"
+#include "amqp_test_client.h"
 
 #include <chrono>
 #include <functional>
@@ -17,6 +17,8 @@ namespace testenv {
 // unset: a test that needs a server fails loudly rather than skipping.
 std::string pg_dsn();
 std::string amqp_uri();
+// amqp_uri() as an endpoint for AmqpTestClient (the shared local broker).
+AmqpEndpoint shared_amqp_endpoint();
 
 // prefix_<pid>_<counter>_<random>: unique across processes and runs, lower case.
 std::string unique_name(const std::string& prefix);
@@ -71,7 +73,7 @@ class TestBroker {
 
  private:
   void start_consuming();
-  amqp_connection_state_t conn_ = nullptr;
+  std::optional<AmqpTestClient> client_;  // declares, then consumes
   std::string exchange_, queue_, routing_key_;
   bool consuming_ = false;
 };
