@@ -2,7 +2,7 @@
 // Their plans are prepared once and cached; a plan made while the table was small
 // was a sequential scan, and without enable_seqscan = off it stayed one as the table
 // grew, so every batch read the whole table and a relay at 5 000 msg/s fell behind
-// for good (docs/PERFORMANCE.md, "Round three").
+// for good (docs/perf/NOTEBOOK.md, "Round three").
 #include <doctest/doctest.h>
 
 #include <csignal>

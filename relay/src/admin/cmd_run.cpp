@@ -131,7 +131,7 @@ namespace {
 // Why: a batch of large payloads allocates and frees megabytes (libpq's result, each
 // row's copy). With glibc's default 128 KiB trim threshold every batch hands those
 // pages back to the kernel and the next one faults them in again, zeroed: measured as
-// the relay's largest cost on 64 KiB payloads (docs/PERFORMANCE.md, "Big payloads").
+// the relay's largest cost on 64 KiB payloads (docs/perf/NOTEBOOK.md, "Big payloads").
 // Keeping up to 32 MiB of freed heap costs no more than the peak the batch reached;
 // blocks over 8 MiB (a hand-written giant row) are mapped and unmapped on their own.
 void keep_freed_heap_for_the_next_batch() {

@@ -82,7 +82,7 @@ struct AmqpConfig {
   bool verify_hostname = true;
   // What the relay sends beyond the contract (message id, content type, persistent
   // delivery, the row's headers and correlation id). Each optional part costs the
-  // broker part of its ceiling (docs/PERFORMANCE.md, "The wire"); consumers that do
+  // broker part of its ceiling (docs/perf/NOTEBOOK.md, "The wire"); consumers that do
   // not read it can do without it.
   bool send_row_id = true;     // header x-outbox-id: the row's id (for `replay`, dead-letter triage)
   bool send_type = true;       // property `type`: the row's message_type

@@ -53,7 +53,7 @@ void OutboxStore::connect() {
   // start, after a cleanup), the mark's was a sequential scan, and it stayed one as
   // the table grew, until autovacuum happened to invalidate it. Each batch then read
   // the whole table: 20-160 ms per mark at 10-100k rows, and a relay at 5 000 msg/s
-  // fell behind for good (docs/PERFORMANCE.md, "Round three").
+  // fell behind for good (docs/perf/NOTEBOOK.md, "Round three").
   setup->exec("SET enable_seqscan = off");
   mark_by_address_ =
       !setup->exec("SELECT relhassubclass FROM pg_class WHERE oid = $1::regclass", {schema_ + ".outbox"}).boolean(0, 0);
@@ -76,7 +76,7 @@ void OutboxStore::connect() {
                                 "WHERE published_at IS NULL AND ";
   };
   // By address (a TID scan): 500 index probes a batch fewer than by id, about
-  // 1.5 us of PostgreSQL CPU per row (docs/PERFORMANCE.md, "Round five"). ONLY: a
+  // 1.5 us of PostgreSQL CPU per row (docs/perf/NOTEBOOK.md, "Round five"). ONLY: a
   // ctid names a version within one table, so it is never looked for in an
   // inheritance child or partition added since connect(); rows there are not found
   // by address, and the statement by id marks them.

@@ -115,7 +115,7 @@ class OutboxStore {
   // The same, leaving out ids in [skip_from, skip_to]: the range of a batch this
   // relay has in flight. SKIP LOCKED would pass over its rows too, but only after
   // visiting each one in the heap (a third of a deep claim's work, and of
-  // PostgreSQL's CPU in a drain: docs/PERFORMANCE.md, "Round five"). Rows below the
+  // PostgreSQL's CPU in a drain: docs/perf/NOTEBOOK.md, "Round five"). Rows below the
   // range are claimed first, as always; a row inside it that is not in that batch
   // (a late commit) waits until the batch ends. REQUIRES: skip_from <= skip_to.
   std::vector<ClaimedRow> claim_around(BatchTransaction& tx, int limit, std::int64_t skip_from,

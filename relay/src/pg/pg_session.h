@@ -14,7 +14,7 @@ namespace relay {
 // Why the relay talks to libpq itself here rather than through libpqxx: the claims
 // and large payloads come back in PostgreSQL's binary format (a bytea in text form
 // costs the server an escaping pass and the relay an unescaping pass over every
-// byte: docs/PERFORMANCE.md, "Big payloads"), and BEGIN travels with the claim and
+// byte: docs/perf/NOTEBOOK.md, "Big payloads"), and BEGIN travels with the claim and
 // COMMIT with the mark in one pipeline each (one round trip fewer per statement
 // pair). libpqxx 6.4 offers neither, and reaching its PGconn is not public API; so
 // this session is opened and owned here, through libpq's public API only, and the

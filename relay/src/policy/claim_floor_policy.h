@@ -9,10 +9,10 @@ namespace relay {
 // range (OutboxStore::claim_around): it claims below the range first (late commits,
 // retries that came due), then above it. Deep in a backlog the part below is mostly
 // the rows the last batch deleted or marked: dead, but still visited in the index
-// and the heap by every claim while another batch's transaction is open. Round four
-// of docs/PERFORMANCE.md measured claims that start above the range instead ("floors")
-// at about 2 us of PostgreSQL CPU per message less in a delete-mode drain, and
-// dropped them for the latency of rows that commit late while the relay is caught up.
+// and the heap by every claim while another batch's transaction is open. A claim that
+// starts above the range instead (a "floor") costs PostgreSQL less per message, but
+// used at every claim it makes a row that commits late, below the range, wait while
+// the relay is caught up (both measured: docs/perf/NOTEBOOK.md, rounds four and nine).
 //
 // So floors are used only deep in a backlog: after kDeepAfter full claims in a row
 // (a caught-up relay's claims are not full, and keep starting from the lowest id),

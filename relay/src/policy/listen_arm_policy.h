@@ -32,10 +32,10 @@ class ListenArmPolicy {
   // Rows claimed since the relay was last idle after which it gives the lock back.
   static constexpr std::size_t kBusyRows = 16;
   // Rows claimed within one window after which it gives the lock back: 750 rows/s.
-  // In outbox-bench's latency phase keeping the lock saved a fifth of a core at
-  // 500 msg/s, and nothing at 1 000 msg/s, where the producers' notifications and
-  // smaller batches cost what the relay saved (docs/PERFORMANCE.md, "Round seven");
-  // 750 is well above 500 rows/s arriving at random (50 ± 7 a window).
+  // Keeping the lock pays at a few hundred rows a second and not at a thousand, where
+  // the producers' notifications and smaller batches cost what the relay saves
+  // (docs/perf/NOTEBOOK.md, round seven); 750 is well above 500 rows/s arriving at
+  // random (50 ± 7 a window).
   static constexpr std::size_t kWindowRows = 75;
   static constexpr std::chrono::milliseconds kWindow{100};
 
