@@ -42,6 +42,9 @@ PACKAGES=(
   openssl python3-prometheus-client python3-yaml python3-matplotlib systemd
   # the SQL contract from other languages and the package test (issue 14): Python
   python3-psycopg2 python3-pika
+  # the C++ format check (tools/check-format.sh, ctest format_test): .clang-format is
+  # written for Debian 12's clang-format 14
+  clang-format
 )
 # The Node producer of the same test needs node and npm (the test installs the `pg`
 # package from npm into the build tree). Debian's own only when neither is there, so a
