@@ -31,10 +31,9 @@ AmqpBenchClient::AmqpBenchClient(const std::string& uri) : conn_(bench_settings(
 
 AmqpBenchClient::~AmqpBenchClient() { conn_.close(1); }
 
-void AmqpBenchClient::declare(const std::string& exchange, const std::string& queue,
-                              const std::string& routing_key, bool quorum) {
-  amqp_exchange_declare(conn_.get(), 1, bytes_of(exchange), amqp_cstring_bytes("direct"), 0, 1, 0, 0,
-                        amqp_empty_table);
+void AmqpBenchClient::declare(const std::string& exchange, const std::string& queue, const std::string& routing_key,
+                              bool quorum) {
+  amqp_exchange_declare(conn_.get(), 1, bytes_of(exchange), amqp_cstring_bytes("direct"), 0, 1, 0, 0, amqp_empty_table);
   conn_.check_rpc("exchange.declare " + exchange);
   amqp_table_entry_t type;
   type.key = amqp_cstring_bytes("x-queue-type");
@@ -76,8 +75,8 @@ void AmqpBenchClient::confirm_select() {
 }
 
 std::uint64_t AmqpBenchClient::publish(const std::string& exchange, const std::string& routing_key,
-                                       const std::string& message_id, std::int64_t outbox_id,
-                                       const std::string& body, const WireShape& shape) {
+                                       const std::string& message_id, std::int64_t outbox_id, const std::string& body,
+                                       const WireShape& shape) {
   amqp_table_entry_t id_entry;
   id_entry.key = amqp_cstring_bytes("x-outbox-id");
   id_entry.value.kind = AMQP_FIELD_KIND_I64;
@@ -124,13 +123,10 @@ std::optional<AmqpBenchClient::Confirm> AmqpBenchClient::next_confirm(std::chron
         auto* n = static_cast<amqp_basic_nack_t*>(frame.payload.method.decoded);
         return Confirm{n->delivery_tag, n->multiple != 0, true};
       }
-      case AMQP_BASIC_RETURN_METHOD:
-        throw BenchError("the broker returned a bench message as unroutable");
+      case AMQP_BASIC_RETURN_METHOD: throw BenchError("the broker returned a bench message as unroutable");
       case AMQP_CHANNEL_CLOSE_METHOD:
-      case AMQP_CONNECTION_CLOSE_METHOD:
-        throw BenchError("the broker closed the bench publisher's channel");
-      default:
-        continue;
+      case AMQP_CONNECTION_CLOSE_METHOD: throw BenchError("the broker closed the bench publisher's channel");
+      default: continue;
     }
   }
 }

@@ -29,11 +29,11 @@ struct Delivery {
 // What a published message carries beyond a persistent body with a content type,
 // and where it goes. relay() is what the relay sends by default.
 struct WireShape {
-  bool mandatory = true;         // basic.publish mandatory flag
-  bool message_id = true;        // the message-id property
-  bool type_timestamp = true;    // the type and timestamp properties
-  bool row_id_header = true;     // a one-entry header table (x-outbox-id)
-  bool default_exchange = false; // "" with the queue's name, instead of the run's direct exchange
+  bool mandatory = true;          // basic.publish mandatory flag
+  bool message_id = true;         // the message-id property
+  bool type_timestamp = true;     // the type and timestamp properties
+  bool row_id_header = true;      // a one-entry header table (x-outbox-id)
+  bool default_exchange = false;  // "" with the queue's name, instead of the run's direct exchange
   static WireShape relay() { return {}; }
   static WireShape bare() { return {false, false, false, false, true}; }
 };
@@ -62,9 +62,8 @@ class AmqpBenchClient {
   void confirm_select();
   // A persistent message with `shape`'s flag and properties (the caller picks the
   // exchange and routing key that go with shape.default_exchange).
-  std::uint64_t publish(const std::string& exchange, const std::string& routing_key,
-                        const std::string& message_id, std::int64_t outbox_id, const std::string& body,
-                        const WireShape& shape = WireShape::relay());
+  std::uint64_t publish(const std::string& exchange, const std::string& routing_key, const std::string& message_id,
+                        std::int64_t outbox_id, const std::string& body, const WireShape& shape = WireShape::relay());
   // The next ack/nack within `timeout`: {tag, multiple, nacked}; nullopt on timeout.
   struct Confirm {
     std::uint64_t tag;

@@ -17,8 +17,9 @@ namespace {
 std::string required_env(const char* name) {
   const char* v = std::getenv(name);
   if (!v || !*v)
-    throw BenchError(std::string(name) + " is not set: start the servers with deploy/local/servers.sh "
-                                         "start and source the settings it prints");
+    throw BenchError(std::string(name) +
+                     " is not set: start the servers with deploy/local/servers.sh "
+                     "start and source the settings it prints");
   return v;
 }
 
@@ -48,16 +49,16 @@ std::string BenchEnv::random_payload(int bytes) {
   return s;
 }
 
-BenchEnv::BenchEnv(bool quorum)
-    : pg_dsn_(required_env("OUTBOX_PG_DSN")), amqp_uri_(required_env("OUTBOX_AMQP_URI")) {
+BenchEnv::BenchEnv(bool quorum) : pg_dsn_(required_env("OUTBOX_PG_DSN")), amqp_uri_(required_env("OUTBOX_AMQP_URI")) {
   const auto salt = std::to_string(std::random_device{}() % 1000000);
   name_ = "bench_" + std::to_string(getpid()) + "_" + salt;
   exchange_ = name_ + "_x";
   queue_ = name_ + "_q";
   routing_key_ = "bench";
   relay_app_ = "outbox-bench-relay-" + name_;
-  id_base_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::system_clock::now().time_since_epoch()).count();
+  id_base_ms_ =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   pg_ = std::make_unique<pqxx::connection>(pg_dsn_);
   outbox::Migrator(name_).migrate(*pg_);
   try {
@@ -92,19 +93,19 @@ void BenchEnv::fill(long rows, int bytes, bool published, long keys) {
   const std::string payload_hex = hex_of(random_payload(bytes));
   // Ids: 48 bits of this run's start time, then a per-run counter, shaped as UUIDv7
   // (version and variant nibbles), so index inserts are in order like the SDK's.
-  const std::string sql =
-      "INSERT INTO \"" + name_ + "\".outbox (message_id, exchange, routing_key, message_type, payload, "
-      "published_at, ordering_key) "
-      "SELECT overlay(overlay(lpad(to_hex($1::bigint), 12, '0') || lpad(to_hex(g), 20, '0') "
-      "placing '7' from 13) placing '8' from 17)::uuid, $2, $3, 'BenchEvent', $4::bytea, "
-      "CASE WHEN $5 THEN now() END, CASE WHEN $8 > 0 THEN 'k' || (g % $8) ELSE '' END "
-      "FROM generate_series($6::bigint, $7::bigint) g";
+  const std::string sql = "INSERT INTO \"" + name_ +
+                          "\".outbox (message_id, exchange, routing_key, message_type, payload, "
+                          "published_at, ordering_key) "
+                          "SELECT overlay(overlay(lpad(to_hex($1::bigint), 12, '0') || lpad(to_hex(g), 20, '0') "
+                          "placing '7' from 13) placing '8' from 17)::uuid, $2, $3, 'BenchEvent', $4::bytea, "
+                          "CASE WHEN $5 THEN now() END, CASE WHEN $8 > 0 THEN 'k' || (g % $8) ELSE '' END "
+                          "FROM generate_series($6::bigint, $7::bigint) g";
   constexpr long kChunk = 100000;
   for (long done = 0; done < rows;) {
     long n = std::min(kChunk, rows - done);
     pqxx::work tx(*pg_);
     outbox::pgx::exec_params0(tx, sql, id_base_ms_, exchange_, routing_key_, payload_hex, published, next_seq_,
-                    next_seq_ + n - 1, keys);
+                              next_seq_ + n - 1, keys);
     tx.commit();
     next_seq_ += n;
     done += n;
@@ -116,31 +117,35 @@ void BenchEnv::reset() {
   if (history_max_id_ > 0)
     pqxx::nontransaction(*pg_).exec("DELETE FROM \"" + name_ + "\".outbox WHERE id > " +
                                     std::to_string(history_max_id_));
-  else
-    pqxx::nontransaction(*pg_).exec("TRUNCATE \"" + name_ + "\".outbox");
+  else pqxx::nontransaction(*pg_).exec("TRUNCATE \"" + name_ + "\".outbox");
   amqp_->purge(queue_);
 }
 
 void BenchEnv::keep_history() {
   pqxx::nontransaction tx(*pg_);
-  history_max_id_ = outbox::pgx::exec1(tx, "SELECT coalesce(max(id), 0) FROM \"" + name_ + "\".outbox")[0].as<std::int64_t>();
+  history_max_id_ =
+      outbox::pgx::exec1(tx, "SELECT coalesce(max(id), 0) FROM \"" + name_ + "\".outbox")[0].as<std::int64_t>();
   tx.exec("VACUUM ANALYZE \"" + name_ + "\".outbox");
 }
 
 long BenchEnv::pending_rows() {
   pqxx::nontransaction tx(*pg_);
-  return outbox::pgx::exec1(tx, "SELECT count(*) FROM \"" + name_ + "\".outbox WHERE published_at IS NULL")[0].as<long>();
+  return outbox::pgx::exec1(tx, "SELECT count(*) FROM \"" + name_ + "\".outbox WHERE published_at IS NULL")[0]
+      .as<long>();
 }
 
 bool BenchEnv::any_pending() {
   pqxx::nontransaction tx(*pg_);
-  return outbox::pgx::exec1(tx, "SELECT EXISTS (SELECT 1 FROM \"" + name_ + "\".outbox WHERE published_at IS NULL)")[0].as<bool>();
+  return outbox::pgx::exec1(tx, "SELECT EXISTS (SELECT 1 FROM \"" + name_ + "\".outbox WHERE published_at IS NULL)")[0]
+      .as<bool>();
 }
 
 long BenchEnv::published_rows() {
   pqxx::nontransaction tx(*pg_);
-  return outbox::pgx::exec1(tx, "SELECT count(*) FROM \"" + name_ + "\".outbox WHERE published_at IS NOT NULL AND id > " +
-                  std::to_string(history_max_id_))[0].as<long>();
+  return outbox::pgx::exec1(tx, "SELECT count(*) FROM \"" + name_ +
+                                    "\".outbox WHERE published_at IS NOT NULL AND id > " +
+                                    std::to_string(history_max_id_))[0]
+      .as<long>();
 }
 
 }  // namespace bench

@@ -4,9 +4,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <string>
-
 #include <pqxx/connection>
+#include <string>
 
 #include "amqp_bench_client.h"
 

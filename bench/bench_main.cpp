@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -20,11 +20,11 @@
 #include "cpu_isolation.h"
 #include "measurements.h"
 #include "number_text.h"
+#include "outbox/pqxx_compat.h"
 #include "process_cpu.h"
 #include "relay_runner.h"
 #include "stage_breakdown.h"
 #include "wire_phase.h"
-#include "outbox/pqxx_compat.h"
 
 namespace bench {
 namespace {
@@ -86,8 +86,8 @@ std::string show_by_second(const std::vector<double>& p99s) {
 }
 
 json to_json(const StepCpu& c) {
-  return json{{"machine", c.machine}, {"producers_pg", c.producers_pg}, {"relay_pg", c.relay_pg},
-              {"broker", c.broker}, {"relay", c.relay}, {"per_relay", c.per_relay}, {"bench", c.bench}};
+  return json{{"machine", c.machine}, {"producers_pg", c.producers_pg}, {"relay_pg", c.relay_pg}, {"broker", c.broker},
+              {"relay", c.relay},     {"per_relay", c.per_relay},       {"bench", c.bench}};
 }
 
 // " (0.11, 0.14)": each relay's share, when there are several.
@@ -99,7 +99,9 @@ std::string per_relay(const std::vector<double>& cores) {
 
 // Cores of the machine's CPUs (there are `cpus`) each part used during a latency step.
 std::string show(const StepCpu& c, unsigned cpus) {
-  auto part = [](const char* name, double v) { return v < 0 ? std::string() : std::string(" ") + name + " " + fmt(v, 2); };
+  auto part = [](const char* name, double v) {
+    return v < 0 ? std::string() : std::string(" ") + name + " " + fmt(v, 2);
+  };
   return "  CPU in cores of " + std::to_string(cpus) + ":" + part("machine", c.machine) +
          part("= producers' sessions", c.producers_pg) + part("+ relay's sessions", c.relay_pg) +
          part("+ broker", c.broker) + part(c.per_relay.empty() ? "+ relay" : "+ relays", c.relay) +
@@ -116,7 +118,9 @@ json to_json(const std::vector<PgStatementCpu>& rounds, const char* settle) {
     settled.push_back(c.settle_us);
     commit.push_back(c.commit_us);
   }
-  return json{{"claim", median(claim)}, {settle, median(settled)}, {"commit", median(commit)},
+  return json{{"claim", median(claim)},
+              {settle, median(settled)},
+              {"commit", median(commit)},
               {"total", median(claim) + median(settled) + median(commit)}};
 }
 
@@ -144,14 +148,16 @@ class Bench {
     report_["schema"] = env.schema();  // dropped, like the exchange and queue, at the end
     report_["exchange"] = env.exchange();
     report_["queue"] = env.queue();
-    std::cout << "outbox-bench " << report_["date"].get<std::string>() << ", "
-              << report_["machine"]["cpus"] << " CPUs, load " << load_average() << "\n"
+    std::cout << "outbox-bench " << report_["date"].get<std::string>() << ", " << report_["machine"]["cpus"]
+              << " CPUs, load " << load_average() << "\n"
               << "  " << o_.command << "\n";
     std::optional<BrokerCpuIsolation> isolation;  // until the end of the run, whatever happens
     if (!o_.broker_cpus.empty()) {
       const auto broker = broker_pid();
-      if (!broker) throw BenchError("--broker-cpus: the broker's pid is unknown (no $OUTBOX_LOCAL_DIR/rabbitmq/rabbitmq.pid)");
-      const auto backend = outbox::pgx::exec1(pqxx::nontransaction(env.admin()), "SELECT pg_backend_pid()")[0].as<int>();
+      if (!broker)
+        throw BenchError("--broker-cpus: the broker's pid is unknown (no $OUTBOX_LOCAL_DIR/rabbitmq/rabbitmq.pid)");
+      const auto backend =
+          outbox::pgx::exec1(pqxx::nontransaction(env.admin()), "SELECT pg_backend_pid()")[0].as<int>();
       isolation.emplace(o_.broker_cpus, *broker, BrokerCpuIsolation::postmaster_of(backend));
       report_["broker_cpus"] = isolation->description();
       std::cout << "  " << isolation->description() << "\n";
@@ -170,8 +176,8 @@ class Bench {
 
  private:
   void rounds(BenchEnv& env) {
-    std::vector<double> ceiling, pg, pg_delete, drain1, drain2, ratio, ratio2, broker_ceiling_cpu, client_cpu, broker_drain_cpu,
-        pg_cpu, steady1;
+    std::vector<double> ceiling, pg, pg_delete, drain1, drain2, ratio, ratio2, broker_ceiling_cpu, client_cpu,
+        broker_drain_cpu, pg_cpu, steady1;
     std::vector<PgStatementCpu> pg_mark_cpu(static_cast<std::size_t>(o_.repeats)), pg_delete_cpu(pg_mark_cpu);
     for (int i = 1; i <= o_.repeats; ++i) {
       auto c = measure_broker_ceiling(env, o_.message_bytes, o_.backlog);
@@ -181,8 +187,8 @@ class Bench {
       auto& mark_cpu = pg_mark_cpu[static_cast<std::size_t>(i - 1)];
       auto& delete_cpu = pg_delete_cpu[static_cast<std::size_t>(i - 1)];
       pg.push_back(measure_pg_ceiling(env, o_.backlog, o_.batch_size, o_.message_bytes, PgSettle::kMark, &mark_cpu));
-      pg_delete.push_back(
-          measure_pg_ceiling(env, o_.backlog, o_.batch_size, o_.message_bytes, PgSettle::kDelete, &delete_cpu));
+      pg_delete.push_back(measure_pg_ceiling(env, o_.backlog, o_.batch_size, o_.message_bytes, PgSettle::kDelete,
+                                             &delete_cpu));
       auto d1 = measure_drain(env, spec_, DrainPlan{o_.backlog, 1, o_.message_bytes});
       auto d2 = measure_drain(env, spec_, DrainPlan{o_.backlog, 2, o_.message_bytes});
       drain1.push_back(d1.msgs_per_s);
@@ -195,14 +201,15 @@ class Bench {
       broker_drain_cpu.push_back(d1.broker_cpu_us_per_msg);
       peak_rss_ = std::max({peak_rss_, d1.peak_rss_mib, d2.peak_rss_mib});
       std::cout << "round " << i << "/" << o_.repeats << ": broker ceiling " << fmt(c.msgs_per_s)
-                << " msg/s | PG claim ceiling " << fmt(pg.back()) << " rows/s | drain 1 relay "
-                << fmt(d1.msgs_per_s) << " msg/s (" << fmt(ratio.back(), 2) << " x ceiling) | 2 relays "
-                << fmt(d2.msgs_per_s) << " msg/s | PG claim+delete " << fmt(pg_delete.back()) << " rows/s\n"
+                << " msg/s | PG claim ceiling " << fmt(pg.back()) << " rows/s | drain 1 relay " << fmt(d1.msgs_per_s)
+                << " msg/s (" << fmt(ratio.back(), 2) << " x ceiling) | 2 relays " << fmt(d2.msgs_per_s)
+                << " msg/s | PG claim+delete " << fmt(pg_delete.back()) << " rows/s\n"
                 << "  CPU us/msg: ceiling: broker " << fmt(c.broker_cpu_us_per_msg, 1) << " + client "
                 << fmt(c.client_cpu_us_per_msg, 1) << "; drain: broker " << fmt(d1.broker_cpu_us_per_msg, 1)
                 << " + relay " << fmt(d1.cpu_us_per_msg, 1) << " + PostgreSQL " << fmt(d1.pg_cpu_us_per_msg, 1)
                 << "\n  PostgreSQL CPU us/row in the PG ceiling: mark mode " << show(mark_cpu, "mark")
-                << "; delete mode " << show(delete_cpu, "delete") << "\n" << std::flush;
+                << "; delete mode " << show(delete_cpu, "delete") << "\n"
+                << std::flush;
     }
     report_["broker_ceiling_msgs_per_s"] = median(ceiling);
     report_["pg_claim_ceiling_rows_per_s"] = median(pg);
@@ -220,11 +227,14 @@ class Bench {
                                      {"drain_postgres", median(pg_cpu)}};
     report_["pg_ceiling_cpu_us_per_row"] = json{{"mark", to_json(pg_mark_cpu, "mark")},
                                                 {"delete", to_json(pg_delete_cpu, "delete")}};
-    report_["rounds"] = json{{"broker_ceiling_msgs_per_s", ceiling}, {"pg_claim_ceiling_rows_per_s", pg},
+    report_["rounds"] = json{{"broker_ceiling_msgs_per_s", ceiling},
+                             {"pg_claim_ceiling_rows_per_s", pg},
                              {"pg_claim_delete_ceiling_rows_per_s", pg_delete},
-                             {"relay_drain_msgs_per_s", drain1}, {"relay_drain_2proc_msgs_per_s", drain2},
+                             {"relay_drain_msgs_per_s", drain1},
+                             {"relay_drain_2proc_msgs_per_s", drain2},
                              {"relay_drain_steady_msgs_per_s", steady1},
-                             {"drain_to_ceiling_ratio", ratio}, {"drain_2proc_to_1proc_ratio", ratio2}};
+                             {"drain_to_ceiling_ratio", ratio},
+                             {"drain_2proc_to_1proc_ratio", ratio2}};
   }
 
   void enqueue(BenchEnv& env) {
@@ -241,7 +251,8 @@ class Bench {
     // relay's lock of migration 0004): every commit then sends a NOTIFY.
     {
       pqxx::connection holder(env.pg_dsn());
-      outbox::pgx::exec_params(pqxx::nontransaction(holder), "SELECT pg_advisory_lock(1868724338, hashtext($1))", env.schema());
+      outbox::pgx::exec_params(pqxx::nontransaction(holder), "SELECT pg_advisory_lock(1868724338, hashtext($1))",
+                               env.schema());
       for (int conns : {1, 8}) {
         double rate = measure_enqueue_rate(env, conns, 1, o_.producer_seconds, o_.message_bytes);
         std::string key = std::to_string(conns) + "conn_single_relay_waiting";
@@ -261,8 +272,8 @@ class Bench {
     RelayRunner relay(spec_.binary, relay_yaml(env.schema(), spec_.batch_size, settings), false);
     std::vector<std::unique_ptr<RelayRunner>> more;  // --latency-relays: the same relay, no /metrics
     for (int i = 1; i < o_.latency_relays; ++i)
-      more.push_back(std::make_unique<RelayRunner>(spec_.binary, relay_yaml(env.schema(), spec_.batch_size,
-                                                                            spec_.settings), false));
+      more.push_back(std::make_unique<RelayRunner>(spec_.binary,
+                                                   relay_yaml(env.schema(), spec_.batch_size, spec_.settings), false));
     std::vector<pid_t> pids{relay.pid()};
     for (const auto& r : more) pids.push_back(r->pid());
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // connect
@@ -279,14 +290,18 @@ class Bench {
       const auto before = scrape_metrics_settled(metrics_at);
       auto r = measure_latency(env, rate, o_.latency_seconds, o_.message_bytes, o_.latency_per_transaction, pids);
       const auto stages = stage_breakdown(before, scrape_metrics_settled(metrics_at));
-      all.push_back(json{{"rate", r.rate}, {"achieved_rate", r.achieved_rate}, {"producers", r.producers},
+      all.push_back(json{{"rate", r.rate},
+                         {"achieved_rate", r.achieved_rate},
+                         {"producers", r.producers},
                          {"messages_per_transaction", r.per_transaction},
-                         {"to_confirm_ms", to_json(r.to_confirm_ms)}, {"to_receipt_ms", to_json(r.to_receipt_ms)},
-                         {"p99_by_second_ms", r.p99_by_second_ms}, {"cpu_cores", to_json(r.cpu)},
+                         {"to_confirm_ms", to_json(r.to_confirm_ms)},
+                         {"to_receipt_ms", to_json(r.to_receipt_ms)},
+                         {"p99_by_second_ms", r.p99_by_second_ms},
+                         {"cpu_cores", to_json(r.cpu)},
                          {"breakdown", to_json(stages)}});
       std::cout << "latency at " << rate << " msg/s (achieved " << fmt(r.achieved_rate) << "; " << r.producers
-                << " producers, " << r.per_transaction << " per transaction): commit->confirm "
-                << show(r.to_confirm_ms) << "; commit->receipt " << show(r.to_receipt_ms) << "\n"
+                << " producers, " << r.per_transaction << " per transaction): commit->confirm " << show(r.to_confirm_ms)
+                << "; commit->receipt " << show(r.to_receipt_ms) << "\n"
                 << (r.achieved_rate < 0.95 * static_cast<double>(rate)
                         ? "  the producers fell behind the schedule (their commits wait for the WAL flush): these "
                           "figures are at the achieved rate\n"
@@ -309,7 +324,8 @@ class Bench {
     for (auto& r : more) {
       r->stop();
       auto u = r->wait_for(std::chrono::seconds(30));
-      if (!u || u->exit_code != 0) throw BenchError("a latency relay did not stop cleanly; log tail:\n" + r->log_tail());
+      if (!u || u->exit_code != 0)
+        throw BenchError("a latency relay did not stop cleanly; log tail:\n" + r->log_tail());
     }
     relay.sample_rss();  // its high-water mark, before it goes
     relay.stop();
@@ -327,21 +343,29 @@ class Bench {
       spec.batch_size = static_cast<int>(b);
       auto d = measure_drain(env, spec, DrainPlan{o_.backlog, 1, o_.message_bytes});
       peak_rss_ = std::max(peak_rss_, d.peak_rss_mib);
-      s["batch_size"].push_back(json{{"batch_size", b}, {"drain_msgs_per_s", d.msgs_per_s},
-                                     {"cpu_us_per_msg", d.cpu_us_per_msg}, {"peak_rss_mib", d.peak_rss_mib}});
-      std::cout << "sweep batch_size " << b << ": drain " << fmt(d.msgs_per_s) << " msg/s, "
-                << fmt(d.cpu_us_per_msg, 1) << " us CPU/msg, RSS " << fmt(d.peak_rss_mib, 1) << " MiB\n" << std::flush;
+      s["batch_size"].push_back(json{{"batch_size", b},
+                                     {"drain_msgs_per_s", d.msgs_per_s},
+                                     {"cpu_us_per_msg", d.cpu_us_per_msg},
+                                     {"peak_rss_mib", d.peak_rss_mib}});
+      std::cout << "sweep batch_size " << b << ": drain " << fmt(d.msgs_per_s) << " msg/s, " << fmt(d.cpu_us_per_msg, 1)
+                << " us CPU/msg, RSS " << fmt(d.peak_rss_mib, 1) << " MiB\n"
+                << std::flush;
     }
     for (long bytes : o_.sweep_message_bytes) {
       // Large messages: a backlog worth about as many bytes as the default one.
-      long rows = std::max(std::min(o_.backlog, 5000L), std::min(o_.backlog, o_.backlog * o_.message_bytes / bytes * 4));
+      long rows = std::max(std::min(o_.backlog, 5000L),
+                           std::min(o_.backlog, o_.backlog * o_.message_bytes / bytes * 4));
       double ceiling = measure_broker_ceiling(env, static_cast<int>(bytes), rows).msgs_per_s;
       auto d = measure_drain(env, spec_, DrainPlan{rows, 1, static_cast<int>(bytes)});
       peak_rss_ = std::max(peak_rss_, d.peak_rss_mib);
-      s["message_bytes"].push_back(json{{"message_bytes", bytes}, {"rows", rows},
-                                        {"broker_ceiling_msgs_per_s", ceiling}, {"drain_msgs_per_s", d.msgs_per_s},
-                                        {"ratio", d.msgs_per_s / ceiling}, {"steady_msgs_per_s", d.steady_msgs_per_s},
-                                        {"steady_ratio", d.steady_msgs_per_s / ceiling}, {"cpu_us_per_msg", d.cpu_us_per_msg},
+      s["message_bytes"].push_back(json{{"message_bytes", bytes},
+                                        {"rows", rows},
+                                        {"broker_ceiling_msgs_per_s", ceiling},
+                                        {"drain_msgs_per_s", d.msgs_per_s},
+                                        {"ratio", d.msgs_per_s / ceiling},
+                                        {"steady_msgs_per_s", d.steady_msgs_per_s},
+                                        {"steady_ratio", d.steady_msgs_per_s / ceiling},
+                                        {"cpu_us_per_msg", d.cpu_us_per_msg},
                                         {"pg_cpu_us_per_msg", d.pg_cpu_us_per_msg},
                                         {"broker_cpu_us_per_msg", d.broker_cpu_us_per_msg},
                                         {"peak_rss_mib", d.peak_rss_mib}});
@@ -350,7 +374,8 @@ class Bench {
                 << " x; steady " << fmt(d.steady_msgs_per_s) << " msg/s, " << fmt(d.steady_msgs_per_s / ceiling, 2)
                 << " x), RSS " << fmt(d.peak_rss_mib, 1) << " MiB; CPU us/msg: relay " << fmt(d.cpu_us_per_msg, 1)
                 << ", PostgreSQL " << fmt(d.pg_cpu_us_per_msg, 1) << ", broker " << fmt(d.broker_cpu_us_per_msg, 1)
-                << "\n" << std::flush;
+                << "\n"
+                << std::flush;
     }
     if (!o_.sweep_backlogs.empty() && o_.history_rows > 0) {
       env.fill(o_.history_rows, o_.message_bytes, /*published=*/true);
@@ -364,17 +389,22 @@ class Bench {
       double pg = measure_pg_ceiling(env, rows, o_.batch_size, o_.message_bytes);
       auto d = measure_drain(env, spec_, DrainPlan{rows, 1, o_.message_bytes});
       peak_rss_ = std::max(peak_rss_, d.peak_rss_mib);
-      s["backlog"].push_back(json{{"rows", rows}, {"history_rows", o_.history_rows},
-                                  {"broker_ceiling_msgs_per_s", ceiling}, {"pg_claim_ceiling_rows_per_s", pg},
+      s["backlog"].push_back(json{{"rows", rows},
+                                  {"history_rows", o_.history_rows},
+                                  {"broker_ceiling_msgs_per_s", ceiling},
+                                  {"pg_claim_ceiling_rows_per_s", pg},
                                   {"ratio", d.msgs_per_s / ceiling},
-                                  {"drain_msgs_per_s", d.msgs_per_s}, {"steady_msgs_per_s", d.steady_msgs_per_s},
-                                  {"cpu_us_per_msg", d.cpu_us_per_msg}, {"pg_cpu_us_per_msg", d.pg_cpu_us_per_msg},
+                                  {"drain_msgs_per_s", d.msgs_per_s},
+                                  {"steady_msgs_per_s", d.steady_msgs_per_s},
+                                  {"cpu_us_per_msg", d.cpu_us_per_msg},
+                                  {"pg_cpu_us_per_msg", d.pg_cpu_us_per_msg},
                                   {"peak_rss_mib", d.peak_rss_mib}});
-      std::cout << "sweep backlog " << rows << " rows (" << o_.history_rows << " published in the table): broker ceiling "
-                << fmt(ceiling) << " msg/s, PG claim ceiling " << fmt(pg) << " rows/s, drain " << fmt(d.msgs_per_s)
-                << " msg/s (" << fmt(d.msgs_per_s / ceiling, 2) << " x; steady " << fmt(d.steady_msgs_per_s) << "), CPU us/msg relay "
-                << fmt(d.cpu_us_per_msg, 1) << " PostgreSQL " << fmt(d.pg_cpu_us_per_msg, 1) << ", RSS "
-                << fmt(d.peak_rss_mib, 1) << " MiB\n" << std::flush;
+      std::cout << "sweep backlog " << rows << " rows (" << o_.history_rows
+                << " published in the table): broker ceiling " << fmt(ceiling) << " msg/s, PG claim ceiling " << fmt(pg)
+                << " rows/s, drain " << fmt(d.msgs_per_s) << " msg/s (" << fmt(d.msgs_per_s / ceiling, 2)
+                << " x; steady " << fmt(d.steady_msgs_per_s) << "), CPU us/msg relay " << fmt(d.cpu_us_per_msg, 1)
+                << " PostgreSQL " << fmt(d.pg_cpu_us_per_msg, 1) << ", RSS " << fmt(d.peak_rss_mib, 1) << " MiB\n"
+                << std::flush;
     }
     report_["sweeps"] = s;
   }
@@ -393,14 +423,19 @@ class Bench {
         auto d = measure_drain(env, spec, plan);
         peak_rss_ = std::max(peak_rss_, d.peak_rss_mib);
         if (one == 0) one = d.msgs_per_s;
-        runs.push_back(json{{"ordering", mode}, {"relays", n}, {"drain_msgs_per_s", d.msgs_per_s},
-                            {"steady_msgs_per_s", d.steady_msgs_per_s}, {"ratio_to_first", d.msgs_per_s / one},
-                            {"cpu_us_per_msg", d.cpu_us_per_msg}, {"pg_cpu_us_per_msg", d.pg_cpu_us_per_msg},
+        runs.push_back(json{{"ordering", mode},
+                            {"relays", n},
+                            {"drain_msgs_per_s", d.msgs_per_s},
+                            {"steady_msgs_per_s", d.steady_msgs_per_s},
+                            {"ratio_to_first", d.msgs_per_s / one},
+                            {"cpu_us_per_msg", d.cpu_us_per_msg},
+                            {"pg_cpu_us_per_msg", d.pg_cpu_us_per_msg},
                             {"peak_rss_mib", d.peak_rss_mib}});
         std::cout << "scale " << mode << ", " << n << " relay(s), " << o_.scale_keys << " keys: drain "
                   << fmt(d.msgs_per_s) << " msg/s (steady " << fmt(d.steady_msgs_per_s) << ", "
                   << fmt(d.msgs_per_s / one, 2) << " x " << o_.scale_relays.front() << " relay(s)), CPU us/msg relays "
-                  << fmt(d.cpu_us_per_msg, 1) << " PostgreSQL " << fmt(d.pg_cpu_us_per_msg, 1) << "\n" << std::flush;
+                  << fmt(d.cpu_us_per_msg, 1) << " PostgreSQL " << fmt(d.pg_cpu_us_per_msg, 1) << "\n"
+                  << std::flush;
       }
     }
     report_["scale"] = json{{"keys", o_.scale_keys}, {"backlog", o_.backlog}, {"runs", runs}};

@@ -14,8 +14,8 @@ long parse_long(const std::string& option, const std::string& text, long min, lo
   if (ec != std::errc() || end != text.data() + text.size())
     throw BenchUsageError(option + ": expected an integer, got '" + text + "'");
   if (value < min || value > max)
-    throw BenchUsageError(option + ": must be between " + std::to_string(min) + " and " +
-                          std::to_string(max) + ", got " + text);
+    throw BenchUsageError(option + ": must be between " + std::to_string(min) + " and " + std::to_string(max) +
+                          ", got " + text);
   return value;
 }
 
@@ -24,8 +24,7 @@ double parse_seconds(const std::string& option, const std::string& text) {
   double value = 0;
   if (!(in >> value) || !in.eof() || !std::isfinite(value))
     throw BenchUsageError(option + ": expected a number of seconds, got '" + text + "'");
-  if (value <= 0 || value > 86400)
-    throw BenchUsageError(option + ": must be above 0 and at most 86400, got " + text);
+  if (value <= 0 || value > 86400) throw BenchUsageError(option + ": must be above 0 and at most 86400, got " + text);
   return value;
 }
 
@@ -50,7 +49,8 @@ std::vector<std::string> parse_phases(const std::string& option, const std::stri
     if (comma == std::string::npos) comma = text.size();
     auto p = text.substr(start, comma - start);
     if (std::find(kKnown.begin(), kKnown.end(), p) == kKnown.end())
-      throw BenchUsageError(option + ": unknown phase '" + p + "' (rounds, enqueue, latency, sweeps, scale, wire, fanout)");
+      throw BenchUsageError(option + ": unknown phase '" + p +
+                            "' (rounds, enqueue, latency, sweeps, scale, wire, fanout)");
     phases.push_back(p);
     start = comma + 1;
   }

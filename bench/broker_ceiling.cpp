@@ -1,12 +1,12 @@
 // The broker ceiling: what rabbitmq-c and the broker do with nothing else in the way.
+#include <unistd.h>
+
 #include <chrono>
 #include <vector>
 
-#include <unistd.h>
-
 #include "measurements.h"
-#include "process_cpu.h"
 #include "outbox/message_id.h"
+#include "process_cpu.h"
 
 namespace bench {
 namespace {
@@ -62,11 +62,13 @@ CeilingResult measure_broker_ceiling(BenchEnv& env, int bytes, long count, const
   while (n < count) {
     while (tags.outstanding() >= kWindow)
       if (!next(kConfirmTimeout)) throw BenchError("broker ceiling: no confirm within 30 s");
-    client.publish(shape.default_exchange ? "" : env.exchange(), shape.default_exchange ? env.queue() : env.routing_key(),
+    client.publish(shape.default_exchange ? "" : env.exchange(),
+                   shape.default_exchange ? env.queue() : env.routing_key(),
                    outbox::MessageId::generate_v7().to_string(), ++n, body, shape);
     tags.published();
     if (n % 64 == 0)
-      while (next(std::chrono::milliseconds(0))) {}
+      while (next(std::chrono::milliseconds(0))) {
+      }
   }
   while (tags.outstanding() > 0)
     if (!next(kConfirmTimeout)) throw BenchError("broker ceiling: no confirm within 30 s");

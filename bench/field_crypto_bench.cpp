@@ -24,9 +24,9 @@
 #include "outbox/field_encryptor.h"
 #include "outbox/migrator.h"
 #include "outbox/outbox_writer.h"
+#include "outbox/pqxx_compat.h"
 #include "outbox/schema_registry.h"
 #include "relay_runner.h"
-#include "outbox/pqxx_compat.h"
 
 namespace {
 
@@ -34,9 +34,9 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 struct Options {
-  int messages = 2000;     // enqueues per measurement, one transaction each
-  int runs = 5;            // measurements per figure; the median is printed
-  long drain_rows = 20000; // backlog per relay drain measurement; 0 skips the drain
+  int messages = 2000;      // enqueues per measurement, one transaction each
+  int runs = 5;             // measurements per figure; the median is printed
+  long drain_rows = 20000;  // backlog per relay drain measurement; 0 skips the drain
 };
 
 enum class Mode { kPlain, kEncrypted, kSubjectKeyed };
@@ -46,9 +46,7 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-std::string type_name(int fields, bool subject) {
-  return "Bench" + std::to_string(fields) + (subject ? "S" : "");
-}
+std::string type_name(int fields, bool subject) { return "Bench" + std::to_string(fields) + (subject ? "S" : ""); }
 
 // `fields` sensitive strings next to the readable id, amount and customer id.
 std::string schema_yaml(int fields, bool subject) {
@@ -62,7 +60,8 @@ std::string schema_yaml(int fields, bool subject) {
 
 json payload(int fields, long n) {
   json p = {{"order_id", n}, {"total_cents", 1000 + n % 9000}, {"customer_id", "cust-" + std::to_string(n % 100)}};
-  for (int f = 0; f < fields; ++f) p["pii_" + std::to_string(f)] = "value " + std::to_string(f) + " of order " + std::to_string(n);
+  for (int f = 0; f < fields; ++f)
+    p["pii_" + std::to_string(f)] = "value " + std::to_string(f) + " of order " + std::to_string(n);
   return p;
 }
 
@@ -284,8 +283,8 @@ int main(int argc, char** argv) {
     for (int fields : {1, 5, 20})
       for (bool subject : {false, true})
         s.schemas->add(outbox::EventSchema::parse(schema_yaml(fields, subject), type_name(fields, subject)));
-    std::cout << "outbox-crypto-bench: AES-256-GCM per sensitive field (OpenSSL EVP), PostgreSQL "
-              << conn.hostname() << ":" << conn.port() << "\n";
+    std::cout << "outbox-crypto-bench: AES-256-GCM per sensitive field (OpenSSL EVP), PostgreSQL " << conn.hostname()
+              << ":" << conn.port() << "\n";
     enqueue_phase(s, conn, o);
     if (o.drain_rows > 0) drain_phase(s, conn, o, OUTBOX_RELAY_BIN);
   } catch (const std::exception& e) {

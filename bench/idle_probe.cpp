@@ -33,7 +33,8 @@ double measure_idle_queries(BenchEnv& env, double seconds) {
   sample(false);
   if (last.empty()) throw BenchError("idle: no session of the relay found in pg_stat_activity");
   const auto start = std::chrono::steady_clock::now();
-  const auto length = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+  const auto length =
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
   while (std::chrono::steady_clock::now() - start < length) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     sample(true);

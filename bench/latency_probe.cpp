@@ -1,5 +1,7 @@
 // Latency at a steady producer rate: enqueue commit -> broker confirm (as recorded
 // by the relay in published_at) and -> consumer receipt.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -13,11 +15,9 @@
 #include <thread>
 #include <unordered_map>
 
-#include <unistd.h>
-
 #include "measurements.h"
-#include "process_cpu.h"
 #include "outbox/outbox_writer.h"
+#include "process_cpu.h"
 
 namespace bench {
 namespace {
@@ -157,9 +157,8 @@ LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int byte
   for (int p = 0; p < producers; ++p)
     threads.emplace_back([&, p] {
       try {
-        per_thread[static_cast<std::size_t>(p)] =
-            produce(env, *conns[static_cast<std::size_t>(p)], tx_rate / producers, per_tx, length,
-                    static_cast<double>(p) / producers, payload);
+        per_thread[static_cast<std::size_t>(p)] = produce(env, *conns[static_cast<std::size_t>(p)], tx_rate / producers,
+                                                          per_tx, length, static_cast<double>(p) / producers, payload);
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(error_mutex);
         error = e.what();
@@ -215,7 +214,8 @@ LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int byte
   std::vector<std::vector<double>> by_second(static_cast<std::size_t>((last - first) / 1000000 + 1));
   pqxx::nontransaction tx(env.admin());
   for (const auto& r : tx.exec("SELECT message_id::text, (extract(epoch from published_at) * 1000000)::bigint "
-                               "FROM \"" + env.schema() + "\".outbox WHERE published_at IS NOT NULL")) {
+                               "FROM \"" +
+                               env.schema() + "\".outbox WHERE published_at IS NOT NULL")) {
     auto it = commit_us.find(r[0].c_str());
     if (it == commit_us.end()) continue;
     to_confirm.push_back((r[1].as<std::int64_t>() - it->second) / 1000.0);

@@ -61,14 +61,14 @@ double measure_pg_ceiling(BenchEnv& env, long rows, int batch, int bytes, PgSett
 double measure_enqueue_rate(BenchEnv& env, int connections, int per_tx, double seconds, int bytes);
 
 struct DrainResult {
-  double msgs_per_s = 0;          // rows over the wall time from the relays' start to their exit
-  double steady_msgs_per_s = 0;   // rows after the first batch over the time between the first
-                                  // and the last mark: no process start-up, no first claim
+  double msgs_per_s = 0;         // rows over the wall time from the relays' start to their exit
+  double steady_msgs_per_s = 0;  // rows after the first batch over the time between the first
+                                 // and the last mark: no process start-up, no first claim
   double seconds = 0;
-  double cpu_us_per_msg = 0;  // all relays' CPU time over the rows drained
+  double cpu_us_per_msg = 0;         // all relays' CPU time over the rows drained
   double pg_cpu_us_per_msg = 0;      // their PostgreSQL backends'
   double broker_cpu_us_per_msg = 0;  // the RabbitMQ node's (0 when its pid is unknown)
-  double peak_rss_mib = 0;    // the largest relay
+  double peak_rss_mib = 0;           // the largest relay
 };
 struct DrainPlan {
   long rows = 0;    // the backlog
@@ -87,13 +87,13 @@ DrainResult measure_drain(BenchEnv& env, const RelaySpec& spec, const DrainPlan&
 // Where this machine's CPU went while the producers of a latency step ran, in cores
 // (CPU seconds per second); -1 where a process could not be read.
 struct StepCpu {
-  double machine = -1;        // every process and the kernel (/proc/stat: not idle, not iowait)
-  double producers_pg = -1;   // the producers' PostgreSQL sessions: their INSERTs and commits
-  double relay_pg = -1;       // the relay's PostgreSQL sessions: claims, marks, commits
-  double broker = -1;         // the RabbitMQ node
-  double relay = -1;          // the relay processes, together
+  double machine = -1;            // every process and the kernel (/proc/stat: not idle, not iowait)
+  double producers_pg = -1;       // the producers' PostgreSQL sessions: their INSERTs and commits
+  double relay_pg = -1;           // the relay's PostgreSQL sessions: claims, marks, commits
+  double broker = -1;             // the RabbitMQ node
+  double relay = -1;              // the relay processes, together
   std::vector<double> per_relay;  // each relay process, in the order started (when more than one)
-  double bench = -1;          // this process: the producers' and the consumer's client side
+  double bench = -1;              // this process: the producers' and the consumer's client side
 };
 
 struct LatencyResult {

@@ -4,8 +4,8 @@
 #include <type_traits>
 
 #include "measurements.h"
-#include "process_cpu.h"
 #include "pg/outbox_store.h"
+#include "process_cpu.h"
 
 namespace bench {
 namespace {

@@ -7,6 +7,7 @@
 #include <pqxx/pqxx>
 #include <sstream>
 #include <vector>
+
 #include "outbox/pqxx_compat.h"
 
 namespace bench {
@@ -75,7 +76,7 @@ BackendCpu::BackendCpu(pqxx::connection& admin, std::string application_name)
 void BackendCpu::sample() {
   pqxx::nontransaction tx(admin_);
   for (const auto& r : outbox::pgx::exec_params(tx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1",
-                                      application_name_)) {
+                                                application_name_)) {
     int pid = r[0].as<int>();
     if (auto cpu = process_cpu_seconds(pid)) last_[pid] = *cpu;
   }

@@ -8,9 +8,8 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <string>
-
 #include <pqxx/connection>
+#include <string>
 
 namespace bench {
 

@@ -6,9 +6,9 @@
 #include <thread>
 
 #include "measurements.h"
+#include "outbox/pqxx_compat.h"
 #include "process_cpu.h"
 #include "relay_runner.h"
-#include "outbox/pqxx_compat.h"
 
 namespace bench {
 namespace {
@@ -24,8 +24,7 @@ std::size_t count_exited(Relays& running) {
     if (!usage) continue;
     ++done;
     if (usage->exit_code != 0)
-      throw BenchError("drain: relay exited " + std::to_string(usage->exit_code) + "; log tail:\n" +
-                       relay->log_tail());
+      throw BenchError("drain: relay exited " + std::to_string(usage->exit_code) + "; log tail:\n" + relay->log_tail());
   }
   return done;
 }
@@ -43,8 +42,8 @@ void await_drained(BenchEnv& env, Relays& running, const DrainPlan& plan, Backen
       throw BenchError("drain: a relay exited before the backlog was drained; log tail:\n" +
                        running.front()->log_tail());
     if (Clock::now() - start > timeout)
-      throw BenchError("drain: backlog not drained after " + std::to_string(timeout.count()) +
-                       " ms; log tail:\n" + running.front()->log_tail());
+      throw BenchError("drain: backlog not drained after " + std::to_string(timeout.count()) + " ms; log tail:\n" +
+                       running.front()->log_tail());
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
@@ -90,13 +89,16 @@ DrainResult measure_drain(BenchEnv& env, const RelaySpec& spec, const DrainPlan&
   const long pending = env.pending_rows();
   const auto depth = env.queue_depth();
   if (pending != 0 || depth < plan.rows)
-    throw BenchError("drain: " + std::to_string(pending) + " rows still pending and " + std::to_string(depth) +
-                     " of " + std::to_string(plan.rows) + " messages in the queue after the relays exited");
+    throw BenchError("drain: " + std::to_string(pending) + " rows still pending and " + std::to_string(depth) + " of " +
+                     std::to_string(plan.rows) + " messages in the queue after the relays exited");
   {
     pqxx::nontransaction tx(env.admin());
-    const double span = outbox::pgx::exec1(tx, "SELECT coalesce(extract(epoch from max(published_at) - min(published_at)), 0) "
-                                 "FROM \"" + env.schema() + "\".outbox WHERE id > " +
-                                 std::to_string(env.history_max_id()))[0].as<double>();
+    const double span =
+        outbox::pgx::exec1(tx,
+                           "SELECT coalesce(extract(epoch from max(published_at) - min(published_at)), 0) "
+                           "FROM \"" +
+                               env.schema() + "\".outbox WHERE id > " + std::to_string(env.history_max_id()))[0]
+            .as<double>();
     const long after_first = plan.rows - std::min<long>(plan.rows, spec.batch_size);
     result.steady_msgs_per_s = span > 0 ? static_cast<double>(after_first) / span : result.msgs_per_s;
   }

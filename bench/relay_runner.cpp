@@ -7,8 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -46,9 +46,10 @@ std::string relay_yaml(const std::string& schema, int batch_size, const std::vec
     return lines;
   };
   std::ostringstream y;
-  y << "postgres:\n  dsn: ${OUTBOX_BENCH_RELAY_DSN}\n  schema: " << schema << "\n" << section("postgres")
-    << "amqp:\n  uri: ${OUTBOX_AMQP_URI}\n" << section("amqp")
-    << "relay:\n  batch_size: " << batch_size << "\n" << section("relay");
+  y << "postgres:\n  dsn: ${OUTBOX_BENCH_RELAY_DSN}\n  schema: " << schema << "\n"
+    << section("postgres") << "amqp:\n  uri: ${OUTBOX_AMQP_URI}\n"
+    << section("amqp") << "relay:\n  batch_size: " << batch_size << "\n"
+    << section("relay");
   if (const auto http = section("http"); !http.empty()) y << "http:\n" << http;
   // OUTBOX_BENCH_RELAY_LOG_LEVEL=debug prints each batch's phases (with
   // OUTBOX_BENCH_KEEP_LOGS=1, the logs stay in /tmp to read afterwards).
@@ -115,8 +116,7 @@ std::optional<RelayUsage> RelayRunner::wait_for(std::chrono::milliseconds timeou
     if (r == pid_) {
       RelayUsage u;
       u.exit_code = decode_status(status);
-      u.cpu_seconds = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
-                      ru.ru_stime.tv_usec / 1e6;
+      u.cpu_seconds = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
       u.peak_rss_mib = peak_rss_mib_;
       usage_ = u;
       break;

@@ -12,8 +12,8 @@ namespace bench {
 
 // What the kernel accounted to a relay process that ended (wait4).
 struct RelayUsage {
-  int exit_code = -1;        // 128+signal when killed
-  double cpu_seconds = 0;    // user + system
+  int exit_code = -1;      // 128+signal when killed
+  double cpu_seconds = 0;  // user + system
   // The relay's own peak RSS (VmHWM), sampled while it ran. Not ru_maxrss: a child
   // started with posix_spawn (vfork) inherits the parent's high-water mark at exec.
   double peak_rss_mib = 0;

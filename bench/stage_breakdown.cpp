@@ -14,9 +14,9 @@
 #include <thread>
 
 #include "amqp_bench_client.h"
-#include "number_text.h"
 #include "metrics/batch_timeline.h"
 #include "metrics/stage_cpu.h"
+#include "number_text.h"
 
 namespace bench {
 namespace {
@@ -155,15 +155,18 @@ nlohmann::json to_json(const StageBreakdown& b) {
     total += us;
   }
   cpu["total"] = total;
-  auto batch = [](const StageFigures& f) { return nlohmann::json{{"mean_ms", f.mean_ms}, {"p99_ms", f.p99_ms}, {"count", f.count}}; };
-  return {{"published", b.published}, {"stages_ms", latency}, {"relay_cpu_us_per_msg", cpu},
+  auto batch = [](const StageFigures& f) {
+    return nlohmann::json{{"mean_ms", f.mean_ms}, {"p99_ms", f.p99_ms}, {"count", f.count}};
+  };
+  return {{"published", b.published},
+          {"stages_ms", latency},
+          {"relay_cpu_us_per_msg", cpu},
           {"per_batch_ms", {{"claim", batch(b.claim_statement)}, {"mark_and_commit", batch(b.mark_and_commit)}}}};
 }
 
 std::string show(const StageBreakdown& b) {
   std::string latency = "  stages (relay histograms; p99 at bucket resolution):";
-  for (const auto& [stage, f] : b.latency)
-    latency += " " + stage + " " + fmt(f.mean_ms, 2) + "/" + fmt(f.p99_ms, 2);
+  for (const auto& [stage, f] : b.latency) latency += " " + stage + " " + fmt(f.mean_ms, 2) + "/" + fmt(f.p99_ms, 2);
   std::string cpu = "  relay loop CPU us/msg:";
   double total = 0;
   for (const auto& [stage, us] : b.cpu_us_per_msg) {

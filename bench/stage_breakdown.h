@@ -2,11 +2,10 @@
 // Where a relay's time and CPU went between two scrapes of its /metrics, per stage.
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace bench {
 
@@ -36,7 +35,7 @@ struct StageFigures {
 // Between two scrapes of one relay: outbox_relay_stage_seconds (per row published)
 // and outbox_relay_stage_cpu_seconds_total over the rows published.
 struct StageBreakdown {
-  std::vector<std::pair<std::string, StageFigures>> latency;  // queued, claim, publish, confirm, settle
+  std::vector<std::pair<std::string, StageFigures>> latency;   // queued, claim, publish, confirm, settle
   std::vector<std::pair<std::string, double>> cpu_us_per_msg;  // claim, decode, publish, settle, mark
   double published = 0;
   // Per batch (claims include empty ones): outbox_relay_claim_duration_seconds and

@@ -1,10 +1,10 @@
 #include "wire_phase.h"
 
-#include "number_text.h"
-
 #include <cstdio>
 #include <iostream>
 #include <map>
+
+#include "number_text.h"
 
 namespace bench {
 namespace {
@@ -55,8 +55,8 @@ json ceilings(BenchEnv& env, const BenchOptions& o, std::map<std::string, double
       rounds[v.name].push_back(measure_broker_ceiling(env, o.message_bytes, o.backlog, v.shape).msgs_per_s);
   json table = json::array();
   const double bare = median(rounds[all.front().name]);
-  std::cout << "wire: broker ceiling by what each message carries (" << o.message_bytes << " B, median of "
-            << o.repeats << "):\n";
+  std::cout << "wire: broker ceiling by what each message carries (" << o.message_bytes << " B, median of " << o.repeats
+            << "):\n";
   for (const auto& v : all) {
     const double m = median(rounds[v.name]);
     by_name[v.name] = m;
@@ -75,8 +75,8 @@ json run_wire_phase(BenchEnv& env, const BenchOptions& o, const RelaySpec& spec)
   out["ceilings"] = ceilings(env, o, ceiling);
   // amq.fanout exists on every vhost, so the relay's start check passes; the bench's
   // messages are all routable, so nothing would reach it.
-  const std::vector<std::string> lean = {"amqp.send_row_id=false", "amqp.send_type=false",
-                                         "amqp.send_timestamp=false", "amqp.alternate_exchange=amq.fanout"};
+  const std::vector<std::string> lean = {"amqp.send_row_id=false", "amqp.send_type=false", "amqp.send_timestamp=false",
+                                         "amqp.alternate_exchange=amq.fanout"};
   struct Drain {
     const char* name;
     RelaySpec spec;
@@ -85,7 +85,8 @@ json run_wire_phase(BenchEnv& env, const BenchOptions& o, const RelaySpec& spec)
   const Drain drains[] = {
       {"default (mark)", spec, "relay, default: all of the above"},
       {"lean wire (mark)", with_settings(spec, lean), "relay, lean: message id, direct exchange"},
-      {"default wire, on_publish delete", with_settings(spec, {"on_publish=delete"}), "relay, default: all of the above"},
+      {"default wire, on_publish delete", with_settings(spec, {"on_publish=delete"}),
+       "relay, default: all of the above"},
   };
   std::map<std::string, std::vector<double>> rate, pg_cpu;
   for (int r = 0; r < o.repeats; ++r)
@@ -100,8 +101,11 @@ json run_wire_phase(BenchEnv& env, const BenchOptions& o, const RelaySpec& spec)
     const double m = median(rate[d.name]), ratio = m / ceiling[d.ceiling], pg = median(pg_cpu[d.name]);
     std::cout << "  " << d.name << ": " << fmt(m) << " msg/s, " << fmt(ratio, 2) << " x its ceiling ("
               << fmt(ceiling[d.ceiling]) << "), PostgreSQL " << fmt(pg, 1) << " us CPU/msg\n";
-    out["drains"].push_back(json{{"settings", d.name}, {"msgs_per_s", m}, {"ratio_to_ceiling", ratio},
-                                 {"ceiling_msgs_per_s", ceiling[d.ceiling]}, {"pg_cpu_us_per_msg", pg},
+    out["drains"].push_back(json{{"settings", d.name},
+                                 {"msgs_per_s", m},
+                                 {"ratio_to_ceiling", ratio},
+                                 {"ceiling_msgs_per_s", ceiling[d.ceiling]},
+                                 {"pg_cpu_us_per_msg", pg},
                                  {"rounds", rate[d.name]}});
   }
   return out;
@@ -138,8 +142,12 @@ nlohmann::json run_fanout_phase(BenchEnv& env, const BenchOptions& o, const Rela
     std::cout << "fan-out to " << n << " queue(s): broker ceiling " << fmt(c) << " msg/s | drain 1 relay " << fmt(d1)
               << " msg/s (" << fmt(d1 / c, 2) << " x ceiling) | 2 relays " << fmt(d2) << " msg/s (" << fmt(d2 / c, 2)
               << " x ceiling)\n";
-    out.push_back(json{{"queues", n}, {"broker_ceiling_msgs_per_s", c}, {"drain_1_relay_msgs_per_s", d1},
-                       {"drain_2_relays_msgs_per_s", d2}, {"ratio_1_relay", d1 / c}, {"ratio_2_relays", d2 / c}});
+    out.push_back(json{{"queues", n},
+                       {"broker_ceiling_msgs_per_s", c},
+                       {"drain_1_relay_msgs_per_s", d1},
+                       {"drain_2_relays_msgs_per_s", d2},
+                       {"ratio_1_relay", d1 / c},
+                       {"ratio_2_relays", d2 / c}});
   }
   return out;
 }

@@ -32,7 +32,8 @@ amqp_connection_state_t connect(const char* uri_env) {
   std::string uri = uri_env;
   amqp_connection_info info;
   amqp_default_connection_info(&info);
-  if (amqp_parse_url(uri.data(), &info) != AMQP_STATUS_OK) throw std::runtime_error("OUTBOX_AMQP_URI is not a valid URI");
+  if (amqp_parse_url(uri.data(), &info) != AMQP_STATUS_OK)
+    throw std::runtime_error("OUTBOX_AMQP_URI is not a valid URI");
   auto conn = amqp_new_connection();
   if (amqp_socket_open(amqp_tcp_socket_new(conn), info.host, info.port) != AMQP_STATUS_OK)
     throw std::runtime_error("cannot connect to the broker");
@@ -45,7 +46,8 @@ amqp_connection_state_t connect(const char* uri_env) {
 // `quorum`: x-queue-type quorum (replicated over a cluster's nodes); otherwise a
 // classic queue, fine on a single development node.
 void declare(amqp_connection_state_t conn, bool quorum) {
-  amqp_exchange_declare(conn, 1, amqp_cstring_bytes("orders"), amqp_cstring_bytes("topic"), 0, 1, 0, 0, amqp_empty_table);
+  amqp_exchange_declare(conn, 1, amqp_cstring_bytes("orders"), amqp_cstring_bytes("topic"), 0, 1, 0, 0,
+                        amqp_empty_table);
   check(amqp_get_rpc_reply(conn), "exchange.declare");
   amqp_table_entry_t type;
   type.key = amqp_cstring_bytes("x-queue-type");
@@ -101,7 +103,8 @@ int main(int argc, char** argv) {
       ++received;
       std::string id = str(env.message.properties.message_id);
       if (ids.insert(id).second && ids.size() <= 5)
-        std::cout << "  received " << str(env.message.properties.type) << " " << id << " " << str(env.message.body) << "\n";
+        std::cout << "  received " << str(env.message.properties.type) << " " << id << " " << str(env.message.body)
+                  << "\n";
       amqp_basic_ack(conn, 1, env.delivery_tag, 0);
       amqp_destroy_envelope(&env);
     }

@@ -26,8 +26,8 @@
 #include "outbox/keyring.h"
 #include "outbox/migrator.h"
 #include "outbox/outbox_writer.h"
-#include "outbox/schema_registry.h"
 #include "outbox/pqxx_compat.h"
+#include "outbox/schema_registry.h"
 
 namespace {
 
@@ -58,7 +58,8 @@ std::pair<std::shared_ptr<const outbox::Keyring>, std::string> load_keyring(cons
   if (std::getenv("OUTBOX_KEYRING"))
     return {std::make_shared<outbox::Keyring>(outbox::Keyring::from_env("OUTBOX_KEYRING")), "$OUTBOX_KEYRING"};
   std::string path = args.keyring_file;
-  if (path.empty()) path = env_or("OUTBOX_KEYRING_FILE", env_or("OUTBOX_LOCAL_DIR", "/tmp/outbox-relay-local") + "/keyring.yaml");
+  if (path.empty())
+    path = env_or("OUTBOX_KEYRING_FILE", env_or("OUTBOX_LOCAL_DIR", "/tmp/outbox-relay-local") + "/keyring.yaml");
   struct stat st {};
   std::string origin = path;
   if (::stat(path.c_str(), &st) != 0) {
@@ -87,8 +88,11 @@ nlohmann::json order_placed(long long order_id, int n, long long total) {
             {"name", name},
             {"email", "customer" + std::to_string(c) + "@example.org"},
             {"phones", {"+44 20 7946 0" + std::to_string(100 + c)}},
-            {"address", {{"street", std::to_string(c + 1) + " Example Street"}, {"city", "London"},
-                         {"postcode", "NW1 " + std::to_string(c) + "AA"}, {"country", "GB"}}}}},
+            {"address",
+             {{"street", std::to_string(c + 1) + " Example Street"},
+              {"city", "London"},
+              {"postcode", "NW1 " + std::to_string(c) + "AA"},
+              {"country", "GB"}}}}},
           {"lines", nlohmann::json::array({line})}};
 }
 
@@ -109,8 +113,9 @@ Args parse_args(int argc, char** argv) {
 void create_shop_tables(pqxx::connection& conn) {
   pqxx::work tx(conn);
   tx.exec("CREATE SCHEMA IF NOT EXISTS shop");
-  tx.exec("CREATE TABLE IF NOT EXISTS shop.orders (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
-          "customer text NOT NULL, total_cents bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now())");
+  tx.exec(
+      "CREATE TABLE IF NOT EXISTS shop.orders (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+      "customer text NOT NULL, total_cents bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now())");
   tx.commit();
 }
 
@@ -122,8 +127,10 @@ std::pair<int, int> write_orders(pqxx::connection& conn, const outbox::OutboxWri
     pqxx::work tx(conn);
     std::string customer = "customer-" + std::to_string(n % 17);  // an id, not personal data
     long long total = 1000 + (n * 137) % 9000;
-    auto order_id = outbox::pgx::exec_params1(tx, "INSERT INTO shop.orders (customer, total_cents) VALUES ($1, $2) RETURNING id",
-                                    customer, total)[0].as<long long>();
+    auto order_id =
+        outbox::pgx::exec_params1(tx, "INSERT INTO shop.orders (customer, total_cents) VALUES ($1, $2) RETURNING id",
+                                  customer, total)[0]
+            .as<long long>();
     outbox::Message event;
     event.exchange = outbox::Exchange("orders");
     event.routing_key = outbox::RoutingKey("order.placed");
@@ -176,13 +183,14 @@ int main(int argc, char** argv) {
     options.schema = "outbox";
     options.event_schemas = schemas;
     options.require_event_schema = true;
-    options.encryptor = std::make_shared<outbox::FieldEncryptor>(
-        keyring, std::make_shared<outbox::SubjectKeyStore>("outbox", keyring));
+    options.encryptor = std::make_shared<outbox::FieldEncryptor>(keyring,
+                                                                 std::make_shared<outbox::SubjectKeyStore>("outbox",
+                                                                                                           keyring));
     outbox::OutboxWriter writer(options);
     const auto [committed, rolled_back] = write_orders(conn, writer, args);
-    std::cout << "order-service: " << committed << " orders written with their OrderPlaced events, "
-              << rolled_back << " rolled back on purpose; customer fields encrypted under key '"
-              << keyring->active_id() << "' (keyring " << keyring_origin << ")\n";
+    std::cout << "order-service: " << committed << " orders written with their OrderPlaced events, " << rolled_back
+              << " rolled back on purpose; customer fields encrypted under key '" << keyring->active_id()
+              << "' (keyring " << keyring_origin << ")\n";
   } catch (const std::exception& e) {
     std::cerr << "order-service: " << e.what() << "\n";
     return 1;

@@ -13,7 +13,8 @@ AmqpUri AmqpUri::parse(const std::string& uri, const std::string& key) {
   amqp_connection_info info;
   amqp_default_connection_info(&info);
   if (amqp_parse_url(buffer.data(), &info) != AMQP_STATUS_OK)
-    throw AmqpError(key + ": not a valid amqp://user:password@host:port/vhost URI "
+    throw AmqpError(key +
+                    ": not a valid amqp://user:password@host:port/vhost URI "
                     "(percent-encode @, :, / and % in the user name and password)");
   AmqpUri parsed;
   parsed.host_ = info.host;

@@ -48,8 +48,7 @@ amqp_socket_t* new_socket(amqp_connection_state_t conn, const Settings& s, bool 
     throw AmqpError(k + "key_file: '" + s.key_file +
                     "' is encrypted; give an unencrypted key (passphrases are not supported)");
   if (!loaded)
-    throw AmqpError(k + "cert_file/key_file: cannot load the client certificate '" + s.cert_file +
-                    "' and its key");
+    throw AmqpError(k + "cert_file/key_file: cannot load the client certificate '" + s.cert_file + "' and its key");
   return socket;
 }
 

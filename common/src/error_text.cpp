@@ -44,5 +44,4 @@ std::string quoted_value(std::string_view value, std::size_t max_bytes) {
   return out;
 }
 
-
 }  // namespace outbox

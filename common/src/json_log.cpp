@@ -16,8 +16,8 @@ std::size_t utf8_length(std::string_view s, std::size_t i) {
   for (std::size_t k = 1; k < n; ++k)
     if ((b(i + k) & 0xC0) != 0x80) return 0;
   // Overlong forms, surrogates and code points past U+10FFFF.
-  if ((c == 0xE0 && b(i + 1) < 0xA0) || (c == 0xED && b(i + 1) > 0x9F) ||
-      (c == 0xF0 && b(i + 1) < 0x90) || (c == 0xF4 && b(i + 1) > 0x8F))
+  if ((c == 0xE0 && b(i + 1) < 0xA0) || (c == 0xED && b(i + 1) > 0x9F) || (c == 0xF0 && b(i + 1) < 0x90) ||
+      (c == 0xF4 && b(i + 1) > 0x8F))
     return 0;
   return n;
 }
@@ -29,9 +29,7 @@ class JsonEscapedMessage : public spdlog::custom_flag_formatter {
     auto text = json_escaped(std::string_view(msg.payload.data(), msg.payload.size()));
     dest.append(text.data(), text.data() + text.size());
   }
-  std::unique_ptr<custom_flag_formatter> clone() const override {
-    return std::make_unique<JsonEscapedMessage>();
-  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonEscapedMessage>(); }
 };
 
 // %& in the json pattern: the thread's LogFields, each as ,"name":value. An inner

@@ -33,8 +33,7 @@ struct V7Clock {
 
   std::pair<std::uint64_t, std::uint16_t> next() {
     auto now = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(
-            std::chrono::system_clock::now().time_since_epoch())
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
             .count());
     std::lock_guard lock(mu);
     if (now > last_ms) {
@@ -66,9 +65,7 @@ MessageId MessageId::generate_v7() {
 }
 
 MessageId MessageId::parse(std::string_view text, const std::string& field) {
-  auto fail = [&] {
-    throw ValidationError(field, "not a UUID in 8-4-4-4-12 hex form: " + quoted_value(text, 64));
-  };
+  auto fail = [&] { throw ValidationError(field, "not a UUID in 8-4-4-4-12 hex form: " + quoted_value(text, 64)); };
   if (text.size() != 36) fail();
   MessageId id;
   int nibble = 0;

@@ -13,8 +13,8 @@ bool valid_name(const std::string& name, bool allow_colon) {
   if (name.empty()) return false;
   for (std::size_t i = 0; i < name.size(); ++i) {
     char c = name[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-              (allow_colon && c == ':') || (i > 0 && c >= '0' && c <= '9');
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (allow_colon && c == ':') ||
+              (i > 0 && c >= '0' && c <= '9');
     if (!ok) return false;
   }
   return true;
@@ -50,8 +50,7 @@ std::string escaped(const std::string& text, bool quote) {
   return out;
 }
 
-std::string label_text(const Labels& labels, const std::string& extra_name = "",
-                       const std::string& extra_value = "") {
+std::string label_text(const Labels& labels, const std::string& extra_name = "", const std::string& extra_value = "") {
   if (labels.empty() && extra_name.empty()) return "";
   std::string out = "{";
   for (const auto& [name, value] : labels) {
@@ -72,8 +71,7 @@ Histogram::Histogram(std::vector<double> upper_bounds)
 
 void Histogram::observe(double value) {
   // First bucket whose bound is >= value ("le" is inclusive); past the end is +Inf.
-  auto bucket = static_cast<std::size_t>(
-      std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  auto bucket = static_cast<std::size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
   std::lock_guard lock(mu_);
   ++counts_[bucket];
   sum_ += value;
@@ -97,8 +95,8 @@ std::vector<double> exponential_buckets(double start, double factor, int count) 
   return out;
 }
 
-Registry::Family& Registry::family(const std::string& name, const std::string& help, Type type,
-                                   const Labels& labels, const std::vector<double>& bounds) {
+Registry::Family& Registry::family(const std::string& name, const std::string& help, Type type, const Labels& labels,
+                                   const std::vector<double>& bounds) {
   // REQUIRES: mu_ held.
   for (auto& f : families_) {
     if (f->name != name) continue;
@@ -147,10 +145,8 @@ void Registry::render_family(const Family& f, std::string& out) {
   static const char* type_names[] = {"counter", "gauge", "histogram"};
   out += "# HELP " + f.name + " " + escaped(f.help, false) + "\n";
   out += "# TYPE " + f.name + " " + type_names[static_cast<int>(f.type)] + "\n";
-  for (const auto& [labels, c] : f.counters)
-    out += f.name + label_text(labels) + " " + number(c->value()) + "\n";
-  for (const auto& [labels, g] : f.gauges)
-    out += f.name + label_text(labels) + " " + number(g->value()) + "\n";
+  for (const auto& [labels, c] : f.counters) out += f.name + label_text(labels) + " " + number(c->value()) + "\n";
+  for (const auto& [labels, g] : f.gauges) out += f.name + label_text(labels) + " " + number(g->value()) + "\n";
   for (const auto& [labels, h] : f.histograms) {
     auto s = h->snapshot();
     for (std::size_t i = 0; i < f.bounds.size(); ++i)

@@ -23,14 +23,14 @@ std::string ConcurrentIndex::in_transaction_statement() const {
 }
 
 MigrationSteps MigrationSteps::parse(std::string_view sql, std::string_view migration_name) {
-  static const std::regex marker(R"(^-- outbox-migrate: concurrently index=([a-z_][a-z0-9_]*) table=([a-z_][a-z0-9_]*)\s*$)");
+  static const std::regex marker(
+      R"(^-- outbox-migrate: concurrently index=([a-z_][a-z0-9_]*) table=([a-z_][a-z0-9_]*)\s*$)");
   MigrationSteps steps;
   std::istringstream in{std::string(sql)};
   std::string line;
   int number = 0;
   auto fail = [&](const std::string& why) {
-    throw ValidationError("migration " + std::string(migration_name),
-                          "line " + std::to_string(number) + ": " + why);
+    throw ValidationError("migration " + std::string(migration_name), "line " + std::to_string(number) + ": " + why);
   };
   while (std::getline(in, line)) {
     ++number;
@@ -46,8 +46,8 @@ MigrationSteps MigrationSteps::parse(std::string_view sql, std::string_view migr
       index.statement += line + "\n";
       if (ends_statement(line)) break;
     }
-    const std::regex shape("^\\s*CREATE\\s+(UNIQUE\\s+)?INDEX\\s+CONCURRENTLY\\s+IF\\s+NOT\\s+EXISTS\\s+" + index.index +
-                           "\\s+ON\\s+\\{\\{schema\\}\\}\\." + index.table + "\\b[^;]*;\\s*$");
+    const std::regex shape("^\\s*CREATE\\s+(UNIQUE\\s+)?INDEX\\s+CONCURRENTLY\\s+IF\\s+NOT\\s+EXISTS\\s+" +
+                           index.index + "\\s+ON\\s+\\{\\{schema\\}\\}\\." + index.table + "\\b[^;]*;\\s*$");
     if (!std::regex_search(index.statement, shape))
       fail("the statement after the marker must be 'CREATE INDEX CONCURRENTLY IF NOT EXISTS " + index.index +
            " ON {{schema}}." + index.table + " ...;'");

@@ -9,8 +9,8 @@
 
 #include "outbox/embedded_migrations.h"
 #include "outbox/migration_steps.h"
-#include "outbox/sql_identifier.h"
 #include "outbox/pqxx_compat.h"
+#include "outbox/sql_identifier.h"
 
 namespace outbox {
 namespace {
@@ -61,10 +61,11 @@ class MigrationLock {
 enum class IndexState { kAbsent, kValid, kInvalid };
 
 IndexState index_state(pqxx::transaction_base& tx, const std::string& schema, const std::string& index) {
-  auto r = outbox::pgx::exec_params(tx, 
-      "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-      "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2",
-      schema, index);
+  auto r =
+      outbox::pgx::exec_params(tx,
+                               "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                               "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2",
+                               schema, index);
   if (r.empty()) return IndexState::kAbsent;
   return r[0][0].as<bool>() ? IndexState::kValid : IndexState::kInvalid;
 }
@@ -133,14 +134,15 @@ void Migrator::apply(outbox::PgConnection& conn, int version, std::string_view n
   }
   tx.exec(render(steps.transactional, schema_));
   outbox::pgx::exec_params(tx, "INSERT INTO " + schema_ + ".outbox_migrations (version, name) VALUES ($1, $2)", version,
-                 std::string(name));
+                           std::string(name));
   tx.commit();
 }
 
 bool Migrator::builds_concurrently(outbox::PgConnection& conn, const ConcurrentIndex& index) const {
   pqxx::nontransaction tx(conn);
   const auto bytes = outbox::pgx::exec_params1(tx, "SELECT coalesce(pg_total_relation_size(to_regclass($1)), 0)",
-                                     schema_ + "." + quoted_identifier(index.table, "table"))[0].as<long long>();
+                                               schema_ + "." + quoted_identifier(index.table, "table"))[0]
+                         .as<long long>();
   return bytes >= concurrent_index_min_bytes_;
 }
 

@@ -42,8 +42,9 @@ std::size_t utf8_sequence(std::string_view text, std::size_t i) {
 // embeddings, overrides and isolates (text that reads differently than it is).
 bool steers_display(std::string_view text, std::size_t i, std::size_t n) {
   const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[i + k]); };
-  if (n == 2) return (byte(0) == 0xC2 && byte(1) <= 0x9F) ||   // U+0080-U+009F
-                     (byte(0) == 0xD8 && byte(1) == 0x9C);      // U+061C
+  if (n == 2)
+    return (byte(0) == 0xC2 && byte(1) <= 0x9F) ||  // U+0080-U+009F
+           (byte(0) == 0xD8 && byte(1) == 0x9C);    // U+061C
   if (n != 3 || byte(0) != 0xE2) return false;
   if (byte(1) == 0x80)  // U+200E, U+200F; U+2028-U+202E
     return byte(2) == 0x8E || byte(2) == 0x8F || (byte(2) >= 0xA8 && byte(2) <= 0xAE);

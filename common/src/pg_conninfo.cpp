@@ -139,8 +139,10 @@ class TemplateScan {
         const auto text = lookup_(name_);
         if (!stays_quoted(text))
           throw std::invalid_argument(
-              "${" + name_ + "} is inside a quoted value and its text holds an unescaped ' or ends in a lone \\; "
-              "write it unquoted (password=${" + name_ + "}) and the relay quotes it");
+              "${" + name_ +
+              "} is inside a quoted value and its text holds an unescaped ' or ends in a lone \\; "
+              "write it unquoted (password=${" +
+              name_ + "}) and the relay quotes it");
         out_ += text;
       } else if (t_[i_] == '\\') {
         out_ += t_.substr(i_, 2);

@@ -45,8 +45,8 @@ InboundMessage decode(const amqp_envelope_t& env) {
   if (p._flags & AMQP_BASIC_CORRELATION_ID_FLAG) d.correlation_id = string_of(p.correlation_id);
   // Any 64-bit value can arrive; past system_clock's range (year 2262) the conversion
   // to its nanoseconds would overflow (a cast wrapped 2^64-1 to 1969): left absent.
-  constexpr auto kLatest = std::chrono::duration_cast<std::chrono::seconds>(
-      std::chrono::system_clock::time_point::max().time_since_epoch());
+  constexpr auto kLatest =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::time_point::max().time_since_epoch());
   if ((p._flags & AMQP_BASIC_TIMESTAMP_FLAG) && p.timestamp <= static_cast<std::uint64_t>(kLatest.count()))
     d.timestamp = std::chrono::system_clock::time_point(std::chrono::seconds(static_cast<std::int64_t>(p.timestamp)));
   if (p._flags & AMQP_BASIC_HEADERS_FLAG)
@@ -124,7 +124,8 @@ void AmqpConsumer::declare(const Topology& t) {
       "' with x-dead-letter-exchange '" + one_line(t.dead_letter_exchange, 500) +
       "' (an existing queue must have the same type and arguments)");
   for (const auto& b : t.bindings) {
-    amqp_exchange_declare(conn_.get(), 1, bytes_of(b.exchange), bytes_of(b.exchange_type), 0, 1, 0, 0, amqp_empty_table);
+    amqp_exchange_declare(conn_.get(), 1, bytes_of(b.exchange), bytes_of(b.exchange_type), 0, 1, 0, 0,
+                          amqp_empty_table);
     rpc("declaring exchange '" + one_line(b.exchange, 500) + "' (" + one_line(b.exchange_type, 500) + ")");
     amqp_queue_bind(conn_.get(), 1, bytes_of(t.queue), bytes_of(b.exchange), bytes_of(b.routing_key), amqp_empty_table);
     rpc("binding queue '" + one_line(t.queue, 500) + "' to '" + one_line(b.exchange, 500) + "'");

@@ -35,17 +35,17 @@ struct Binding {
 struct Topology {
   std::string queue;
   std::vector<Binding> bindings;
-  std::string dead_letter_exchange;         // fanout; the queue's x-dead-letter-exchange
-  std::string dead_letter_queue;            // bound to it; empty: none declared
+  std::string dead_letter_exchange;            // fanout; the queue's x-dead-letter-exchange
+  std::string dead_letter_queue;               // bound to it; empty: none declared
   QueueType queue_type = QueueType::kClassic;  // both queues
-  int delivery_limit = 0;                   // quorum: x-delivery-limit; 0 none
+  int delivery_limit = 0;                      // quorum: x-delivery-limit; 0 none
 };
 
 // A message as it came off the channel. The message id is raw text, checked later.
 struct InboundMessage {
   std::uint64_t delivery_tag = 0;
   std::string message_id;
-  Delivery delivery;                           // delivery.message_id not yet set
+  Delivery delivery;  // delivery.message_id not yet set
 };
 
 // Thread safety: none; one thread owns it (rabbitmq-c connections are single-thread).

@@ -11,8 +11,8 @@ ConsumerMetrics::ConsumerMetrics(metrics::Registry& r, const std::string& consum
                             {{"consumer", consumer}})),
       failed_(r.counter("outbox_consumer_failed_total", "Handler or commit failures, one per failed try.",
                         {{"consumer", consumer}})),
-      retried_(r.counter("outbox_consumer_retried_total",
-                         "Failed tries handed back to the queue for another try.", {{"consumer", consumer}})),
+      retried_(r.counter("outbox_consumer_retried_total", "Failed tries handed back to the queue for another try.",
+                         {{"consumer", consumer}})),
       dead_lettered_(r.counter("outbox_consumer_dead_lettered_total",
                                "Messages rejected to the dead-letter exchange (permanent error, no valid "
                                "message id, or max_attempts reached).",

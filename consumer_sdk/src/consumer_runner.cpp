@@ -11,9 +11,9 @@
 #include "consumer_worker.h"
 #include "outbox/amqp/amqp_uri.h"
 #include "outbox/errors.h"
+#include "outbox/one_line.h"
 #include "outbox/pg_dsn_check.h"
 #include "outbox/sql_identifier.h"
-#include "outbox/one_line.h"
 
 namespace outbox {
 namespace {
@@ -22,13 +22,13 @@ constexpr std::string_view kDeadLetterSuffix = ".dead-letter";  // of the defaul
 
 void require_range(const std::string& field, long long value, long long lo, long long hi) {
   if (value < lo || value > hi)
-    throw ValidationError(field, std::to_string(value) + " is outside " + std::to_string(lo) + "-" + std::to_string(hi));
+    throw ValidationError(field,
+                          std::to_string(value) + " is outside " + std::to_string(lo) + "-" + std::to_string(hi));
 }
 
 void require_amqp_name(const std::string& field, const std::string& value) {
   if (value.empty()) throw ValidationError(field, "is required");
-  if (value.size() > 255)
-    throw ValidationError(field, "'" + one_line(value, 80) + "' is longer than 255 bytes");
+  if (value.size() > 255) throw ValidationError(field, "'" + one_line(value, 80) + "' is longer than 255 bytes");
 }
 
 // rabbitmq-c's own parse, so a malformed URI is refused here, naming its field,
@@ -37,8 +37,9 @@ void require_amqp_uri(const std::string& field, const std::string& uri) {
   try {
     outbox::amqp::AmqpUri::parse(uri, field);
   } catch (const outbox::amqp::AmqpError&) {
-    throw ValidationError(field, "not a valid amqp://user:password@host:port/vhost URI (percent-encode @, :, / and % "
-                                 "in the user name and password)");
+    throw ValidationError(field,
+                          "not a valid amqp://user:password@host:port/vhost URI (percent-encode @, :, / and % "
+                          "in the user name and password)");
   }
 }
 
@@ -86,8 +87,8 @@ void validate_runner_options(const RunnerOptions& o) {
       throw ValidationError(field + ".routing_key", "'" + one_line(b.routing_key, 80) + "' is longer than 255 bytes");
     if (b.exchange_type != "direct" && b.exchange_type != "topic" && b.exchange_type != "fanout" &&
         b.exchange_type != "headers")
-      throw ValidationError(field + ".exchange_type", "'" + one_line(b.exchange_type, 80) +
-                                                          "' is not one of direct, topic, fanout, headers");
+      throw ValidationError(field + ".exchange_type",
+                            "'" + one_line(b.exchange_type, 80) + "' is not one of direct, topic, fanout, headers");
   }
   require_range("concurrency", o.concurrency, 1, 256);
   require_range("prefetch", o.prefetch, 1, 1000);
@@ -102,8 +103,10 @@ void validate_runner_options(const RunnerOptions& o) {
   require_range("retry_delay_ms", o.retry_delay.count(), 0, 3600000);
   require_range("retry_delay_max_ms", o.retry_delay_max.count(), o.retry_delay.count(), 3600000);
   if (o.retry_order == RetryOrder::kSetAside && o.prefetch < 2)
-    throw ValidationError("retry_order", "kSetAside needs a prefetch of at least 2 (a delivery slot stays free for "
-                                         "new messages), got prefetch " + std::to_string(o.prefetch));
+    throw ValidationError("retry_order",
+                          "kSetAside needs a prefetch of at least 2 (a delivery slot stays free for "
+                          "new messages), got prefetch " +
+                              std::to_string(o.prefetch));
   require_range("heartbeat_s", o.heartbeat_s, 0, 3600);
   require_range("connect_timeout_ms", o.connect_timeout.count(), 100, 600000);
   require_range("poll_interval_ms", o.poll_interval.count(), 10, 10000);
@@ -184,7 +187,8 @@ int ConsumerRunner::run_until_signal() {
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     caught = sig;
-    spdlog::info("consumer {}: signal {} received, finishing in-flight messages", state_->options.consumer.value(), sig);
+    spdlog::info("consumer {}: signal {} received, finishing in-flight messages", state_->options.consumer.value(),
+                 sig);
     stop();
   });
   start();

@@ -116,7 +116,8 @@ void ConsumerWorker::handle(InboundMessage& m) {
     d.message_id = MessageId::parse_distinct(m.message_id, "message_id");
   } catch (const ValidationError& e) {
     // Without an id the inbox cannot deduplicate it: never process it blindly.
-    LogFields fields{{"type", one_line(d.type, 100)}, {"routing_key", one_line(d.routing_key, 255)},
+    LogFields fields{{"type", one_line(d.type, 100)},
+                     {"routing_key", one_line(d.routing_key, 255)},
                      {"reason", one_line(e.what(), 200)}};
     spdlog::error("consumer {}: dead-lettering a message without a valid message id (type '{}', routing key '{}'): {}",
                   name_, one_line(d.type, 100), one_line(d.routing_key, 255), one_line(e.what(), 200));
@@ -248,10 +249,11 @@ void ConsumerWorker::note_late_delivery(const Delivery& d) {
   if (!shared_.retention->is_late(*sent, now)) return;
   shared_.metrics->late_delivery();
   auto age_s = std::chrono::duration_cast<std::chrono::seconds>(now - *sent);
-  spdlog::warn("consumer {}: late delivery of message {} ({}): sent {} ago, longer than the inbox retention {}; "
-               "a duplicate of it may go unnoticed",
-               name_, d.message_id.to_string(), one_line(d.type, 100), format_duration(age_s),
-               format_duration(shared_.retention->policy().retention));
+  spdlog::warn(
+      "consumer {}: late delivery of message {} ({}): sent {} ago, longer than the inbox retention {}; "
+      "a duplicate of it may go unnoticed",
+      name_, d.message_id.to_string(), one_line(d.type, 100), format_duration(age_s),
+      format_duration(shared_.retention->policy().retention));
 }
 
 }  // namespace outbox::detail

@@ -21,8 +21,8 @@ struct SharedState {
   SharedState(const RunnerOptions& o, const Handler& h) : options(o), handler(h) {}
   const RunnerOptions& options;
   const Handler& handler;
-  std::optional<Inbox> inbox;                  // set with Deduplication::kInbox
-  std::optional<InboxRetention> retention;     // set with options.retention
+  std::optional<Inbox> inbox;                   // set with Deduplication::kInbox
+  std::optional<InboxRetention> retention;      // set with options.retention
   std::shared_ptr<metrics::Registry> registry;  // options.metrics, or the runner's own
   std::optional<ConsumerMetrics> metrics;       // set by the runner's constructor
   RetryTracker retries;

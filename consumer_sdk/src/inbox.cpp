@@ -3,8 +3,8 @@
 #include <pqxx/pqxx>
 
 #include "outbox/errors.h"
-#include "outbox/sql_identifier.h"
 #include "outbox/pqxx_compat.h"
+#include "outbox/sql_identifier.h"
 
 namespace outbox {
 

@@ -3,8 +3,8 @@
 #include <pqxx/pqxx>
 
 #include "outbox/errors.h"
-#include "outbox/sql_identifier.h"
 #include "outbox/pqxx_compat.h"
+#include "outbox/sql_identifier.h"
 
 namespace outbox {
 
@@ -12,11 +12,10 @@ void validate_retention_policy(const RetentionPolicy& p) {
   if (p.redelivery_horizon.count() <= 0)
     throw ValidationError("redelivery_horizon", format_duration(p.redelivery_horizon) + " must be positive");
   if (p.retention < p.redelivery_horizon)
-    throw ValidationError("retention",
-                          format_duration(p.retention) + " is shorter than the redelivery horizon " +
-                              format_duration(p.redelivery_horizon) +
-                              " (the longest a message can come back): a message redelivered after its "
-                              "inbox row was deleted would be processed twice");
+    throw ValidationError("retention", format_duration(p.retention) + " is shorter than the redelivery horizon " +
+                                           format_duration(p.redelivery_horizon) +
+                                           " (the longest a message can come back): a message redelivered after its "
+                                           "inbox row was deleted would be processed twice");
   if (p.batch_size < 1 || p.batch_size > 100000)
     throw ValidationError("batch_size", std::to_string(p.batch_size) + " is outside 1-100000");
 }
@@ -26,8 +25,8 @@ InboxRetention::InboxRetention(std::string schema, RetentionPolicy policy)
   std::string table = quoted_identifier(schema_name_, "schema") + ".inbox";
   validate_retention_policy(policy_);
   // SKIP LOCKED: never wait for (or deadlock with) a consumer holding a row.
-  delete_sql_ = "DELETE FROM " + table + " WHERE (message_id, consumer) IN (SELECT message_id, consumer FROM " +
-                table + " WHERE processed_at < now() - make_interval(secs => $1) ORDER BY processed_at LIMIT $2 "
+  delete_sql_ = "DELETE FROM " + table + " WHERE (message_id, consumer) IN (SELECT message_id, consumer FROM " + table +
+                " WHERE processed_at < now() - make_interval(secs => $1) ORDER BY processed_at LIMIT $2 "
                 "FOR UPDATE SKIP LOCKED)";
 }
 

@@ -6,8 +6,8 @@
 
 namespace outbox {
 
-StateTransition::StateTransition(const std::string& schema, const std::string& table,
-                                 const std::string& key_column, const std::string& state_column) {
+StateTransition::StateTransition(const std::string& schema, const std::string& table, const std::string& key_column,
+                                 const std::string& state_column) {
   std::string target = quoted_identifier(schema, "schema") + "." + quoted_identifier(table, "table");
   std::string key = quoted_identifier(key_column, "key_column");
   std::string state = quoted_identifier(state_column, "state_column");

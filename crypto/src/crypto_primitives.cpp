@@ -54,12 +54,11 @@ void random_bytes(std::uint8_t* out, std::size_t n) {
   if (RAND_bytes(out, static_cast<int>(n)) != 1) throw std::runtime_error("RAND_bytes failed");
 }
 
-std::string gcm_seal(const SecretKey& key, const Nonce& nonce, std::string_view aad,
-                     std::string_view plaintext, Tag& tag) {
+std::string gcm_seal(const SecretKey& key, const Nonce& nonce, std::string_view aad, std::string_view plaintext,
+                     Tag& tag) {
   ThreadCtx ctx;
   // The default GCM IV length is 96 bits, the one NIST recommends; no ctrl needed.
-  require(EVP_EncryptInit_ex(ctx.get(), aes_256_gcm(), nullptr, key.data(), nonce.data()),
-          "EVP_EncryptInit_ex");
+  require(EVP_EncryptInit_ex(ctx.get(), aes_256_gcm(), nullptr, key.data(), nonce.data()), "EVP_EncryptInit_ex");
   int len = 0;
   if (!aad.empty())
     require(EVP_EncryptUpdate(ctx.get(), nullptr, &len, bytes(aad), static_cast<int>(aad.size())),
@@ -77,8 +76,7 @@ std::string gcm_seal(const SecretKey& key, const Nonce& nonce, std::string_view 
 std::optional<std::string> gcm_open(const SecretKey& key, const Nonce& nonce, std::string_view aad,
                                     std::string_view ciphertext, const Tag& tag) {
   ThreadCtx ctx;
-  require(EVP_DecryptInit_ex(ctx.get(), aes_256_gcm(), nullptr, key.data(), nonce.data()),
-          "EVP_DecryptInit_ex");
+  require(EVP_DecryptInit_ex(ctx.get(), aes_256_gcm(), nullptr, key.data(), nonce.data()), "EVP_DecryptInit_ex");
   int len = 0;
   if (!aad.empty())
     require(EVP_DecryptUpdate(ctx.get(), nullptr, &len, bytes(aad), static_cast<int>(aad.size())),
@@ -100,8 +98,8 @@ std::optional<std::string> gcm_open(const SecretKey& key, const Nonce& nonce, st
 std::array<std::uint8_t, 32> hmac_sha256(const SecretKey& key, std::string_view data) {
   std::array<std::uint8_t, 32> mac{};
   unsigned int len = 0;
-  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(SecretKey::kBytes), bytes(data), data.size(),
-            mac.data(), &len) ||
+  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(SecretKey::kBytes), bytes(data), data.size(), mac.data(),
+            &len) ||
       len != mac.size())
     throw std::runtime_error("OpenSSL HMAC failed");
   return mac;

@@ -22,8 +22,8 @@ using Tag = std::array<std::uint8_t, kTagBytes>;
 void random_bytes(std::uint8_t* out, std::size_t n);
 
 // AES-256-GCM. Returns the ciphertext (same length as the plaintext) and sets `tag`.
-std::string gcm_seal(const SecretKey& key, const Nonce& nonce, std::string_view aad,
-                     std::string_view plaintext, Tag& tag);
+std::string gcm_seal(const SecretKey& key, const Nonce& nonce, std::string_view aad, std::string_view plaintext,
+                     Tag& tag);
 // Returns the plaintext, or nullopt when the tag does not verify (wrong key, nonce,
 // AAD, ciphertext or tag). Never returns unauthenticated bytes.
 std::optional<std::string> gcm_open(const SecretKey& key, const Nonce& nonce, std::string_view aad,

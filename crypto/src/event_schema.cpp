@@ -9,8 +9,8 @@
 #include <set>
 #include <sstream>
 
-#include "outbox/error_text.h"
 #include "outbox/crypto_errors.h"
+#include "outbox/error_text.h"
 #include "outbox/payload_json.h"
 
 namespace outbox {
@@ -19,17 +19,17 @@ enum class Kind { kObject, kString, kNumber, kInteger, kBoolean, kArray };
 
 struct EventSchema::Node {
   Kind kind = Kind::kObject;
-  std::string pattern;          // "$.lines[].gift_message"
+  std::string pattern;  // "$.lines[].gift_message"
   bool sensitive = false;
-  std::string index_name;       // non-empty: searchable
+  std::string index_name;          // non-empty: searchable
   std::vector<std::string> names;  // object: property names, in file order
   std::vector<Node> properties;    // object: one node per name
   std::set<std::string> required;
   bool additional_properties = false;
-  std::vector<Node> items;         // array: exactly one node
+  std::vector<Node> items;  // array: exactly one node
   // Root only.
   std::string type;
-  std::string subject;             // dotted path, or empty
+  std::string subject;  // dotted path, or empty
 };
 
 namespace {
@@ -82,8 +82,9 @@ class SchemaParser {
   // as 2^levels. Both stop at a bound instead of exhausting the stack or the memory.
   Node node(const YAML::Node& y, const std::string& pattern, bool in_sensitive, std::size_t depth) {
     if (depth > PayloadJson::kMaxDepth)
-      fail(y, pattern, "nested deeper than " + std::to_string(PayloadJson::kMaxDepth) +
-                           " levels, which no payload may be (a YAML alias that refers to a node containing it?)");
+      fail(y, pattern,
+           "nested deeper than " + std::to_string(PayloadJson::kMaxDepth) +
+               " levels, which no payload may be (a YAML alias that refers to a node containing it?)");
     if (++nodes_ > kMaxNodes)
       fail(y, pattern, "more than " + std::to_string(kMaxNodes) + " schema nodes (YAML aliases repeated?)");
     if (!y.IsMap()) fail(y, pattern, "expected a mapping with a 'type'");
@@ -109,7 +110,8 @@ class SchemaParser {
     if (!t || !t.IsScalar()) fail(y, pattern, "'type' is required (object, string, number, integer, boolean, array)");
     for (Kind k : {Kind::kObject, Kind::kString, Kind::kNumber, Kind::kInteger, Kind::kBoolean, Kind::kArray})
       if (t.Scalar() == kind_name(k)) return k;
-    fail(t, pattern, "unsupported type " + quoted_value(t.Scalar()) + " (object, string, number, integer, boolean, array)");
+    fail(t, pattern,
+         "unsupported type " + quoted_value(t.Scalar()) + " (object, string, number, integer, boolean, array)");
   }
 
   // yaml-cpp keeps both pairs of a key given twice but y[key] finds the first: a
@@ -126,7 +128,8 @@ class SchemaParser {
       ok = ok || (kind == Kind::kObject && (key == "properties" || key == "required" || key == "additionalProperties"));
       ok = ok || (kind == Kind::kArray && key == "items");
       ok = ok || (root && (key == "$schema" || key == "$id" || key == "x-event-type" || key == "x-gdpr-subject"));
-      if (!ok) fail(kv.first, pattern, "unknown or misplaced keyword " + quoted_value(key) + " for type " + kind_name(kind));
+      if (!ok)
+        fail(kv.first, pattern, "unknown or misplaced keyword " + quoted_value(key) + " for type " + kind_name(kind));
     }
   }
 
@@ -189,7 +192,8 @@ void check_subject(const YAML::Node& at, const Node& root, SchemaParser& parser)
   while (std::getline(segments, name, '.')) {
     pattern += "." + name;
     const Node* next = n->kind == Kind::kObject ? child(*n, name) : nullptr;
-    if (!next) parser.fail(at, "$", "x-gdpr-subject " + quoted_value(root.subject) + ": " + pattern + " is not declared");
+    if (!next)
+      parser.fail(at, "$", "x-gdpr-subject " + quoted_value(root.subject) + ": " + pattern + " is not declared");
     if (!n->required.count(name))
       parser.fail(at, "$", "x-gdpr-subject " + quoted_value(root.subject) + ": " + pattern + " must be required");
     if (next->sensitive)
@@ -315,7 +319,8 @@ EventSchema EventSchema::parse(const std::string& yaml, const std::string& sourc
   if (type && (!type.IsScalar() || type.Scalar().empty())) parser.fail(type, "$", "x-event-type must be a name");
   root->type = type ? type.Scalar() : std::filesystem::path(source).stem().string();
   if (const auto subject = doc["x-gdpr-subject"]) {
-    if (!subject.IsScalar() || subject.Scalar().empty()) parser.fail(subject, "$", "x-gdpr-subject must be a dotted field path");
+    if (!subject.IsScalar() || subject.Scalar().empty())
+      parser.fail(subject, "$", "x-gdpr-subject must be a dotted field path");
     root->subject = subject.Scalar();
     check_subject(subject, *root, parser);
     if (any_node(*root, [](const Node& n) { return !n.index_name.empty(); }))
@@ -394,8 +399,9 @@ std::string EventSchema::subject_of(const nlohmann::json& payload) const {
     // two customers could share (and erase) one key.
     const double d = v->get<double>();
     if (!(std::fabs(d) <= 9007199254740992.0) || d != std::trunc(d))
-      throw SchemaValidationError(path, "the subject (x-gdpr-subject) must be a string or an integer "
-                                        "(a number past 2^53 is not exact: send it as a string)");
+      throw SchemaValidationError(path,
+                                  "the subject (x-gdpr-subject) must be a string or an integer "
+                                  "(a number past 2^53 is not exact: send it as a string)");
     subject = std::to_string(static_cast<long long>(d));
   } else {
     subject = v->dump();

@@ -2,8 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "outbox/error_text.h"
 #include "outbox/crypto_errors.h"
+#include "outbox/error_text.h"
 #include "outbox/field_envelope.h"
 #include "outbox/payload_json.h"
 
@@ -35,7 +35,8 @@ void FieldDecryptor::decrypt(const std::string& type, nlohmann::json& payload, c
       schema->validate(work);
     } catch (const SchemaValidationError& e) {
       // An envelope where the schema has none lands here too: never pass it on.
-      throw DecryptionError(e.path(), "the decrypted payload breaks the " + quoted_value(type) + " schema: " + e.detail());
+      throw DecryptionError(e.path(),
+                            "the decrypted payload breaks the " + quoted_value(type) + " schema: " + e.detail());
     }
   } else {
     open_all(work, "$", message_id, keys);

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "crypto_primitives.h"
-#include "outbox/error_text.h"
 #include "outbox/crypto_errors.h"
+#include "outbox/error_text.h"
 #include "outbox/keyring.h"
 #include "outbox/payload_json.h"
 
@@ -38,8 +38,8 @@ std::string member_id(const nlohmann::json& env, const char* name, const std::st
 }  // namespace
 
 FieldEnvelope FieldEnvelope::seal(const SecretKey& key, KeyKind kind, const std::string& key_id,
-                                  const MessageId& message_id, const std::string& path,
-                                  const nlohmann::json& value, std::optional<BlindIndex> index) {
+                                  const MessageId& message_id, const std::string& path, const nlohmann::json& value,
+                                  std::optional<BlindIndex> index) {
   FieldEnvelope env;
   env.kind_ = kind;
   env.key_id_ = key_id;
@@ -51,9 +51,7 @@ FieldEnvelope FieldEnvelope::seal(const SecretKey& key, KeyKind kind, const std:
   return env;
 }
 
-bool FieldEnvelope::is_envelope(const nlohmann::json& value) {
-  return value.is_object() && value.contains("$enc");
-}
+bool FieldEnvelope::is_envelope(const nlohmann::json& value) { return value.is_object() && value.contains("$enc"); }
 
 FieldEnvelope FieldEnvelope::from_json(const nlohmann::json& value, const std::string& path) {
   if (!is_envelope(value)) throw DecryptionError(path, "expected an encrypted envelope, found a plain value");
@@ -62,8 +60,7 @@ FieldEnvelope FieldEnvelope::from_json(const nlohmann::json& value, const std::s
     throw DecryptionError(path, "unsupported envelope version (this library reads \"v1\")");
   for (auto it = value.begin(); it != value.end(); ++it) {
     const auto& k = it.key();
-    if (k != "$enc" && k != "kid" && k != "skid" && k != "iv" && k != "ct" && k != "tag" && k != "bkid" &&
-        k != "bidx")
+    if (k != "$enc" && k != "kid" && k != "skid" && k != "iv" && k != "ct" && k != "tag" && k != "bkid" && k != "bidx")
       throw DecryptionError(path, "malformed envelope: unknown member " + quoted_value(k, 32));
   }
   FieldEnvelope env;
@@ -78,7 +75,8 @@ FieldEnvelope FieldEnvelope::from_json(const nlohmann::json& value, const std::s
   env.ciphertext_ = member_bytes(value, "ct", 0, path);
   if (value.contains("bkid") != value.contains("bidx"))
     throw DecryptionError(path, "malformed envelope: 'bkid' and 'bidx' come together");
-  if (value.contains("bkid")) env.index_ = BlindIndex{member_id(value, "bkid", path), member_bytes(value, "bidx", 32, path)};
+  if (value.contains("bkid"))
+    env.index_ = BlindIndex{member_id(value, "bkid", path), member_bytes(value, "bidx", 32, path)};
   return env;
 }
 
@@ -96,8 +94,7 @@ nlohmann::json FieldEnvelope::to_json() const {
   return j;
 }
 
-nlohmann::json FieldEnvelope::open(const SecretKey& key, const MessageId& message_id,
-                                   const std::string& path) const {
+nlohmann::json FieldEnvelope::open(const SecretKey& key, const MessageId& message_id, const std::string& path) const {
   auto plaintext = crypto::gcm_open(key, nonce_, aad(message_id, path), ciphertext_, tag_);
   if (!plaintext)
     throw DecryptionError(path, "authentication failed for key " + quoted_value(key_id_) +

@@ -35,8 +35,7 @@ std::string line_of(const YAML::Node& node) {
 
 // Also refuses a setting given twice: yaml-cpp's map[key] finds only the first, so a
 // rotation made by appending `active: k2` would keep encrypting under the old key.
-void reject_unknown(const YAML::Node& map, std::initializer_list<const char*> allowed,
-                    const std::string& where) {
+void reject_unknown(const YAML::Node& map, std::initializer_list<const char*> allowed, const std::string& where) {
   std::set<std::string> seen;
   for (const auto& kv : map) {
     const auto name = kv.first.as<std::string>();
@@ -57,14 +56,13 @@ SecretKey decode_key(const YAML::Node& value, const std::string& where) {
   if (!raw) throw KeyringError(where, "not valid base64 (expected base64 of 32 bytes)" + line_of(value));
   WipedString bytes{std::move(*raw)};
   if (bytes.text.size() != SecretKey::kBytes)
-    throw KeyringError(where, "expected base64 of 32 bytes, got " + std::to_string(bytes.text.size()) +
-                                  " bytes" + line_of(value));
+    throw KeyringError(where, "expected base64 of 32 bytes, got " + std::to_string(bytes.text.size()) + " bytes" +
+                                  line_of(value));
   return SecretKey::from_bytes(bytes.text);
 }
 
 // Parses {active: ID, keys: {ID: base64, ...}} into `keys` and returns the active id.
-std::string parse_key_set(const YAML::Node& node, const std::string& where,
-                          std::map<std::string, SecretKey>& keys) {
+std::string parse_key_set(const YAML::Node& node, const std::string& where, std::map<std::string, SecretKey>& keys) {
   if (!node.IsMap()) throw KeyringError(where, "expected a mapping with 'active' and 'keys'" + line_of(node));
   const auto list = node["keys"];
   if (!list || !list.IsMap() || list.size() == 0)
@@ -79,7 +77,8 @@ std::string parse_key_set(const YAML::Node& node, const std::string& where,
     keys.emplace(id, decode_key(kv.second, key_where));
   }
   const auto active = node["active"];
-  if (!active || !active.IsScalar()) throw KeyringError(where + ": active", "required: the id of the key that encrypts");
+  if (!active || !active.IsScalar())
+    throw KeyringError(where + ": active", "required: the id of the key that encrypts");
   const auto id = active.Scalar();
   if (!Keyring::valid_key_id(id))
     throw KeyringError(where + ": active", "not a key id (1-64 of [A-Za-z0-9._-])" + line_of(active));
@@ -92,8 +91,8 @@ std::string parse_key_set(const YAML::Node& node, const std::string& where,
 bool Keyring::valid_key_id(const std::string& id) {
   if (id.empty() || id.size() > 64) return false;
   for (char c : id)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-          c == '_' || c == '-'))
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+          c == '-'))
       return false;
   return true;
 }
@@ -141,8 +140,8 @@ Keyring Keyring::load_file(const std::string& path) {
   // Checked on the descriptor we read from, so the file cannot be swapped in between.
   if ((st.st_mode & 077) != 0)
     throw KeyringError(where, "mode " + mode_text(st.st_mode) +
-                                  " lets other users read the keys; it must be 0600 or stricter (chmod 600 " +
-                                  path + ")");
+                                  " lets other users read the keys; it must be 0600 or stricter (chmod 600 " + path +
+                                  ")");
   WipedString text;
   char buf[4096];
   for (;;) {
@@ -172,10 +171,11 @@ void Keyring::create_file(const std::string& path, const std::string& key_id) {
   auto b64 = [](const SecretKey& k) {
     return crypto::base64_encode(std::string_view(reinterpret_cast<const char*>(k.data()), SecretKey::kBytes));
   };
-  WipedString text{"# outbox keyring: keep mode 0600. Rotate by adding a key and making it active.\n"
-                   "active: " + key_id + "\nkeys:\n  " + key_id + ": " + b64(key) +
-                   "\nblind_index:\n  active: " + index_id + "\n  keys:\n    " + index_id + ": " +
-                   b64(index_key) + "\n"};
+  WipedString text{
+      "# outbox keyring: keep mode 0600. Rotate by adding a key and making it active.\n"
+      "active: " +
+      key_id + "\nkeys:\n  " + key_id + ": " + b64(key) + "\nblind_index:\n  active: " + index_id + "\n  keys:\n    " +
+      index_id + ": " + b64(index_key) + "\n"};
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) throw KeyringError(where, std::string("cannot create: ") + std::strerror(errno));
   bool ok = ::fchmod(fd, 0600) == 0;  // exactly 0600 whatever the umask

@@ -7,11 +7,11 @@
 #include <pqxx/pqxx>
 
 #include "crypto_primitives.h"
-#include "outbox/error_text.h"
 #include "outbox/crypto_errors.h"
+#include "outbox/error_text.h"
 #include "outbox/pg_array.h"
-#include "outbox/sql_identifier.h"
 #include "outbox/pqxx_compat.h"
+#include "outbox/sql_identifier.h"
 
 namespace outbox {
 
@@ -55,8 +55,7 @@ SubjectKeyStore::SubjectKeyStore(std::string schema, std::shared_ptr<const Keyri
   if (!keyring_) throw ValidationError("keyring", "a subject key store needs a keyring");
 }
 
-std::string SubjectKeyStore::wrap(const std::string& subject, const std::string& key_id,
-                                  const SecretKey& key) const {
+std::string SubjectKeyStore::wrap(const std::string& subject, const std::string& key_id, const SecretKey& key) const {
   crypto::Nonce nonce;
   crypto::random_bytes(nonce.data(), nonce.size());
   crypto::Tag tag;
@@ -73,7 +72,9 @@ SubjectKeyStore::DataKey SubjectKeyStore::unwrap(const Row& row) const {
   if (!row.wrapped)
     throw SubjectErasedError(where, "the data subject was erased; its fields can no longer be decrypted");
   const SecretKey* master = keyring_->find(*row.wrapping_key_id);
-  if (!master) throw DecryptionError(where, "wrapped by master key " + quoted_value(*row.wrapping_key_id) + ", which is not in the keyring");
+  if (!master)
+    throw DecryptionError(where, "wrapped by master key " + quoted_value(*row.wrapping_key_id) +
+                                     ", which is not in the keyring");
   if (row.wrapped->size() != kWrappedBytes) throw DecryptionError(where, "stored wrapped key has the wrong length");
   crypto::Nonce nonce;
   crypto::Tag tag;
@@ -81,7 +82,9 @@ SubjectKeyStore::DataKey SubjectKeyStore::unwrap(const Row& row) const {
   std::memcpy(tag.data(), row.wrapped->data() + nonce.size() + SecretKey::kBytes, tag.size());
   auto raw = crypto::gcm_open(*master, nonce, wrap_aad(row.subject, row.key_id, *row.wrapping_key_id),
                               std::string_view(*row.wrapped).substr(nonce.size(), SecretKey::kBytes), tag);
-  if (!raw) throw DecryptionError(where, "the stored wrapped key does not verify under master key " + quoted_value(*row.wrapping_key_id));
+  if (!raw)
+    throw DecryptionError(where, "the stored wrapped key does not verify under master key " +
+                                     quoted_value(*row.wrapping_key_id));
   DataKey key{row.key_id, SecretKey::from_bytes(*raw)};
   OPENSSL_cleanse(raw->data(), raw->size());
   return key;
@@ -112,9 +115,10 @@ std::map<std::string, SubjectKeyStore::DataKey> SubjectKeyStore::acquire(
 
   auto select = [&](const std::vector<std::string>& which) {
     std::vector<Row> rows;
-    for (const auto& r : outbox::pgx::exec_params(tx, std::string("SELECT ") + kColumns + " FROM " + table_ +
-                                            " WHERE subject = ANY($1::text[])",
-                                        pg::text_array(which)))
+    for (const auto& r : outbox::pgx::exec_params(tx,
+                                                  std::string("SELECT ") + kColumns + " FROM " + table_ +
+                                                      " WHERE subject = ANY($1::text[])",
+                                                  pg::text_array(which)))
       rows.push_back(row_from<Row>(r));
     return rows;
   };
@@ -141,11 +145,12 @@ std::map<std::string, SubjectKeyStore::DataKey> SubjectKeyStore::acquire(
   }
   if (missing.empty()) return keys;
   std::vector<std::string_view> wrapped_views(wrapped.begin(), wrapped.end());
-  auto inserted = outbox::pgx::exec_params(tx, "INSERT INTO " + table_ + " (" + kColumns +
-                                     ") SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) "
-                                     "ON CONFLICT (subject) DO NOTHING RETURNING subject",
-                                 pg::text_array(missing), pg::text_array(ids), pg::text_array(wrapping),
-                                 pg::bytea_array(wrapped_views));
+  auto inserted = outbox::pgx::exec_params(
+      tx,
+      "INSERT INTO " + table_ + " (" + kColumns +
+          ") SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) "
+          "ON CONFLICT (subject) DO NOTHING RETURNING subject",
+      pg::text_array(missing), pg::text_array(ids), pg::text_array(wrapping), pg::bytea_array(wrapped_views));
   for (const auto& r : inserted) {
     auto s = r[0].as<std::string>();
     keys.emplace(s, std::move(fresh.at(s)));
@@ -156,12 +161,14 @@ std::map<std::string, SubjectKeyStore::DataKey> SubjectKeyStore::acquire(
     if (!keys.count(s)) raced.push_back(s);
   if (!raced.empty()) take(select(raced));
   for (const auto& s : raced)
-    if (!keys.count(s)) throw std::runtime_error("subject key for a subject vanished concurrently; retry the transaction");
+    if (!keys.count(s))
+      throw std::runtime_error("subject key for a subject vanished concurrently; retry the transaction");
   return keys;
 }
 
 SubjectKeyStore::DataKey SubjectKeyStore::fetch(pqxx::transaction_base& tx, const std::string& key_id) const {
-  auto r = outbox::pgx::exec_params(tx, std::string("SELECT ") + kColumns + " FROM " + table_ + " WHERE key_id = $1", key_id);
+  auto r = outbox::pgx::exec_params(tx, std::string("SELECT ") + kColumns + " FROM " + table_ + " WHERE key_id = $1",
+                                    key_id);
   if (r.empty()) throw DecryptionError("subject key " + quoted_value(key_id), "unknown data key id");
   return unwrap(row_from<Row>(r[0]));
 }
@@ -181,11 +188,13 @@ bool SubjectKeyStore::erase_in(pqxx::transaction_base& tx, const std::string& ta
   // and a tombstone after would find no row, then a conflict, and erase nothing).
   // A row with a fresh key id is the new tombstone; no row, an erased subject.
   const auto key_id = new_key_id();
-  auto r = outbox::pgx::exec_params(tx, "INSERT INTO " + table + " AS k (subject, key_id, erased_at) VALUES ($1, $2, now()) "
-                          "ON CONFLICT (subject) DO UPDATE "
-                          "SET wrapped_key = NULL, wrapping_key_id = NULL, erased_at = now() "
-                          "WHERE k.erased_at IS NULL RETURNING k.key_id <> $2",
-                          subject, key_id);
+  auto r = outbox::pgx::exec_params(tx,
+                                    "INSERT INTO " + table +
+                                        " AS k (subject, key_id, erased_at) VALUES ($1, $2, now()) "
+                                        "ON CONFLICT (subject) DO UPDATE "
+                                        "SET wrapped_key = NULL, wrapping_key_id = NULL, erased_at = now() "
+                                        "WHERE k.erased_at IS NULL RETURNING k.key_id <> $2",
+                                    subject, key_id);
   return !r.empty() && r[0][0].as<bool>();
 }
 
@@ -194,23 +203,28 @@ SubjectKeyStore::RewrapResult SubjectKeyStore::rewrap(pqxx::transaction_base& tx
   // Only keys the keyring can unwrap are taken: the others would fail every call at
   // the same rows (they sort first whatever the limit) and stop the rotation.
   const auto held = pg::text_array(keyring_->key_ids());
-  auto rows = outbox::pgx::exec_params(tx, std::string("SELECT ") + kColumns + " FROM " + table_ +
-                                 " WHERE wrapped_key IS NOT NULL AND wrapping_key_id <> $1 "
-                                 "AND wrapping_key_id = ANY($3::text[]) "
-                                 "ORDER BY subject LIMIT $2 FOR UPDATE",
-                             keyring_->active_id(), static_cast<long long>(limit), held);
+  auto rows = outbox::pgx::exec_params(tx,
+                                       std::string("SELECT ") + kColumns + " FROM " + table_ +
+                                           " WHERE wrapped_key IS NOT NULL AND wrapping_key_id <> $1 "
+                                           "AND wrapping_key_id = ANY($3::text[]) "
+                                           "ORDER BY subject LIMIT $2 FOR UPDATE",
+                                       keyring_->active_id(), static_cast<long long>(limit), held);
   for (const auto& r : rows) {
     auto row = row_from<Row>(r);
     auto key = unwrap(row);
-    outbox::pgx::exec_params(tx, "UPDATE " + table_ + " SET wrapping_key_id = $2, wrapped_key = $3::bytea WHERE subject = $1",
-                   row.subject, keyring_->active_id(),
-                   outbox::pgx::bytea(wrap(row.subject, row.key_id, key.key)));
+    outbox::pgx::exec_params(tx,
+                             "UPDATE " + table_ +
+                                 " SET wrapping_key_id = $2, wrapped_key = $3::bytea WHERE subject = $1",
+                             row.subject, keyring_->active_id(),
+                             outbox::pgx::bytea(wrap(row.subject, row.key_id, key.key)));
   }
   result.rewrapped = rows.size();
-  for (const auto& r : outbox::pgx::exec_params(tx, "SELECT wrapping_key_id, count(*) FROM " + table_ +
-                                          " WHERE wrapped_key IS NOT NULL AND wrapping_key_id <> ALL($1::text[]) "
-                                          "GROUP BY wrapping_key_id",
-                                      held))
+  for (const auto& r :
+       outbox::pgx::exec_params(tx,
+                                "SELECT wrapping_key_id, count(*) FROM " + table_ +
+                                    " WHERE wrapped_key IS NOT NULL AND wrapping_key_id <> ALL($1::text[]) "
+                                    "GROUP BY wrapping_key_id",
+                                held))
     result.skipped_by_master_key.emplace(r[0].as<std::string>(), r[1].as<std::size_t>());
   return result;
 }

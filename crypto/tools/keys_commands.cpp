@@ -9,9 +9,9 @@
 #include "outbox/keyring.h"
 #include "outbox/one_line.h"
 #include "outbox/pg_connection.h"
+#include "outbox/pqxx_compat.h"
 #include "outbox/sql_identifier.h"
 #include "outbox/subject_key_store.h"
-#include "outbox/pqxx_compat.h"
 
 namespace outbox::keys_tool {
 namespace {
@@ -65,8 +65,7 @@ int check(const KeysOptions& o, std::ostream& out, std::ostream& err) {
     out << "keyring " << (o.keyring_file.empty() ? "$" + o.keyring_env : o.keyring_file) << ": ok\n";
     out << "  active key: " << quoted_value(ring->active_id()) << "\n  keys:";
     for (const auto& id : ring->key_ids()) out << " " << quoted_value(id);
-    out << "\n  blind-index key: " << (ring->has_index_keys() ? quoted_value(ring->index_active_id()) : "none")
-        << "\n";
+    out << "\n  blind-index key: " << (ring->has_index_keys() ? quoted_value(ring->index_active_id()) : "none") << "\n";
     return kOk;
   });
 }
@@ -78,9 +77,9 @@ int status(const KeysOptions& o, std::ostream& out, std::ostream& err) {
     if (has_keyring(o)) ring = load_keyring(o);
     auto conn = connect(o);
     const auto by_master = keys_by_master(*conn, table);  // everything read before anything is printed
-    const auto erased =
-        outbox::pgx::exec1(pqxx::read_transaction(*conn), "SELECT count(*) FROM " + table + " WHERE erased_at IS NOT NULL")[0]
-            .as<long long>();
+    const auto erased = outbox::pgx::exec1(pqxx::read_transaction(*conn),
+                                           "SELECT count(*) FROM " + table + " WHERE erased_at IS NOT NULL")[0]
+                            .as<long long>();
     long long to_rewrap = 0, missing = 0;
     out << "subject keys by master key:\n";
     for (const auto& [id, n] : by_master) {
@@ -125,8 +124,7 @@ int rewrap(const KeysOptions& o, const std::atomic<bool>& stop, std::ostream& ou
       total += last.rewrapped;
       err << "rewrapped " << last.rewrapped << " subject keys (" << total << " so far)\n";
     }
-    out << "rewrapped " << total << " subject keys under the active key " << quoted_value(ring->active_id())
-        << "\n";
+    out << "rewrapped " << total << " subject keys under the active key " << quoted_value(ring->active_id()) << "\n";
     if (last.skipped() == 0) return kOk;
     err << "outbox-keys: " << last.skipped_text() << "\n";
     return kIncomplete;

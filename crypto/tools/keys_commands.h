@@ -19,8 +19,8 @@ struct KeysOptions {
   // The environment variable holding the PostgreSQL connection string: never on the
   // command line, where `ps` shows it to every user of the host.
   std::string dsn_env = "OUTBOX_PG_DSN";
-  std::size_t batch = 500;   // rewrap: subject keys per transaction
-  std::string subject;       // erase: the data subject (e.g. a customer id)
+  std::size_t batch = 500;  // rewrap: subject keys per transaction
+  std::string subject;      // erase: the data subject (e.g. a customer id)
 };
 
 // Exit codes, the same for every command.

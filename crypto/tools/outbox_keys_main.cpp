@@ -1,6 +1,5 @@
 // outbox-keys: the operator's tool for field-encryption master keys (keys_commands.h).
 #include <CLI/CLI.hpp>
-
 #include <csignal>
 #include <iostream>
 

@@ -17,17 +17,17 @@
 
 #include <atomic>
 #include <iostream>
-#include <sstream>
 #include <pqxx/pqxx>
+#include <sstream>
 #include <thread>
 
 #include "billing_schema.h"
 #include "fake_payment_gateway.h"
 #include "invoice_handler.h"
 #include "outbox/consumer_runner.h"
-#include "outbox/pg_connection.h"
 #include "outbox/errors.h"
 #include "outbox/inbox_retention.h"
+#include "outbox/pg_connection.h"
 #include "outbox/pqxx_compat.h"
 
 namespace {
@@ -180,8 +180,10 @@ int main(int argc, char** argv) {
     run(runner, args.idle_exit_ms);
 
     auto c = runner.counters().snapshot();
-    auto invoices = outbox::pgx::exec_params1(pqxx::nontransaction(conn), 
-        "SELECT count(*) FROM " + args.schema + ".invoices WHERE created_at >= $1::timestamptz", started_at)[0];
+    auto invoices = outbox::pgx::exec_params1(pqxx::nontransaction(conn),
+                                              "SELECT count(*) FROM " + args.schema +
+                                                  ".invoices WHERE created_at >= $1::timestamptz",
+                                              started_at)[0];
     std::cout << "billing-consumer: invoices created " << invoices.as<long long>() << ", duplicates skipped "
               << c.duplicates << ", charges taken " << gateway.charges_taken() << " (" << gateway.total_taken_cents()
               << " cents), dead-lettered " << c.dead_lettered << ", failed tries " << c.failed << ", late deliveries "

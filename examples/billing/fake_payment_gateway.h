@@ -24,9 +24,9 @@ class FakePaymentGateway {
   explicit FakePaymentGateway(std::chrono::milliseconds latency = std::chrono::milliseconds(200));
 
   struct Charge {
-    std::string id;           // "ch_N"
+    std::string id;  // "ch_N"
     std::int64_t amount_cents;
-    bool replayed;            // true: the idempotency key was seen, nothing was taken
+    bool replayed;  // true: the idempotency key was seen, nothing was taken
   };
   // Sleeps the latency, then takes `amount_cents` (or replays the earlier charge for
   // `idempotency_key`). No key: every call takes money.

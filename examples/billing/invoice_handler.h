@@ -20,7 +20,7 @@ enum class InvoiceStrategy {
 };
 
 struct InvoiceHandlerOptions {
-  std::string schema = "billing";                      // where the invoices table lives
+  std::string schema = "billing";  // where the invoices table lives
   InvoiceStrategy strategy = InvoiceStrategy::kNaturalKey;
   // Send "order-<id>" to the gateway as the idempotency key, so a charge retried
   // after a failed commit replays instead of taking the money again.

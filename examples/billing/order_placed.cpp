@@ -53,7 +53,8 @@ std::string customer_id_field(const nlohmann::json& json) {
 
 OrderPlaced parse_order_placed(const std::string& payload) {
   auto json = nlohmann::json::parse(payload, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded() || !json.is_object()) throw outbox::PermanentError("OrderPlaced: payload is not a JSON object");
+  if (json.is_discarded() || !json.is_object())
+    throw outbox::PermanentError("OrderPlaced: payload is not a JSON object");
   OrderPlaced o;
   o.order_id = integer_field(json, "order_id", 1, std::numeric_limits<std::int64_t>::max());
   o.total_cents = integer_field(json, "total_cents", 1, kMaxTotalCents);

@@ -4,8 +4,8 @@
 #include <stdexcept>
 
 #include "outbox/errors.h"
-#include "outbox/sql_identifier.h"
 #include "outbox/pqxx_compat.h"
+#include "outbox/sql_identifier.h"
 
 namespace billing {
 namespace {
@@ -36,12 +36,15 @@ void PaymentHandler::operator()(pqxx::transaction_base& tx, const outbox::Delive
   const std::string target = captured ? "captured" : "refunded";
   auto outcome = transition_.apply(tx, payment_id, {captured ? "pending" : "captured"}, target);
   if (outcome == outbox::TransitionOutcome::kApplied) {
-    outbox::pgx::exec_params(tx, "INSERT INTO " + schema_ + ".payment_history (payment_id, state, message_id) VALUES ($1, $2, $3::uuid)",
-                   payment_id, target, d.message_id.to_string());
+    outbox::pgx::exec_params(tx,
+                             "INSERT INTO " + schema_ +
+                                 ".payment_history (payment_id, state, message_id) VALUES ($1, $2, $3::uuid)",
+                             payment_id, target, d.message_id.to_string());
     return;
   }
   if (!captured) {
-    auto state = outbox::pgx::exec_params1(tx, "SELECT state FROM " + schema_ + ".payments WHERE payment_id = $1", payment_id)[0]
+    auto state = outbox::pgx::exec_params1(tx, "SELECT state FROM " + schema_ + ".payments WHERE payment_id = $1",
+                                           payment_id)[0]
                      .as<std::string>();
     if (state == "pending")  // the refund overtook its capture: try again later
       throw std::runtime_error("PaymentRefunded for payment " + std::to_string(payment_id) +

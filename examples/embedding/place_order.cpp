@@ -50,16 +50,18 @@ int main(int argc, char** argv) {
 
     pqxx::work tx(conn);
     outbox::pgx::exec0(tx, "CREATE SCHEMA IF NOT EXISTS " + shop);  // a real service has its own migrations
-    outbox::pgx::exec0(tx, "CREATE TABLE IF NOT EXISTS " + orders + " (id bigint PRIMARY KEY, total_cents bigint NOT NULL)");
-    outbox::pgx::exec_params0(tx, "INSERT INTO " + orders + " (id, total_cents) VALUES ($1, $2)", order_id, total_cents);
+    outbox::pgx::exec0(tx, "CREATE TABLE IF NOT EXISTS " + orders +
+                               " (id bigint PRIMARY KEY, total_cents bigint NOT NULL)");
+    outbox::pgx::exec_params0(tx, "INSERT INTO " + orders + " (id, total_cents) VALUES ($1, $2)", order_id,
+                              total_cents);
 
     outbox::Message event;
     event.exchange = outbox::Exchange(env_or("SHOP_EXCHANGE", "shop"));
     event.routing_key = outbox::RoutingKey("order.placed");
     event.type = outbox::MessageType("OrderPlaced");
     event.ordering_key = std::to_string(order_id);  // events of one order stay in order
-    event.payload = R"({"order_id":)" + std::to_string(order_id) + R"(,"total_cents":)" +
-                    std::to_string(total_cents) + "}";
+    event.payload = R"({"order_id":)" + std::to_string(order_id) + R"(,"total_cents":)" + std::to_string(total_cents) +
+                    "}";
     outbox::MessageId id = writer.enqueue(tx, event);  // validated, then one INSERT in tx
 
     if (rollback) {

@@ -46,14 +46,13 @@ outbox::RunnerOptions runner_options() {
 void ship(pqxx::transaction_base& tx, const outbox::Delivery& delivery, const std::string& shipments) {
   auto order = nlohmann::json::parse(delivery.body);
   outbox::pgx::exec_params0(tx, "INSERT INTO " + shipments + " (order_id, message_id) VALUES ($1, $2)",
-                  order.at("order_id").get<long long>(), delivery.message_id.to_string());
+                            order.at("order_id").get<long long>(), delivery.message_id.to_string());
 }
 
 int consume(const outbox::RunnerOptions& options, const std::string& shipments, unsigned expect,
             std::chrono::seconds timeout) {
-  outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
-    ship(tx, d, shipments);
-  });
+  outbox::ConsumerRunner runner(options,
+                                [&](pqxx::transaction_base& tx, const outbox::Delivery& d) { ship(tx, d, shipments); });
   runner.start();
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (runner.counters().processed < expect && std::chrono::steady_clock::now() < deadline)
@@ -100,7 +99,7 @@ int main(int argc, char** argv) {
       pqxx::work tx(conn);
       outbox::pgx::exec0(tx, "CREATE SCHEMA IF NOT EXISTS " + shop);
       outbox::pgx::exec0(tx, "CREATE TABLE IF NOT EXISTS " + shipments +
-               " (order_id bigint PRIMARY KEY, message_id uuid NOT NULL)");
+                                 " (order_id bigint PRIMARY KEY, message_id uuid NOT NULL)");
       tx.commit();
     }
     return consume(options, shipments, expect, std::chrono::seconds(timeout_s));

@@ -51,22 +51,19 @@ void require_utf8(const std::string& field, const std::string& value) {
 // or bytes that are not UTF-8 (PostgreSQL would refuse the row, aborting the caller's
 // transaction, or the JSON encoder would throw).
 void require_text(const std::string& field, const std::string& value) {
-  if (value.find('\0') != std::string::npos)
-    throw ValidationError(field, "must not contain NUL bytes");
+  if (value.find('\0') != std::string::npos) throw ValidationError(field, "must not contain NUL bytes");
   require_utf8(field, value);
 }
 
 void require_short(const std::string& field, const std::string& value, bool required) {
   if (required && value.empty()) throw ValidationError(field, "must not be empty");
   if (value.size() > kShortStrMax)
-    throw ValidationError(field, "is " + std::to_string(value.size()) +
-                                     " bytes, at most 255 allowed: " + shown(value));
+    throw ValidationError(field, "is " + std::to_string(value.size()) + " bytes, at most 255 allowed: " + shown(value));
   require_text(field, value);
 }
 
 bool valid_header_name_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '_' || c == '-' || c == '.';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
 }
 
 void validate_header(const std::string& name, const std::string& value) {
@@ -74,15 +71,13 @@ void validate_header(const std::string& name, const std::string& value) {
   if (name.empty() || name.size() > kHeaderNameMax)
     throw ValidationError(field, "header name must be 1-128 characters");
   for (char c : name)
-    if (!valid_header_name_char(c))
-      throw ValidationError(field, "header name may only use [A-Za-z0-9_.-]");
+    if (!valid_header_name_char(c)) throw ValidationError(field, "header name may only use [A-Za-z0-9_.-]");
   if (auto reserved = reserved_header(name))
     throw ValidationError(field, "header name " + shown(name) + " is reserved: " + std::string(reserved->why));
   if (name == "traceparent" || name == "tracestate")
     throw ValidationError(field, "set the trace context with Message::" + name + ", not as a header");
   if (value.size() > kHeaderValueMax)
-    throw ValidationError(field, "header value is " + std::to_string(value.size()) +
-                                     " bytes, at most 4096 allowed");
+    throw ValidationError(field, "header value is " + std::to_string(value.size()) + " bytes, at most 4096 allowed");
   require_text(field, value);
 }
 
@@ -132,8 +127,7 @@ void validate_message(const Message& m, const MessageLimits& limits) {
   if (m.correlation_id) require_short("correlation_id", *m.correlation_id, true);
   if (m.message_id) MessageId::parse_distinct(*m.message_id, "message_id");
   if (m.payload.size() > limits.max_payload_bytes)
-    throw ValidationError("payload", "is " + std::to_string(m.payload.size()) +
-                                         " bytes, above the maximum of " +
+    throw ValidationError("payload", "is " + std::to_string(m.payload.size()) + " bytes, above the maximum of " +
                                          std::to_string(limits.max_payload_bytes));
   for (const auto& [name, value] : m.headers) validate_header(name, value);
   if (m.traceparent) {

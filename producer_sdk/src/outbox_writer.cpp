@@ -4,14 +4,14 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
-#include "outbox/error_text.h"
 #include "outbox/crypto_errors.h"
+#include "outbox/error_text.h"
 #include "outbox/field_encryptor.h"
 #include "outbox/payload_json.h"
 #include "outbox/pg_array.h"
+#include "outbox/pqxx_compat.h"
 #include "outbox/schema_registry.h"
 #include "outbox/sql_identifier.h"
-#include "outbox/pqxx_compat.h"
 
 namespace outbox {
 namespace {
@@ -72,9 +72,10 @@ std::vector<MessageId> OutboxWriter::enqueue_batch(pqxx::transaction_base& tx,
   // whatever becomes of the business rows around it (and a subject key without it),
   // the dual write the outbox exists to avoid.
   if (dynamic_cast<pqxx::nontransaction*>(&tx) != nullptr)
-    throw ValidationError("transaction", "a pqxx::nontransaction commits each statement alone: enqueue in the "
-                                         "transaction (pqxx::work, or a subtransaction of it) that writes the "
-                                         "business rows");
+    throw ValidationError("transaction",
+                          "a pqxx::nontransaction commits each statement alone: enqueue in the "
+                          "transaction (pqxx::work, or a subtransaction of it) that writes the "
+                          "business rows");
   for (const auto& m : messages) validate_message(m, options_.limits);
   std::vector<MessageId> ids;
   if (messages.empty()) return ids;
@@ -100,10 +101,9 @@ std::vector<MessageId> OutboxWriter::enqueue_batch(pqxx::transaction_base& tx,
     correlation.push_back(m.correlation_id);
     payloads.push_back(prepared[i] ? std::string_view(*prepared[i]) : std::string_view(m.payload));
   }
-  outbox::pgx::exec_params0(tx, insert_sql_, pg::text_array(id_text), pg::text_array(exchanges),
-                  pg::text_array(keys), pg::text_array(types), pg::text_array(ordering),
-                  pg::text_array(content_types), pg::text_array(headers),
-                  pg::text_array(correlation), pg::bytea_array(payloads));
+  outbox::pgx::exec_params0(tx, insert_sql_, pg::text_array(id_text), pg::text_array(exchanges), pg::text_array(keys),
+                            pg::text_array(types), pg::text_array(ordering), pg::text_array(content_types),
+                            pg::text_array(headers), pg::text_array(correlation), pg::bytea_array(payloads));
   return ids;
 }
 
@@ -126,7 +126,8 @@ std::vector<std::optional<std::string>> OutboxWriter::prepare_payloads(pqxx::tra
     const EventSchema* schema = options_.event_schemas->find(type);
     if (!schema) {
       if (options_.require_event_schema)
-        throw ValidationError("type", "no event schema describes " + quoted_value(type) + " (event schemas are required)");
+        throw ValidationError("type",
+                              "no event schema describes " + quoted_value(type) + " (event schemas are required)");
       continue;
     }
     // A payload with sensitive fields is serialised again after encryption.

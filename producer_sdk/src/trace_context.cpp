@@ -34,13 +34,11 @@ bool valid_key(const std::string& k) {
       if (!key_char(c)) return false;
     return true;
   };
-  if (at == std::string::npos)
-    return !k.empty() && k.size() <= 256 && k[0] >= 'a' && k[0] <= 'z' && chars_ok(k);
+  if (at == std::string::npos) return !k.empty() && k.size() <= 256 && k[0] >= 'a' && k[0] <= 'z' && chars_ok(k);
   const std::string tenant = k.substr(0, at), system = k.substr(at + 1);
-  return !tenant.empty() && tenant.size() <= 241 && ((tenant[0] >= 'a' && tenant[0] <= 'z') ||
-                                                      (tenant[0] >= '0' && tenant[0] <= '9')) &&
-         chars_ok(tenant) && !system.empty() && system.size() <= 14 && system[0] >= 'a' &&
-         system[0] <= 'z' && chars_ok(system);
+  return !tenant.empty() && tenant.size() <= 241 &&
+         ((tenant[0] >= 'a' && tenant[0] <= 'z') || (tenant[0] >= '0' && tenant[0] <= '9')) && chars_ok(tenant) &&
+         !system.empty() && system.size() <= 14 && system[0] >= 'a' && system[0] <= 'z' && chars_ok(system);
 }
 
 bool valid_value(const std::string& v) {

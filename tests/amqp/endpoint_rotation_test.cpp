@@ -1,10 +1,10 @@
 // EndpointRotation: the order in which a client tries the nodes of a broker cluster.
+#include "outbox/amqp/endpoint_rotation.h"
+
 #include <doctest/doctest.h>
 
 #include <set>
 #include <vector>
-
-#include "outbox/amqp/endpoint_rotation.h"
 
 using outbox::amqp::EndpointOrder;
 using outbox::amqp::EndpointRotation;
@@ -58,7 +58,8 @@ TEST_CASE("shuffled, every round tries every endpoint exactly once") {
 
 TEST_CASE("shuffled, clients with different seeds spread over the nodes") {
   std::set<std::size_t> firsts;
-  for (std::uint64_t seed = 1; seed <= 30; ++seed) firsts.insert(EndpointRotation(3, EndpointOrder::kShuffled, seed).next());
+  for (std::uint64_t seed = 1; seed <= 30; ++seed)
+    firsts.insert(EndpointRotation(3, EndpointOrder::kShuffled, seed).next());
   CHECK(firsts.size() == 3);
 }
 

@@ -1,19 +1,19 @@
 #pragma once
 // AmqpAdmin: declares the chaos run's exchanges and queues on its private broker.
 
-#include "amqp_test_client.h"
-
 #include <cstdint>
 #include <string>
+
+#include "amqp_test_client.h"
 
 namespace chaos {
 
 // Names of what the chaos run declares. Every message class has its own type.
 struct Topology {
-  std::string exchange = "chaos_x";          // direct, durable
-  std::string queue = "chaos_q";             // bound with "order" and "late"
-  std::string limited_queue = "chaos_limited";  // x-max-length, overflow reject-publish
-  std::string late_exchange = "chaos_late_x";   // created in the middle of the run
+  std::string exchange = "chaos_x";                  // direct, durable
+  std::string queue = "chaos_q";                     // bound with "order" and "late"
+  std::string limited_queue = "chaos_limited";       // x-max-length, overflow reject-publish
+  std::string late_exchange = "chaos_late_x";        // created in the middle of the run
   std::string missing_exchange = "chaos_missing_x";  // never created
   int limited_max_length = 20;
   // The main queue as a quorum queue (x-queue-type: quorum), for a cluster run.

@@ -17,8 +17,8 @@ long long number(const std::string& flag, const std::string& text, long long min
   if (used != text.size() || text.empty())
     throw std::invalid_argument(flag + ": expected an integer, got '" + text + "'");
   if (v < min || v > max)
-    throw std::invalid_argument(flag + ": must be between " + std::to_string(min) + " and " +
-                                std::to_string(max) + ", got " + text);
+    throw std::invalid_argument(flag + ": must be between " + std::to_string(min) + " and " + std::to_string(max) +
+                                ", got " + text);
   return v;
 }
 

@@ -7,14 +7,14 @@
 namespace chaos {
 
 struct ChaosOptions {
-  int duration_s = 150;     // the chaos phase (faults injected); the run adds set-up and drain
-  double rate = 300;        // messages per second written by the producers
-  int producers = 2;        // producer threads
-  int relays = 2;           // relay processes
-  int batch_size = 200;     // relay.batch_size
-  int min_kills = 20;       // fail unless at least this many relay SIGKILLs happened
+  int duration_s = 150;  // the chaos phase (faults injected); the run adds set-up and drain
+  double rate = 300;     // messages per second written by the producers
+  int producers = 2;     // producer threads
+  int relays = 2;        // relay processes
+  int batch_size = 200;  // relay.batch_size
+  int min_kills = 20;    // fail unless at least this many relay SIGKILLs happened
   int drain_timeout_s = 120;
-  unsigned seed = 0;        // 0: pick one (printed, so a run can be repeated)
+  unsigned seed = 0;  // 0: pick one (printed, so a run can be repeated)
   bool keep_servers = false;
   // Cluster mode (ClusterRun): 3 RabbitMQ nodes, a PostgreSQL primary and standby,
   // node and database failovers instead of the single-server faults.

@@ -80,8 +80,7 @@ std::string ChaosRun::write_config(const std::string& name, const std::string& d
          "  connect_timeout_s: 2\n  keepalives_idle_s: 2\n"
       << "amqp:\n  uri: " << uri << "\n  heartbeat_s: 2\n  confirm_timeout_ms: " << kConfirmTimeoutMs
       << "\n  connect_timeout_ms: 2000\n"
-      << "relay:\n  batch_size: " << options_.batch_size
-      << "\n  poll_interval_ms: 50\n  max_attempts: " << kMaxAttempts
+      << "relay:\n  batch_size: " << options_.batch_size << "\n  poll_interval_ms: 50\n  max_attempts: " << kMaxAttempts
       << "\n  backoff_initial_ms: 200\n  backoff_max_ms: 2000\n  backoff_factor: 2.0\n"
          "  summary_interval_s: 10\n"
       << "log:\n  level: info\n";
@@ -93,8 +92,8 @@ void ChaosRun::set_up() {
   log_dir_ = "/tmp/outbox-chaos-logs-" + std::to_string(::getpid());
   run_process({"/bin/mkdir", "-p", log_dir_});
   servers_ = std::make_unique<PrivateServers>(options_.repo);
-  log("starting private servers in " + servers_->dir() + " (PostgreSQL port " +
-      std::to_string(servers_->pg_port()) + ", AMQP port " + std::to_string(servers_->amqp_port()) + ")");
+  log("starting private servers in " + servers_->dir() + " (PostgreSQL port " + std::to_string(servers_->pg_port()) +
+      ", AMQP port " + std::to_string(servers_->amqp_port()) + ")");
   servers_->start();  // before any thread: it forks the reaper
 
   pg_proxy_ = std::make_unique<testenv::TcpProxy>("127.0.0.1", servers_->pg_port());
@@ -115,7 +114,8 @@ void ChaosRun::set_up() {
   relay_config_ = write_config("relay.yaml", "${OUTBOX_CHAOS_PROXIED_PG_DSN}", "${OUTBOX_CHAOS_PROXIED_AMQP_URI}");
 
   auto t = topology();
-  consumer_ = std::make_unique<LedgerConsumer>(ConsumerOptions{"127.0.0.1", servers_->amqp_port(), t.queue, 500, milliseconds(0), {}}, ledger_);
+  consumer_ = std::make_unique<LedgerConsumer>(
+      ConsumerOptions{"127.0.0.1", servers_->amqp_port(), t.queue, 500, milliseconds(0), {}}, ledger_);
   limited_consumer_ = std::make_unique<LedgerConsumer>(
       ConsumerOptions{"127.0.0.1", servers_->amqp_port(), t.limited_queue, 1, milliseconds(0), {}}, ledger_);
 
@@ -298,8 +298,8 @@ bool ChaosRun::drain() {
     if (pending == 0 && recoverable == 0) return true;
     if (recoverable > 0 && Clock::now() >= next_requeue) {
       for (const auto& type : {kind::kNack, kind::kLate}) {
-        const auto parked = scalar("SELECT count(*) FROM " + outbox + " WHERE parked_at IS NOT NULL AND message_type = '" +
-                                   type + "'");
+        const auto parked = scalar("SELECT count(*) FROM " + outbox +
+                                   " WHERE parked_at IS NOT NULL AND message_type = '" + type + "'");
         if (parked == 0) continue;
         // --type changes rows only with --expect N, the count; a row parked since makes
         // it change nothing (exit 2 or 1), and the next round tries again.
@@ -364,18 +364,21 @@ int ChaosRun::run() {
     producers_->stop();
     // Broker reactions, read before requeue resets attempts.
     nacked_rows = scalar("SELECT count(*) FROM " + kSchema + ".outbox WHERE last_error LIKE '%nack%'");
-    if (!drain()) failures.push_back("rows still pending after " + std::to_string(options_.drain_timeout_s) + " s of drain");
-    returned = scalar("SELECT coalesce(sum(attempts), 0) FROM " + kSchema + ".outbox WHERE message_type = '" + kind::kUnroutable + "'");
-    missing_attempts = scalar("SELECT coalesce(sum(attempts), 0) FROM " + kSchema + ".outbox WHERE message_type = '" + kind::kMissing + "'");
+    if (!drain())
+      failures.push_back("rows still pending after " + std::to_string(options_.drain_timeout_s) + " s of drain");
+    returned = scalar("SELECT coalesce(sum(attempts), 0) FROM " + kSchema + ".outbox WHERE message_type = '" +
+                      kind::kUnroutable + "'");
+    missing_attempts = scalar("SELECT coalesce(sum(attempts), 0) FROM " + kSchema + ".outbox WHERE message_type = '" +
+                              kind::kMissing + "'");
     wait_consumers_idle();
     exit_codes = relays_->stop_all(30);
     for (int code : exit_codes)
       if (code != 0) failures.push_back("a relay did not exit 0 on SIGTERM (" + std::to_string(code) + ")");
-    const std::uint64_t disruptions =
-        static_cast<std::uint64_t>(faults_.relay_kills) + relays_->count_log_lines("channel closed by broker") +
-        static_cast<std::uint64_t>(options_.relays) *
-            (faults_.cut_events + faults_.rabbitmq_restarts + faults_.postgres_restarts + faults_.broker_pauses +
-             faults_.memory_alarms + 1);
+    const std::uint64_t disruptions = static_cast<std::uint64_t>(faults_.relay_kills) +
+                                      relays_->count_log_lines("channel closed by broker") +
+                                      static_cast<std::uint64_t>(options_.relays) *
+                                          (faults_.cut_events + faults_.rabbitmq_restarts + faults_.postgres_restarts +
+                                           faults_.broker_pauses + faults_.memory_alarms + 1);
     check = check_ledger(servers_->pg_dsn(), kSchema, ledger_, producers_->rolled_back_ids(),
                          {kind::kOrder, kind::kNack, kind::kLate},
                          disruptions * static_cast<std::uint64_t>(options_.batch_size) * kInFlightBatches);
@@ -398,7 +401,8 @@ int ChaosRun::run() {
     << options_.relays << " relays, " << options_.rate << " msg/s, batch " << options_.batch_size << " ==\n";
   t << "faults injected\n";
   row(t, "relay SIGKILL at a random moment, restarted", num(faults_.relay_kills));
-  row(t, "connections cut mid-stream (proxy RST)", num(faults_.cut_events) + " cuts, " + num(faults_.cut_connections) + " connections");
+  row(t, "connections cut mid-stream (proxy RST)",
+      num(faults_.cut_events) + " cuts, " + num(faults_.cut_connections) + " connections");
   row(t, "RabbitMQ restart", num(faults_.rabbitmq_restarts));
   row(t, "PostgreSQL restart", num(faults_.postgres_restarts));
   row(t, "broker SIGSTOP > confirm timeout", num(faults_.broker_pauses));
@@ -412,8 +416,9 @@ int ChaosRun::run() {
   if (relays_) {
     row(t, "channel closed by broker (relay logs)", num(relays_->count_log_lines("channel closed by broker")));
     row(t, "connection.blocked (relay logs)", num(blocked_lines));
-    row(t, "sessions (re)connected (relay logs)", num(relays_->count_log_lines("connected to PostgreSQL") +
-                                                      relays_->count_log_lines("connected again to PostgreSQL")));
+    row(t, "sessions (re)connected (relay logs)",
+        num(relays_->count_log_lines("connected to PostgreSQL") +
+            relays_->count_log_lines("connected again to PostgreSQL")));
   }
   row(t, "relay exits nobody asked for", num(faults_.unexpected_relay_exits));
   t << "messages\n";

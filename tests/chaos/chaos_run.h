@@ -11,7 +11,9 @@
 #include "chaos_options.h"
 #include "ledger.h"
 
-namespace testenv { class TcpProxy; }
+namespace testenv {
+class TcpProxy;
+}
 
 namespace chaos {
 
@@ -23,14 +25,14 @@ class RelayFleet;
 // Faults injected, by kind.
 struct FaultCounts {
   std::atomic<int> relay_kills{0};
-  std::atomic<int> cut_events{0};        // proxy cuts (PostgreSQL, AMQP or both at once)
-  std::atomic<int> cut_connections{0};   // connections reset by those cuts
+  std::atomic<int> cut_events{0};       // proxy cuts (PostgreSQL, AMQP or both at once)
+  std::atomic<int> cut_connections{0};  // connections reset by those cuts
   std::atomic<int> rabbitmq_restarts{0};
   std::atomic<int> postgres_restarts{0};
-  std::atomic<int> broker_pauses{0};     // SIGSTOP longer than the confirm timeout
+  std::atomic<int> broker_pauses{0};  // SIGSTOP longer than the confirm timeout
   std::atomic<int> memory_alarms{0};
-  std::atomic<int> consumer_stalls{0};   // the limited queue's consumer paused: nacks follow
-  std::atomic<int> late_exchange{0};     // the exchange created mid-run
+  std::atomic<int> consumer_stalls{0};  // the limited queue's consumer paused: nacks follow
+  std::atomic<int> late_exchange{0};    // the exchange created mid-run
   std::atomic<int> unexpected_relay_exits{0};
 };
 

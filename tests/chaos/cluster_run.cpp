@@ -112,7 +112,7 @@ void ClusterRun::set_up() {
   p.threads = options_.producers;
   p.rate = options_.rate;
   p.seed = options_.seed;
-  p.orders_only = true;  // the cluster run is about the servers, not poison rows
+  p.orders_only = true;                            // the cluster run is about the servers, not poison rows
   producers_ = std::make_unique<ProducerPool>(p);  // paused until the run starts
   relays_ = std::make_unique<RelayFleet>(options_.relay_bin, write_config("relay.yaml", false), log_dir_,
                                          options_.relays);
@@ -200,8 +200,8 @@ void ClusterRun::fault_phase() {
     if (leader == 0) leader = 1 + (round + 1) % 3;
     inject("clean stop of the queue leader's node", "node " + std::to_string(leader), &ClusterRun::stop_and_start_node,
            leader);
-    if (round == 0) inject("PostgreSQL failover (immediate stop, promote)", "primary to standby",
-                           &ClusterRun::fail_over_postgres, 0);
+    if (round == 0)
+      inject("PostgreSQL failover (immediate stop, promote)", "primary to standby", &ClusterRun::fail_over_postgres, 0);
   }
 }
 
@@ -237,7 +237,8 @@ int ClusterRun::run() {
     fault_phase();
     log("faults over: stopping producers, draining");
     producers_->stop();
-    if (!drain()) failures.push_back("rows still pending after " + std::to_string(options_.drain_timeout_s) + " s of drain");
+    if (!drain())
+      failures.push_back("rows still pending after " + std::to_string(options_.drain_timeout_s) + " s of drain");
     exit_codes = relays_->stop_all(30);
     for (int code : exit_codes)
       if (code != 0) failures.push_back("a relay did not exit 0 on SIGTERM (" + std::to_string(code) + ")");
@@ -289,8 +290,9 @@ int ClusterRun::run() {
   row("unexpected", num(check.unexpected));
   row("duplicates (extra copies / rows)", num(check.duplicates) + " / " + num(check.duplicated_rows));
   row("pending at the end", num(check.pending));
-  if (relays_) row("relay sessions (re)connected (logs)", num(relays_->count_log_lines("connected to PostgreSQL") +
-                                                               relays_->count_log_lines("connected again to PostgreSQL")));
+  if (relays_)
+    row("relay sessions (re)connected (logs)", num(relays_->count_log_lines("connected to PostgreSQL") +
+                                                   relays_->count_log_lines("connected again to PostgreSQL")));
   for (const auto& s : check.samples) t << "  sample: " << s << "\n";
   for (const auto& f : failures) t << "FAILED: " << f << "\n";
   t << "took " << static_cast<int>(std::chrono::duration<double>(Clock::now() - t0_).count())

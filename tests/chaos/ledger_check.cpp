@@ -22,8 +22,7 @@ void require_zero(CheckResult& r, std::uint64_t value, const std::string& what) 
 
 CheckResult check_ledger(const std::string& dsn, const std::string& schema, const Ledger& ledger,
                          const std::unordered_set<std::string>& rolled_back,
-                         const std::unordered_set<std::string>& deliverable,
-                         std::uint64_t max_duplicates) {
+                         const std::unordered_set<std::string>& deliverable, std::uint64_t max_duplicates) {
   CheckResult r;
   const auto receipts = ledger.snapshot();
   r.deliveries = ledger.deliveries();
@@ -34,7 +33,8 @@ CheckResult check_ledger(const std::string& dsn, const std::string& schema, cons
   pqxx::read_transaction tx(conn);
   auto result = tx.exec(
       "SELECT message_id::text, message_type, published_at IS NOT NULL, parked_at IS NOT NULL, "
-      "coalesce(last_error, '') <> '' FROM \"" + schema + "\".outbox");
+      "coalesce(last_error, '') <> '' FROM \"" +
+      schema + "\".outbox");
   rows.reserve(result.size());
   for (const auto& f : result) {
     std::string id = f[0].c_str();
@@ -94,8 +94,8 @@ CheckResult check_ledger(const std::string& dsn, const std::string& schema, cons
   require_zero(r, r.poison_published, "poison rows marked published");
   require_zero(r, r.rolled_back_in_table, "rows of rolled-back transactions in the table");
   if (r.duplicates > max_duplicates)
-    r.failures.push_back("duplicates: " + std::to_string(r.duplicates) +
-                         " exceed what the faults allow (" + std::to_string(max_duplicates) + ")");
+    r.failures.push_back("duplicates: " + std::to_string(r.duplicates) + " exceed what the faults allow (" +
+                         std::to_string(max_duplicates) + ")");
   return r;
 }
 

@@ -12,18 +12,18 @@
 namespace chaos {
 
 struct CheckResult {
-  std::uint64_t rows = 0;            // committed outbox rows (the table is the truth)
-  std::uint64_t published = 0;       // rows with published_at
-  std::uint64_t parked = 0;          // rows with parked_at
-  std::uint64_t pending = 0;         // neither: must be 0 at the end
-  std::uint64_t received = 0;        // distinct message ids received
-  std::uint64_t deliveries = 0;      // all deliveries, redeliveries included
-  std::uint64_t lost = 0;            // committed, deliverable, never received
-  std::uint64_t unexpected = 0;      // received but not committed, rolled back, or poison
-  std::uint64_t duplicates = 0;      // extra copies the relay published (sum of fresh - 1)
-  std::uint64_t duplicated_rows = 0; // rows received more than once
+  std::uint64_t rows = 0;             // committed outbox rows (the table is the truth)
+  std::uint64_t published = 0;        // rows with published_at
+  std::uint64_t parked = 0;           // rows with parked_at
+  std::uint64_t pending = 0;          // neither: must be 0 at the end
+  std::uint64_t received = 0;         // distinct message ids received
+  std::uint64_t deliveries = 0;       // all deliveries, redeliveries included
+  std::uint64_t lost = 0;             // committed, deliverable, never received
+  std::uint64_t unexpected = 0;       // received but not committed, rolled back, or poison
+  std::uint64_t duplicates = 0;       // extra copies the relay published (sum of fresh - 1)
+  std::uint64_t duplicated_rows = 0;  // rows received more than once
   std::uint64_t parked_without_reason = 0;
-  std::uint64_t wrongly_parked = 0;  // deliverable rows left parked
+  std::uint64_t wrongly_parked = 0;    // deliverable rows left parked
   std::uint64_t poison_published = 0;  // unroutable/missing-exchange rows marked published
   std::uint64_t rolled_back_in_table = 0;
   std::uint64_t published_not_received = 0;
@@ -37,7 +37,6 @@ struct CheckResult {
 // REQUIRES: the relays are stopped and the consumers idle.
 CheckResult check_ledger(const std::string& dsn, const std::string& schema, const Ledger& ledger,
                          const std::unordered_set<std::string>& rolled_back,
-                         const std::unordered_set<std::string>& deliverable,
-                         std::uint64_t max_duplicates);
+                         const std::unordered_set<std::string>& deliverable, std::uint64_t max_duplicates);
 
 }  // namespace chaos

@@ -63,10 +63,8 @@ void LedgerConsumer::consume_once() {
     if (r.reply_type != AMQP_RESPONSE_NORMAL) return;
     const auto& p = env.message.properties;
     if (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
-      ledger_.record(std::string(static_cast<const char*>(p.message_id.bytes), p.message_id.len),
-                     env.redelivered != 0);
-    else
-      ledger_.record("(no message id)", env.redelivered != 0);
+      ledger_.record(std::string(static_cast<const char*>(p.message_id.bytes), p.message_id.len), env.redelivered != 0);
+    else ledger_.record("(no message id)", env.redelivered != 0);
     int rc = amqp_basic_ack(conn, 1, env.delivery_tag, 0);
     amqp_destroy_envelope(&env);
     if (rc != AMQP_STATUS_OK) return;

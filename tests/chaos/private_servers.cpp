@@ -10,9 +10,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <pqxx/pqxx>
-#include <thread>
 #include <random>
 #include <stdexcept>
+#include <thread>
+
 #include "outbox/pqxx_compat.h"
 
 extern char** environ;
@@ -47,8 +48,7 @@ std::uint16_t pick_port(std::mt19937& rng, bool with_dist, int avoid, int count 
   for (int i = 0; i < 400; ++i) {
     int p = pick(rng);
     bool ok = avoid == 0 || p + count <= avoid || p >= avoid + 3;
-    for (int k = 0; ok && k < count; ++k)
-      ok = port_free(p + k) && (!with_dist || port_free(p + k + 20000));
+    for (int k = 0; ok && k < count; ++k) ok = port_free(p + k) && (!with_dist || port_free(p + k + 20000));
     if (ok) return static_cast<std::uint16_t>(p);
   }
   throw std::runtime_error("no free port for the private servers");
@@ -63,8 +63,7 @@ std::vector<char*> c_strings(std::vector<std::string>& v) {
 
 }  // namespace
 
-ProcessResult run_process(const std::vector<std::string>& argv_in,
-                          const std::vector<std::string>& extra_env) {
+ProcessResult run_process(const std::vector<std::string>& argv_in, const std::vector<std::string>& extra_env) {
   std::vector<std::string> argv = argv_in;
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
@@ -95,7 +94,8 @@ ProcessResult run_process(const std::vector<std::string>& argv_in,
   }
   ::close(out[0]);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
 }
@@ -113,7 +113,8 @@ PrivateServers::~PrivateServers() {
   if (reaper_pipe_ >= 0) ::close(reaper_pipe_);  // the reaper stops the servers now
   if (reaper_ > 0) {
     int status = 0;
-    while (::waitpid(reaper_, &status, 0) < 0 && errno == EINTR) {}
+    while (::waitpid(reaper_, &status, 0) < 0 && errno == EINTR) {
+    }
   }
 }
 
@@ -137,13 +138,14 @@ std::string PrivateServers::script(const std::vector<std::string>& args) {
   const bool cluster = layout_ == ServerLayout::kCluster;
   std::vector<std::string> argv = {repo_ + (cluster ? "/deploy/local/cluster.sh" : "/deploy/local/servers.sh")};
   argv.insert(argv.end(), args.begin(), args.end());
-  auto r = cluster ? run_process(argv, {"OUTBOX_CLUSTER_DIR=" + dir_, "OUTBOX_CLUSTER_PG_PORT=" + std::to_string(pg_port_),
-                                        "OUTBOX_CLUSTER_AMQP_PORT=" + std::to_string(amqp_port_)})
-                   : run_process(argv, {"OUTBOX_LOCAL_DIR=" + dir_, "OUTBOX_PG_PORT=" + std::to_string(pg_port_),
-                                        "OUTBOX_AMQP_PORT=" + std::to_string(amqp_port_)});
+  auto r = cluster
+               ? run_process(argv, {"OUTBOX_CLUSTER_DIR=" + dir_, "OUTBOX_CLUSTER_PG_PORT=" + std::to_string(pg_port_),
+                                    "OUTBOX_CLUSTER_AMQP_PORT=" + std::to_string(amqp_port_)})
+               : run_process(argv, {"OUTBOX_LOCAL_DIR=" + dir_, "OUTBOX_PG_PORT=" + std::to_string(pg_port_),
+                                    "OUTBOX_AMQP_PORT=" + std::to_string(amqp_port_)});
   if (r.exit_code != 0)
-    throw std::runtime_error(std::string(cluster ? "cluster.sh " : "servers.sh ") + (args.empty() ? "" : args[0]) + " failed (exit " +
-                             std::to_string(r.exit_code) + "): " + r.output);
+    throw std::runtime_error(std::string(cluster ? "cluster.sh " : "servers.sh ") + (args.empty() ? "" : args[0]) +
+                             " failed (exit " + std::to_string(r.exit_code) + "): " + r.output);
   return r.output;
 }
 
@@ -187,7 +189,8 @@ void PrivateServers::start() {
 }
 
 void PrivateServers::keep_running() {
-  if (reaper_pipe_ >= 0 && ::write(reaper_pipe_, "k", 1) != 1) {}
+  if (reaper_pipe_ >= 0 && ::write(reaper_pipe_, "k", 1) != 1) {
+  }
 }
 
 void PrivateServers::restart_rabbitmq() {

@@ -88,7 +88,6 @@ struct ProcessResult {
   int exit_code = -1;
   std::string output;
 };
-ProcessResult run_process(const std::vector<std::string>& argv,
-                          const std::vector<std::string>& extra_env = {});
+ProcessResult run_process(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {});
 
 }  // namespace chaos

@@ -65,8 +65,7 @@ std::unordered_set<std::string> ProducerPool::rolled_back_ids() const {
 void ProducerPool::run(int index) {
   std::mt19937_64 rng(options_.seed * 7919 + static_cast<unsigned>(index));
   outbox::OutboxWriter writer({options_.schema, {}});
-  const std::string insert_order =
-      "INSERT INTO \"" + options_.schema + "\".chaos_orders (total) VALUES ($1)";
+  const std::string insert_order = "INSERT INTO \"" + options_.schema + "\".chaos_orders (total) VALUES ($1)";
   const double per_thread = options_.rate / options_.threads;
   std::unique_ptr<pqxx::connection> conn;
   auto next = Clock::now();

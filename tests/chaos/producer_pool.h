@@ -27,9 +27,9 @@ struct ProducerOptions {
   std::string schema;
   Topology topology;
   int threads = 2;
-  double rate = 300;             // messages per second, all threads together
-  double rollback_share = 0.1;   // transactions rolled back on purpose
-  double nack_share = 0.04;      // of messages
+  double rate = 300;            // messages per second, all threads together
+  double rollback_share = 0.1;  // transactions rolled back on purpose
+  double nack_share = 0.04;     // of messages
   double unroutable_share = 0.003;
   double missing_share = 0.001;
   double late_share = 0.001;
@@ -41,10 +41,10 @@ struct ProducerOptions {
 };
 
 struct ProducerStats {
-  std::uint64_t committed_messages = 0;   // commit returned
-  std::uint64_t rolled_back_messages = 0; // rolled back on purpose
-  std::uint64_t in_doubt_messages = 0;    // commit failed: the table tells
-  std::uint64_t errors = 0;               // failed transactions (server restarts)
+  std::uint64_t committed_messages = 0;    // commit returned
+  std::uint64_t rolled_back_messages = 0;  // rolled back on purpose
+  std::uint64_t in_doubt_messages = 0;     // commit failed: the table tells
+  std::uint64_t errors = 0;                // failed transactions (server restarts)
 };
 
 // Each thread owns a libpqxx connection (direct to PostgreSQL) and runs

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <memory>
 #include <pqxx/pqxx>
+
 #include "outbox/pqxx_compat.h"
 
 namespace chaos {
 
-PublishMonitor::PublishMonitor(std::string dsn, std::string schema)
-    : dsn_(std::move(dsn)), schema_(std::move(schema)) {
+PublishMonitor::PublishMonitor(std::string dsn, std::string schema) : dsn_(std::move(dsn)), schema_(std::move(schema)) {
   thread_ = std::thread([this] { run(); });
 }
 

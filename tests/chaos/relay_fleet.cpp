@@ -1,7 +1,5 @@
 #include "relay_fleet.h"
 
-#include <cstdio>
-
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -9,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <stdexcept>
 #include <thread>
@@ -72,7 +71,8 @@ int RelayFleet::reap_unexpected_exits() {
       ++n;
       // How it ended, for the log: a crash names its signal.
       std::fprintf(stderr, "relay %d (pid %d) exited unasked: %s %d\n", i, static_cast<int>(pids_[i]),
-                   WIFEXITED(status) ? "exit code" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+                   WIFEXITED(status) ? "exit code" : "signal",
+                   WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
       pids_[i] = spawn(i);
     }
   }

@@ -68,12 +68,14 @@ struct BillingFixture {
   // sequence counts across the rollback).
   void fail_first_invoice_commit() const {
     testenv::sql_exec("CREATE SEQUENCE " + s() + ".commits");
-    testenv::sql_exec("CREATE FUNCTION " + s() + ".fail_first() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                      "IF nextval('" + s() + ".commits') = 1 THEN RAISE EXCEPTION 'injected commit failure'; "
+    testenv::sql_exec("CREATE FUNCTION " + s() +
+                      ".fail_first() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                      "IF nextval('" +
+                      s() +
+                      ".commits') = 1 THEN RAISE EXCEPTION 'injected commit failure'; "
                       "END IF; RETURN NULL; END $$");
     testenv::sql_exec("CREATE CONSTRAINT TRIGGER fail_commit AFTER INSERT ON " + s() +
-                      ".invoices DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION " + s() +
-                      ".fail_first()");
+                      ".invoices DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION " + s() + ".fail_first()");
   }
 };
 
@@ -181,8 +183,8 @@ TEST_CASE("a payment state machine fed triplicates and late, out-of-order messag
     CAPTURE(payment);
     const std::string where = " WHERE payment_id = " + std::to_string(payment);
     CHECK(testenv::sql_value("SELECT state FROM " + f.s() + ".payments" + where) == "refunded");
-    CHECK(testenv::sql_value("SELECT string_agg(state, ',' ORDER BY id) FROM " + f.s() + ".payment_history" +
-                             where) == "captured,refunded");
+    CHECK(testenv::sql_value("SELECT string_agg(state, ',' ORDER BY id) FROM " + f.s() + ".payment_history" + where) ==
+          "captured,refunded");
   }
 }
 
@@ -236,8 +238,11 @@ TEST_CASE("an order with a negative, zero or absurd amount is dead-lettered with
   for (const auto& body : bad) f.publish("OrderPlaced", body, MessageId::generate_v7().to_string());
   f.publish_order(2006, MessageId::generate_v7().to_string());  // a good one still goes through
 
-  REQUIRE(testenv::eventually(20s, [&] { return runner.counters().dead_lettered >= bad.size() && runner.counters().processed >= 1; }));
-  CHECK(testenv::eventually(10s, [&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == bad.size(); }));
+  REQUIRE(testenv::eventually(20s, [&] {
+    return runner.counters().dead_lettered >= bad.size() && runner.counters().processed >= 1;
+  }));
+  CHECK(testenv::eventually(10s,
+                            [&] { return testenv::queue_state(f.topology.dead_letter_queue).ready == bad.size(); }));
   runner.stop();
   runner.wait();
   CHECK(runner.counters().dead_lettered == bad.size());

@@ -3,10 +3,9 @@
 // in a committed effect, a requeue or a dead letter, never in a message acked
 // without its effect, and never in a worker spinning on the queue.
 
-#include <doctest/doctest.h>
-
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -23,9 +22,9 @@
 #include "outbox/consumer_runner.h"
 #include "outbox/errors.h"
 #include "outbox/pg_conninfo.h"
+#include "outbox/pqxx_compat.h"
 #include "tcp_proxy.h"
 #include "test_env.h"
-#include "outbox/pqxx_compat.h"
 
 namespace {
 
@@ -51,7 +50,8 @@ struct Fixture {
     publisher.publish(topology.exchange, topology.routing_key, body, o);
   }
   void record_effect(pqxx::transaction_base& tx, const outbox::Delivery& d) const {
-    outbox::pgx::exec_params(tx, "INSERT INTO " + s() + ".effects VALUES ($1::uuid, $2)", d.message_id.to_string(), d.body);
+    outbox::pgx::exec_params(tx, "INSERT INTO " + s() + ".effects VALUES ($1::uuid, $2)", d.message_id.to_string(),
+                             d.body);
   }
   int effects() const { return std::stoi(testenv::sql_value("SELECT count(*) FROM " + s() + ".effects")); }
   int inbox_rows() const { return std::stoi(testenv::sql_value("SELECT count(*) FROM " + s() + ".inbox")); }
@@ -133,9 +133,8 @@ TEST_CASE("while PostgreSQL is unreachable a worker backs off instead of cycling
   auto options = f.options();
   options.pg_dsn = pg.dsn();
   options.max_attempts = 1;  // a counted try would dead-letter the message
-  outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
-    f.record_effect(tx, d);
-  });
+  outbox::ConsumerRunner runner(options,
+                                [&](pqxx::transaction_base& tx, const outbox::Delivery& d) { f.record_effect(tx, d); });
   runner.start();
   pg.proxy.set_refusing(true);
   pg.proxy.cut_all();  // the worker's session goes; new ones are refused
@@ -160,9 +159,8 @@ TEST_CASE("a PostgreSQL that accepts connections and never answers cannot hold a
   auto options = f.options();
   options.pg_dsn = pg.dsn();
   options.connect_timeout = 2000ms;
-  outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
-    f.record_effect(tx, d);
-  });
+  outbox::ConsumerRunner runner(options,
+                                [&](pqxx::transaction_base& tx, const outbox::Delivery& d) { f.record_effect(tx, d); });
   runner.start();
   pg.proxy.set_stalled(true);  // new connections are accepted; no byte moves
   pg.proxy.cut_all();          // the worker's session goes
@@ -214,14 +212,16 @@ TEST_CASE("an AMQP timestamp no clock can hold reaches the handler as absent, ne
   std::map<std::string, std::optional<std::int64_t>> seen;  // body -> timestamp in s
   outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base&, const outbox::Delivery& d) {
     std::lock_guard lock(mutex);
-    seen[d.body] = d.timestamp ? std::optional<std::int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                                                 d.timestamp->time_since_epoch()).count())
-                               : std::nullopt;
+    seen[d.body] = d.timestamp
+                       ? std::optional<std::int64_t>(
+                             std::chrono::duration_cast<std::chrono::seconds>(d.timestamp->time_since_epoch()).count())
+                       : std::nullopt;
   });
   runner.start();
   const auto now_s = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-  for (auto [body, ts] : {std::pair<std::string, std::uint64_t>{"now", now_s}, {"max", ~std::uint64_t{0}},
+  for (auto [body, ts] : {std::pair<std::string, std::uint64_t>{"now", now_s},
+                          {"max", ~std::uint64_t{0}},
                           {"2^62", std::uint64_t{1} << 62}}) {
     testenv::TestPublisher::Options o;
     o.message_id = MessageId::generate_v7().to_string();

@@ -75,13 +75,18 @@ TEST_CASE("consumer names are checked before they reach logs or SQL") {
   }
   // Quoted as every error quotes a caller's value (and inbox_record() in SQL): a
   // bidi override or a C1 control would reorder or drive the terminal showing the log.
-  const auto e = validation_error([] { outbox::validate_consumer_name(outbox::ConsumerName("bill\u202eing\xc2\x9b")); });
+  const auto e = validation_error([] {
+    outbox::validate_consumer_name(outbox::ConsumerName("bill\u202eing\xc2\x9b"));
+  });
   CHECK(std::string(e.what()).find("'bill\\xe2\\x80\\xaeing\\xc2\\x9b' is not a consumer name") != std::string::npos);
   // A long one shows its size, as inbox_record() does (sql_contract_pgtest), not 80 bytes and "...".
-  const auto long_name = validation_error([] { outbox::validate_consumer_name(outbox::ConsumerName(std::string(300, 'b'))); });
+  const auto long_name = validation_error([] {
+    outbox::validate_consumer_name(outbox::ConsumerName(std::string(300, 'b')));
+  });
   CHECK_MESSAGE(std::string(long_name.what()).find("(300 bytes)") != std::string::npos, long_name.what());
-  CHECK(validation_error([] { outbox::Inbox({"Robert'); DROP", outbox::ConsumerName("billing")}); }).field() ==
-        "schema");
+  CHECK(validation_error([] {
+          outbox::Inbox({"Robert'); DROP", outbox::ConsumerName("billing")});
+        }).field() == "schema");
 }
 
 TEST_CASE("runner options name the field at fault") {
@@ -164,10 +169,10 @@ TEST_CASE("a runner without a handler is refused") {
 }
 
 TEST_CASE("idempotent-write helpers refuse names that are not plain identifiers") {
-  CHECK(validation_error([] { outbox::NaturalKeyInsert("shop", "invoices;--", {"order_id"}, {"order_id"}); })
-            .field() == "table");
-  CHECK(validation_error([] { outbox::NaturalKeyInsert("shop", "invoices", {"order_id"}, {"customer"}); })
-            .field() == "key_columns");
+  CHECK(validation_error([] { outbox::NaturalKeyInsert("shop", "invoices;--", {"order_id"}, {"order_id"}); }).field() ==
+        "table");
+  CHECK(validation_error([] { outbox::NaturalKeyInsert("shop", "invoices", {"order_id"}, {"customer"}); }).field() ==
+        "key_columns");
   CHECK(validation_error([] { outbox::StateTransition("shop", "payments", "id", "state\""); }).field() ==
         "state_column");
   outbox::NaturalKeyInsert insert("shop", "invoices", {"order_id", "amount"}, {"order_id"});

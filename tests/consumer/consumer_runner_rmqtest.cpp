@@ -2,6 +2,7 @@
 // duplicates, retries, dead letters, the consumer outbox, shutdown.
 
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <csignal>
@@ -10,16 +11,15 @@
 #include <mutex>
 #include <pqxx/pqxx>
 #include <thread>
-#include <unistd.h>
 
 #include "consumer_test_support.h"
 #include "outbox/consumer_runner.h"
 #include "outbox/errors.h"
 #include "outbox/outbox_writer.h"
 #include "outbox/pg_conninfo.h"
+#include "outbox/pqxx_compat.h"
 #include "tcp_proxy.h"
 #include "test_env.h"
-#include "outbox/pqxx_compat.h"
 
 namespace {
 
@@ -45,7 +45,8 @@ struct Fixture {
     return id.value_or("");
   }
   void record_effect(pqxx::transaction_base& tx, const outbox::Delivery& d) const {
-    outbox::pgx::exec_params(tx, "INSERT INTO " + s() + ".effects VALUES ($1::uuid, $2)", d.message_id.to_string(), d.body);
+    outbox::pgx::exec_params(tx, "INSERT INTO " + s() + ".effects VALUES ($1::uuid, $2)", d.message_id.to_string(),
+                             d.body);
   }
   int effects() const { return std::stoi(testenv::sql_value("SELECT count(*) FROM " + s() + ".effects")); }
   int inbox_rows() const { return std::stoi(testenv::sql_value("SELECT count(*) FROM " + s() + ".inbox")); }
@@ -60,9 +61,8 @@ class InjectedPermanent : public outbox::PermanentError {
 
 TEST_CASE("each message is handled once, committed, then acked") {
   Fixture f;
-  outbox::ConsumerRunner runner(f.options(2), [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
-    f.record_effect(tx, d);
-  });
+  outbox::ConsumerRunner runner(f.options(2),
+                                [&](pqxx::transaction_base& tx, const outbox::Delivery& d) { f.record_effect(tx, d); });
   runner.start();
   for (int i = 0; i < 5; ++i) f.publish("{\"n\":" + std::to_string(i) + "}");
   REQUIRE(testenv::eventually(10s, [&] { return runner.counters().processed == 5; }));
@@ -76,9 +76,8 @@ TEST_CASE("each message is handled once, committed, then acked") {
 
 TEST_CASE("a redelivered message is acked as a duplicate without a second effect") {
   Fixture f;
-  outbox::ConsumerRunner runner(f.options(), [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
-    f.record_effect(tx, d);
-  });
+  outbox::ConsumerRunner runner(f.options(),
+                                [&](pqxx::transaction_base& tx, const outbox::Delivery& d) { f.record_effect(tx, d); });
   runner.start();
   auto id = f.publish("first");
   f.publish("again", id);
@@ -219,8 +218,11 @@ TEST_CASE("a commit that fails is retried: the message is neither lost nor appli
   // A deferred constraint trigger fails the first COMMIT that wrote an effect; a
   // sequence counts across the rollback.
   testenv::sql_exec("CREATE SEQUENCE " + f.s() + ".commits");
-  testenv::sql_exec("CREATE FUNCTION " + f.s() + ".fail_first_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                    "IF nextval('" + f.s() + ".commits') = 1 THEN RAISE EXCEPTION 'injected commit failure'; END IF; "
+  testenv::sql_exec("CREATE FUNCTION " + f.s() +
+                    ".fail_first_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                    "IF nextval('" +
+                    f.s() +
+                    ".commits') = 1 THEN RAISE EXCEPTION 'injected commit failure'; END IF; "
                     "RETURN NULL; END $$");
   testenv::sql_exec("CREATE CONSTRAINT TRIGGER fail_commit AFTER INSERT ON " + f.s() +
                     ".effects DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION " + f.s() +
@@ -264,7 +266,8 @@ TEST_CASE("a lost PostgreSQL connection requeues the message without counting a 
   CHECK(f.effects() == 2);
 }
 
-TEST_CASE("a handler slower than idle_in_transaction_session_timeout is a counted try, dead-lettered after max_attempts") {
+TEST_CASE(
+    "a handler slower than idle_in_transaction_session_timeout is a counted try, dead-lettered after max_attempts") {
   // The server closes such a session itself (SQLSTATE 25P03): were that taken for an
   // outage, the handler, and any outside effect it has, would be rerun forever.
   Fixture f;
@@ -325,9 +328,8 @@ TEST_CASE("a message older than the inbox retention is counted as a late deliver
   Fixture f;
   auto options = f.options();
   options.retention = outbox::RetentionPolicy{std::chrono::hours(1), std::chrono::hours(1), 1000};
-  outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base& tx, const outbox::Delivery& d) {
-    f.record_effect(tx, d);
-  });
+  outbox::ConsumerRunner runner(options,
+                                [&](pqxx::transaction_base& tx, const outbox::Delivery& d) { f.record_effect(tx, d); });
   runner.start();
   auto now_s = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
@@ -389,13 +391,13 @@ TEST_CASE("a PostgreSQL connection that fails names the server but never a byte 
   Fixture f;
   const std::string pw = "Zq7@:/TOPSECRETPART%?#Wx";
   auto server = outbox::PgConnInfo::parse(testenv::pg_dsn());
-  const std::string real_host = server.get("host").value_or("127.0.0.1"), real_port = server.get("port").value_or("5432");
-  for (const auto& dsn : {
-           // libpq quotes an unresolvable host name in its error: here it holds the password
-           "host=TOPSECRETPART.invalid connect_timeout=2 user=billing password='" + pw + "'",
-           // the real server refusing the login of a role that does not exist
-           "postgresql://" + testenv::unique_name("nosuch_role") + ":" + testenv::percent_encoded(pw) + "@" +
-               real_host + ":" + real_port + "/postgres?connect_timeout=2"}) {
+  const std::string real_host = server.get("host").value_or("127.0.0.1"),
+                    real_port = server.get("port").value_or("5432");
+  for (const auto& dsn : {// libpq quotes an unresolvable host name in its error: here it holds the password
+                          "host=TOPSECRETPART.invalid connect_timeout=2 user=billing password='" + pw + "'",
+                          // the real server refusing the login of a role that does not exist
+                          "postgresql://" + testenv::unique_name("nosuch_role") + ":" + testenv::percent_encoded(pw) +
+                              "@" + real_host + ":" + real_port + "/postgres?connect_timeout=2"}) {
     CAPTURE(dsn);
     auto options = f.options();
     options.pg_dsn = dsn;

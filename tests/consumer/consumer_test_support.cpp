@@ -118,9 +118,10 @@ int take_and_crash(const std::string& queue) {
         const auto& e = p.headers.entries[i];
         if (std::string(static_cast<const char*>(e.key.bytes), e.key.len) != "x-delivery-count") continue;
         const auto& v = e.value;
-        count = v.kind == AMQP_FIELD_KIND_I64 ? static_cast<int>(v.value.i64)
-              : v.kind == AMQP_FIELD_KIND_I32 ? v.value.i32
-              : v.kind == AMQP_FIELD_KIND_U8  ? v.value.u8 : -2;
+        count = v.kind == AMQP_FIELD_KIND_I64   ? static_cast<int>(v.value.i64)
+                : v.kind == AMQP_FIELD_KIND_I32 ? v.value.i32
+                : v.kind == AMQP_FIELD_KIND_U8  ? v.value.u8
+                                                : -2;
       }
     amqp_destroy_envelope(&env);
   }

@@ -2,14 +2,13 @@
 // Test support for the consumer SDK: a test's own exchange, queue and dead-letter
 // route on the real broker, a confirming publisher, and a polling wait.
 
-#include "amqp_test_client.h"
-
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 
+#include "amqp_test_client.h"
 #include "outbox/consumer_runner.h"
 
 namespace testenv {
@@ -40,8 +39,8 @@ class TestPublisher {
 
   struct Options {
     std::string type = "TestEvent";
-    std::optional<std::string> message_id;           // none: the property is left out
-    std::optional<std::uint64_t> timestamp_unix_s;    // the AMQP timestamp property
+    std::optional<std::string> message_id;          // none: the property is left out
+    std::optional<std::uint64_t> timestamp_unix_s;  // the AMQP timestamp property
   };
   void publish(const std::string& exchange, const std::string& routing_key, const std::string& body,
                const Options& options);
@@ -51,7 +50,7 @@ class TestPublisher {
 };
 
 struct QueueState {
-  std::uint32_t ready = 0;      // messages waiting (not delivered, not unacked)
+  std::uint32_t ready = 0;  // messages waiting (not delivered, not unacked)
   std::uint32_t consumers = 0;
 };
 // queue.declare passive on a fresh connection. Throws when the queue does not exist.

@@ -13,9 +13,9 @@
 #include "outbox/outbox_writer.h"
 #include "outbox/payload_decryptor.h"
 #include "outbox/pg_conninfo.h"
+#include "outbox/pqxx_compat.h"
 #include "tcp_proxy.h"
 #include "test_env.h"
-#include "outbox/pqxx_compat.h"
 
 namespace {
 
@@ -30,8 +30,8 @@ std::pair<std::string, std::string> encrypted_order(const testenv::ScopedSchema&
   outbox::WriterOptions o;
   o.schema = schema.name();
   o.event_schemas = schemas;
-  o.encryptor = std::make_shared<outbox::FieldEncryptor>(
-      ring, std::make_shared<outbox::SubjectKeyStore>(schema.name(), ring));
+  o.encryptor = std::make_shared<outbox::FieldEncryptor>(ring, std::make_shared<outbox::SubjectKeyStore>(schema.name(),
+                                                                                                         ring));
   pqxx::connection conn(testenv::pg_dsn());
   pqxx::work tx(conn);
   outbox::Message m;
@@ -40,8 +40,8 @@ std::pair<std::string, std::string> encrypted_order(const testenv::ScopedSchema&
   m.type = outbox::MessageType("OrderPlaced");
   m.payload = cryptotest::order_placed(1, customer).dump();
   auto id = outbox::OutboxWriter(o).enqueue(tx, m);
-  auto body = outbox::pgx::bytea_of(outbox::pgx::exec_params1(tx, "SELECT payload FROM \"" + schema.name() +
-                                                 "\".outbox WHERE message_id = $1::uuid", id.to_string())[0]);
+  auto body = outbox::pgx::bytea_of(outbox::pgx::exec_params1(
+      tx, "SELECT payload FROM \"" + schema.name() + "\".outbox WHERE message_id = $1::uuid", id.to_string())[0]);
   tx.commit();
   return {id.to_string(), body};
 }
@@ -56,7 +56,8 @@ TEST_CASE("an outage of the subject-key database requeues encrypted messages wit
   testenv::ConsumerTopology topology("cdecrypt");
   testenv::sql_exec("CREATE TABLE \"" + schema.name() + "\".effects (body text)");
   auto ring = cryptotest::keyring(cryptotest::key_texts({"k1"}), "k1");
-  auto schemas = std::make_shared<outbox::SchemaRegistry>(outbox::SchemaRegistry::load_directory(OUTBOX_EVENT_SCHEMA_DIR));
+  auto schemas =
+      std::make_shared<outbox::SchemaRegistry>(outbox::SchemaRegistry::load_directory(OUTBOX_EVENT_SCHEMA_DIR));
   const auto customer = cryptotest::customer("outage");
   const auto [id, body] = encrypted_order(schema, ring, schemas, customer);
 
@@ -76,7 +77,8 @@ TEST_CASE("an outage of the subject-key database requeues encrypted messages wit
   auto options = topology.options(schema.name(), testenv::unique_name("consumer"));
   options.max_attempts = 2;
   outbox::ConsumerRunner runner(options, [&](pqxx::transaction_base& tx, const outbox::Delivery& delivery) {
-    outbox::pgx::exec_params(tx, "INSERT INTO \"" + schema.name() + "\".effects VALUES ($1)", decryptor.decrypt(delivery));
+    outbox::pgx::exec_params(tx, "INSERT INTO \"" + schema.name() + "\".effects VALUES ($1)",
+                             decryptor.decrypt(delivery));
   });
   runner.start();
   testenv::TestPublisher publisher;

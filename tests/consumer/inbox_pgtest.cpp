@@ -9,9 +9,9 @@
 #include "outbox/errors.h"
 #include "outbox/inbox.h"
 #include "outbox/natural_key_insert.h"
+#include "outbox/pqxx_compat.h"
 #include "outbox/state_transition.h"
 #include "test_env.h"
-#include "outbox/pqxx_compat.h"
 
 namespace {
 
@@ -27,9 +27,9 @@ Inbox make_inbox(const testenv::ScopedSchema& schema, const std::string& consume
 // True once the backend `pid` waits for a lock (another transaction's row).
 bool waits_for_lock(int pid) {
   return testenv::eventually(std::chrono::seconds(5), [&] {
-        return testenv::sql_value("SELECT count(*) FROM pg_stat_activity WHERE pid = " + std::to_string(pid) +
-                                  " AND wait_event_type = 'Lock'") == "1";
-      });
+    return testenv::sql_value("SELECT count(*) FROM pg_stat_activity WHERE pid = " + std::to_string(pid) +
+                              " AND wait_event_type = 'Lock'") == "1";
+  });
 }
 
 }  // namespace
@@ -51,7 +51,8 @@ TEST_CASE("a message recorded twice by one consumer is new once, then a duplicat
   CHECK(testenv::sql_value("SELECT message_type FROM " + schema.name() + ".inbox") == "OrderPlaced");
 }
 
-TEST_CASE("the nil UUID is refused by the inbox rather than recorded: every later message carrying it would be a duplicate") {
+TEST_CASE(
+    "the nil UUID is refused by the inbox rather than recorded: every later message carrying it would be a duplicate") {
   testenv::ScopedSchema schema("inbox");
   auto inbox = make_inbox(schema, "billing");
   pqxx::connection conn(testenv::pg_dsn());
@@ -136,8 +137,10 @@ TEST_CASE("a unique violation other than the inbox key is raised, not taken for 
   // A trigger that writes a row keyed on the consumer: a second message of the same
   // consumer violates audit_pkey, a constraint that is not the inbox's.
   testenv::sql_exec("CREATE TABLE " + s + ".audit (consumer text CONSTRAINT audit_pkey PRIMARY KEY)");
-  testenv::sql_exec("CREATE FUNCTION " + s + ".audit_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                    "INSERT INTO " + s + ".audit VALUES (NEW.consumer); RETURN NEW; END $$");
+  testenv::sql_exec("CREATE FUNCTION " + s +
+                    ".audit_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                    "INSERT INTO " +
+                    s + ".audit VALUES (NEW.consumer); RETURN NEW; END $$");
   testenv::sql_exec("CREATE TRIGGER audit AFTER INSERT ON " + s + ".inbox FOR EACH ROW EXECUTE FUNCTION " + s +
                     ".audit_insert()");
   auto inbox = make_inbox(schema, "billing");
@@ -199,10 +202,10 @@ TEST_CASE("a state transition applies only from the expected state") {
   pqxx::connection conn(testenv::pg_dsn());
   pqxx::work tx(conn);
   CHECK(transition.apply(tx, 1, {"pending"}, "captured") == TransitionOutcome::kApplied);
-  CHECK(transition.apply(tx, 1, {"pending"}, "captured") == TransitionOutcome::kNotApplied);   // duplicate
+  CHECK(transition.apply(tx, 1, {"pending"}, "captured") == TransitionOutcome::kNotApplied);  // duplicate
   CHECK(transition.apply(tx, 1, {"captured"}, "refunded") == TransitionOutcome::kApplied);
-  CHECK(transition.apply(tx, 1, {"pending"}, "captured") == TransitionOutcome::kNotApplied);   // late
-  CHECK(transition.apply(tx, 2, {"pending"}, "captured") == TransitionOutcome::kNotApplied);   // no such row
+  CHECK(transition.apply(tx, 1, {"pending"}, "captured") == TransitionOutcome::kNotApplied);  // late
+  CHECK(transition.apply(tx, 2, {"pending"}, "captured") == TransitionOutcome::kNotApplied);  // no such row
   tx.commit();
   CHECK(testenv::sql_value("SELECT state FROM " + s + ".payments WHERE id = 1") == "refunded");
 }

@@ -5,8 +5,8 @@
 #include <pqxx/pqxx>
 
 #include "outbox/inbox_retention.h"
-#include "test_env.h"
 #include "outbox/pqxx_compat.h"
+#include "test_env.h"
 
 namespace {
 
@@ -22,9 +22,9 @@ outbox::RetentionPolicy policy(std::chrono::seconds retention, int batch_size) {
 
 // `count` inbox rows processed `age` ago.
 void insert_rows(const std::string& schema, int count, const std::string& age, const std::string& consumer) {
-  testenv::sql_exec("INSERT INTO " + schema + ".inbox (message_id, consumer, processed_at) SELECT gen_random_uuid(), '" +
-                    consumer + "', now() - interval '" + age + "' FROM generate_series(1, " + std::to_string(count) +
-                    ")");
+  testenv::sql_exec("INSERT INTO " + schema +
+                    ".inbox (message_id, consumer, processed_at) SELECT gen_random_uuid(), '" + consumer +
+                    "', now() - interval '" + age + "' FROM generate_series(1, " + std::to_string(count) + ")");
 }
 
 }  // namespace
@@ -41,7 +41,8 @@ TEST_CASE("purge deletes only rows older than the retention, in batches, and rep
   CHECK(result.batches == 3);
   CHECK_FALSE(result.skipped);
   CHECK(testenv::sql_value("SELECT count(*) FROM " + schema.name() + ".inbox") == "7");
-  CHECK(testenv::sql_value("SELECT count(*) FROM " + schema.name() + ".inbox WHERE processed_at < now() - interval '2 days'") == "0");
+  CHECK(testenv::sql_value("SELECT count(*) FROM " + schema.name() +
+                           ".inbox WHERE processed_at < now() - interval '2 days'") == "0");
   CHECK(retention.purge(conn).removed == 0);  // nothing left to do
 }
 
@@ -51,13 +52,13 @@ TEST_CASE("a purge while another cleanup of the schema runs returns at once as s
   outbox::InboxRetention retention(schema.name(), policy(std::chrono::hours(24), 100));
   pqxx::connection holder(testenv::pg_dsn());
   outbox::pgx::exec_params(pqxx::nontransaction(holder), "SELECT pg_advisory_lock(hashtext($1))",
-                                            "outbox-inbox-purge:" + schema.name());
+                           "outbox-inbox-purge:" + schema.name());
   pqxx::connection conn(testenv::pg_dsn());
   auto result = retention.purge(conn);
   CHECK(result.skipped);
   CHECK(result.removed == 0);
   CHECK(testenv::sql_value("SELECT count(*) FROM " + schema.name() + ".inbox") == "3");
   outbox::pgx::exec_params(pqxx::nontransaction(holder), "SELECT pg_advisory_unlock(hashtext($1))",
-                                            "outbox-inbox-purge:" + schema.name());
+                           "outbox-inbox-purge:" + schema.name());
   CHECK(retention.purge(conn).removed == 3);
 }

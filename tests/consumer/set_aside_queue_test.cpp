@@ -1,8 +1,8 @@
 // SetAsideQueue: failed messages held until their retry is due, at most capacity of
 // them, earliest due first.
-#include <doctest/doctest.h>
-
 #include "set_aside_queue.h"
+
+#include <doctest/doctest.h>
 
 using outbox::detail::InboundMessage;
 using outbox::detail::SetAsideQueue;

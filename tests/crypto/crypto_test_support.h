@@ -22,8 +22,8 @@ inline std::string random_key_text(std::size_t bytes = 32) {
   std::vector<unsigned char> raw(bytes);
   if (RAND_bytes(raw.data(), static_cast<int>(raw.size())) != 1) throw std::runtime_error("RAND_bytes");
   std::string out(4 * ((bytes + 2) / 3) + 1, '\0');
-  out.resize(static_cast<std::size_t>(
-      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), raw.data(), static_cast<int>(raw.size()))));
+  out.resize(static_cast<std::size_t>(EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), raw.data(),
+                                                      static_cast<int>(raw.size()))));
   return out;
 }
 
@@ -74,9 +74,10 @@ inline std::string keyring_yaml(const KeyTexts& keys, const std::string& active,
 }
 
 inline std::shared_ptr<const outbox::Keyring> keyring(const KeyTexts& keys, const std::string& active,
-                                                      const KeyTexts& index = {}, const std::string& index_active = "") {
-  return std::make_shared<const outbox::Keyring>(
-      outbox::Keyring::parse(keyring_yaml(keys, active, index, index_active), "test"));
+                                                      const KeyTexts& index = {},
+                                                      const std::string& index_active = "") {
+  return std::make_shared<const outbox::Keyring>(outbox::Keyring::parse(keyring_yaml(keys, active, index, index_active),
+                                                                        "test"));
 }
 
 // Sensitive values of the example payload, distinctive enough that finding one in
@@ -87,8 +88,12 @@ struct Customer {
 };
 
 inline Customer customer(const std::string& tag) {
-  return {"cust-" + tag,           "Ada Lovelace-" + tag,    "ada." + tag + "@example.org",
-          "+44-20-7946-" + tag,    "12 Marylebone Rd " + tag, "NW1 " + tag,
+  return {"cust-" + tag,
+          "Ada Lovelace-" + tag,
+          "ada." + tag + "@example.org",
+          "+44-20-7946-" + tag,
+          "12 Marylebone Rd " + tag,
+          "NW1 " + tag,
           "Happy birthday Ada " + tag};
 }
 

@@ -10,8 +10,8 @@
 #include "outbox/field_encryptor.h"
 #include "outbox/field_envelope.h"
 #include "outbox/outbox_writer.h"
-#include "test_env.h"
 #include "outbox/pqxx_compat.h"
+#include "test_env.h"
 
 using namespace outbox;
 using cryptotest::contains;
@@ -155,10 +155,11 @@ TEST_CASE("a payload refused inside a sensitive value is named by that value's p
   // Free-form notes: their keys are as much the plaintext as their values.
   Setup s;
   auto registry = std::make_shared<SchemaRegistry>();
-  registry->add(EventSchema::parse("x-event-type: PatientNote\ntype: object\nproperties:\n"
-                                   "  patient_id: {type: string}\n"
-                                   "  notes: {type: object, x-gdpr-sensitive: true, additionalProperties: true}\n",
-                                   "PatientNote.yaml"));
+  registry->add(
+      EventSchema::parse("x-event-type: PatientNote\ntype: object\nproperties:\n"
+                         "  patient_id: {type: string}\n"
+                         "  notes: {type: object, x-gdpr-sensitive: true, additionalProperties: true}\n",
+                         "PatientNote.yaml"));
   auto options = s.options();
   options.event_schemas = registry;
   OutboxWriter writer(options);
@@ -200,8 +201,8 @@ TEST_CASE("a payload that exceeds the size limit once encrypted is refused") {
   auto payload = cryptotest::order_placed(1, cryptotest::customer("big"));
   options.limits.max_payload_bytes = payload.dump().size() + 10;  // fits in clear, not once encrypted
   pqxx::work tx(s.conn);
-  CHECK_THROWS_WITH_AS(OutboxWriter(options).enqueue(tx, order_event(payload)),
-                       doctest::Contains("after encryption"), ValidationError);
+  CHECK_THROWS_WITH_AS(OutboxWriter(options).enqueue(tx, order_event(payload)), doctest::Contains("after encryption"),
+                       ValidationError);
   tx.commit();
   CHECK(s.count() == "0");
 }
@@ -212,11 +213,12 @@ TEST_CASE("a searchable field carries a blind index a consumer can match without
   pqxx::work tx(s.conn);
   int n = 0;
   for (const char* email : {"ann@example.org", "bob@example.org", "ann@example.org"})
-    writer.enqueue(tx, order_event({{"subscription_id", "sub-" + std::to_string(++n)}, {"list", "news"}, {"email", email}},
-                                   "NewsletterSubscribed"));
+    writer.enqueue(tx,
+                   order_event({{"subscription_id", "sub-" + std::to_string(++n)}, {"list", "news"}, {"email", email}},
+                               "NewsletterSubscribed"));
   tx.commit();
-  const auto wanted = cryptotest::base64(
-      FieldEnvelope::blind_index(s.ring->index_active_key(), "subscriber_email", json("ann@example.org")));
+  const auto wanted = cryptotest::base64(FieldEnvelope::blind_index(s.ring->index_active_key(), "subscriber_email",
+                                                                    json("ann@example.org")));
   CHECK(sql_value("SELECT count(*) FROM \"" + s.schema.name() +
                   "\".outbox WHERE convert_from(payload, 'UTF8')::jsonb #>> '{email,bidx}' = '" + wanted + "'") == "2");
   CHECK(sql_value("SELECT count(*) FROM \"" + s.schema.name() +

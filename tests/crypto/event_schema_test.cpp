@@ -44,9 +44,8 @@ TEST_CASE("OrderPlaced marks the customer's name, e-mail, phones, address and gi
   const auto& s = order_placed_schema();
   CHECK(s.type() == "OrderPlaced");
   CHECK(s.subject_field() == "customer.id");
-  CHECK(s.sensitive_patterns() == std::vector<std::string>{"$.customer.name", "$.customer.email",
-                                                           "$.customer.phones[]", "$.customer.address",
-                                                           "$.lines[].gift_message"});
+  CHECK(s.sensitive_patterns() == std::vector<std::string>{"$.customer.name", "$.customer.email", "$.customer.phones[]",
+                                                           "$.customer.address", "$.lines[].gift_message"});
   auto c = cryptotest::customer("1");
   auto payload = cryptotest::order_placed(5, c);
   CHECK_NOTHROW(s.validate(payload));
@@ -54,8 +53,7 @@ TEST_CASE("OrderPlaced marks the customer's name, e-mail, phones, address and gi
   std::vector<std::string> visited;
   s.for_each_sensitive(payload, [&](const EventSchema::SensitiveField& f, json&) { visited.push_back(f.path); });
   CHECK(visited == std::vector<std::string>{"$.customer.name", "$.customer.email", "$.customer.phones[0]",
-                                            "$.customer.phones[1]", "$.customer.address",
-                                            "$.lines[0].gift_message"});
+                                            "$.customer.phones[1]", "$.customer.address", "$.lines[0].gift_message"});
 }
 
 TEST_CASE("a payload that breaks its schema is refused with the JSON path and without the value") {
@@ -99,8 +97,7 @@ TEST_CASE("schema mistakes are caught at load time with the schema path") {
   CHECK(contains(schema_error(head + "  name: {type: string, x-gdpr-sensitve: true}\n"),
                  "$.name: unknown or misplaced keyword 'x-gdpr-sensitve'"));
   CHECK(contains(schema_error(head + "  name: {type: strin}\n"), "unsupported type 'strin'"));
-  CHECK(contains(schema_error(head + "  name: {type: string, x-gdpr-searchable: true}\n"),
-                 "needs x-gdpr-sensitive"));
+  CHECK(contains(schema_error(head + "  name: {type: string, x-gdpr-searchable: true}\n"), "needs x-gdpr-sensitive"));
   CHECK(contains(schema_error(head + "  a: {type: object, x-gdpr-sensitive: true, properties: {b: {type: string, "
                                      "x-gdpr-sensitive: true}}}\n"),
                  "$.a.b: x-gdpr-sensitive inside a field that is already sensitive"));
@@ -117,7 +114,8 @@ TEST_CASE("schema mistakes are caught at load time with the schema path") {
   CHECK(contains(schema_error("type: object\nrequired: [{a: 1}]\nproperties: {a: {type: string}}\n"), "malformed"));
   CHECK(contains(schema_error("type: object\nproperties: {\"a.b\": {type: string}}\n"), "is not [A-Za-z_]"));
   // yaml-cpp would keep the first of two: the field would stay in clear.
-  CHECK(contains(schema_error(head + "  email:\n    type: string\n    x-gdpr-sensitive: false\n    x-gdpr-sensitive: true\n"),
+  CHECK(contains(schema_error(head +
+                              "  email:\n    type: string\n    x-gdpr-sensitive: false\n    x-gdpr-sensitive: true\n"),
                  "$.email: keyword 'x-gdpr-sensitive' given twice"));
   CHECK(contains(schema_error("type: object\nadditionalProperties: true\nproperties: {a: {type: string}}\n"
                               "properties: {b: {type: string, x-gdpr-sensitive: true}}\n"),
@@ -125,8 +123,10 @@ TEST_CASE("schema mistakes are caught at load time with the schema path") {
 }
 
 TEST_CASE("an integer subject names one subject however it is written, and one past 2^53 is refused") {
-  auto schema = EventSchema::parse("x-gdpr-subject: n\ntype: object\nrequired: [n]\nproperties:\n"
-                                   "  n: {type: integer}\n  s: {type: string, x-gdpr-sensitive: true}\n", "t.yaml");
+  auto schema = EventSchema::parse(
+      "x-gdpr-subject: n\ntype: object\nrequired: [n]\nproperties:\n"
+      "  n: {type: integer}\n  s: {type: string, x-gdpr-sensitive: true}\n",
+      "t.yaml");
   CHECK(schema.subject_of(json::parse(R"({"n": 5})")) == "5");
   CHECK(schema.subject_of(json::parse(R"({"n": 5.0})")) == "5");
   CHECK(schema.subject_of(json::parse(R"({"n": -42})")) == "-42");
@@ -138,9 +138,10 @@ TEST_CASE("an integer subject names one subject however it is written, and one p
 }
 
 TEST_CASE("a subject holding a NUL is refused naming its path, before it reaches PostgreSQL") {
-  auto schema = EventSchema::parse("x-gdpr-subject: customer_id\ntype: object\nrequired: [customer_id]\nproperties:\n"
-                                   "  customer_id: {type: string}\n  s: {type: string, x-gdpr-sensitive: true}\n",
-                                   "t.yaml");
+  auto schema = EventSchema::parse(
+      "x-gdpr-subject: customer_id\ntype: object\nrequired: [customer_id]\nproperties:\n"
+      "  customer_id: {type: string}\n  s: {type: string, x-gdpr-sensitive: true}\n",
+      "t.yaml");
   CHECK_THROWS_WITH_AS(schema.subject_of(json::parse(R"({"customer_id": "c-1\u0000x"})")),
                        doctest::Contains("$.customer_id: the subject (x-gdpr-subject) must not contain NUL"),
                        SchemaValidationError);
@@ -157,17 +158,18 @@ TEST_CASE("a registry refuses two schemas for one event type") {
 }
 
 TEST_CASE("an error inside a sensitive value names no key or index of it, only the schema's pattern") {
-  auto schema = EventSchema::parse("type: object\nproperties:\n"
-                                   "  id: {type: string}\n"
-                                   "  profile:\n"
-                                   "    type: object\n"
-                                   "    x-gdpr-sensitive: true\n"
-                                   "    properties:\n"
-                                   "      name: {type: string}\n"
-                                   "      visits: {type: array, items: {type: integer}}\n"
-                                   "  lines: {type: array, items: {type: object, properties: {note: {type: object, "
-                                   "x-gdpr-sensitive: true, properties: {text: {type: string}}}}}}\n",
-                                   "Profile.yaml");
+  auto schema = EventSchema::parse(
+      "type: object\nproperties:\n"
+      "  id: {type: string}\n"
+      "  profile:\n"
+      "    type: object\n"
+      "    x-gdpr-sensitive: true\n"
+      "    properties:\n"
+      "      name: {type: string}\n"
+      "      visits: {type: array, items: {type: integer}}\n"
+      "  lines: {type: array, items: {type: object, properties: {note: {type: object, "
+      "x-gdpr-sensitive: true, properties: {text: {type: string}}}}}}\n",
+      "Profile.yaml");
   const auto path_of = [&](const std::string& text, const std::string& secret) {
     try {
       schema.validate(json::parse(text));

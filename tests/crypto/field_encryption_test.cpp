@@ -50,15 +50,16 @@ std::shared_ptr<const SchemaRegistry> registry_of(const char* yaml) {
 
 json profile() {
   return {{"customer_id", 77},
-          {"profile", {{"name", "Grace Hopper"}, {"birth_year", 1906}, {"address", {{"city", "Arlington"}, {"zip", "22201"}}}}},
+          {"profile",
+           {{"name", "Grace Hopper"}, {"birth_year", 1906}, {"address", {{"city", "Arlington"}, {"zip", "22201"}}}}},
           {"contacts", {{{"kind", "phone"}, {"value", "+1-555-0100"}}, {{"kind", "fax"}, {"value", "+1-555-0199"}}}},
           {"nicknames", {"Amazing Grace", "Grandma COBOL"}},
           {"email", "grace@navy.example"}};
 }
 
-const std::vector<std::string> kProfilePlaintexts = {"Grace Hopper", "Arlington", "22201", "+1-555-0100",
-                                                     "+1-555-0199",  "Amazing Grace", "Grandma COBOL",
-                                                     "grace@navy.example"};
+const std::vector<std::string> kProfilePlaintexts = {"Grace Hopper",  "Arlington",         "22201",
+                                                     "+1-555-0100",   "+1-555-0199",       "Amazing Grace",
+                                                     "Grandma COBOL", "grace@navy.example"};
 
 struct Fixture {
   cryptotest::KeyTexts keys = cryptotest::key_texts({"k1"});
@@ -129,9 +130,8 @@ TEST_CASE("rotation across three keys: each message names its key and all decryp
   auto index = cryptotest::key_texts({"b1"});
   std::vector<std::pair<MessageId, json>> sent;
   // Generation 1 knows k1; generation 2 adds k2 and makes it active; generation 3 adds k3.
-  std::vector<cryptotest::KeyTexts> generations = {{{"k1", keys["k1"]}},
-                                                   {{"k1", keys["k1"]}, {"k2", keys["k2"]}},
-                                                   keys};
+  std::vector<cryptotest::KeyTexts> generations = {
+      {{"k1", keys["k1"]}}, {{"k1", keys["k1"]}, {"k2", keys["k2"]}}, keys};
   for (std::size_t g = 0; g < generations.size(); ++g) {
     auto ring = cryptotest::keyring(generations[g], "k" + std::to_string(g + 1), index, "b1");
     json payload = profile();
@@ -216,8 +216,8 @@ TEST_CASE("a changed key id, an unknown key id or a replaced blind index fails t
   }
   SUBCASE("the blind index of another value") {
     auto sealed = f.sealed();
-    sealed["email"]["bidx"] = cryptotest::base64(
-        FieldEnvelope::blind_index(f.ring->index_active_key(), "email", json("mallory@example.org")));
+    sealed["email"]["bidx"] = cryptotest::base64(FieldEnvelope::blind_index(f.ring->index_active_key(), "email",
+                                                                            json("mallory@example.org")));
     require_refused(f, sealed, "$.email");
   }
 }

@@ -55,12 +55,11 @@ TEST_CASE("a key of the wrong length or format is an error naming the key id and
   struct Case {
     std::string key_text, expected;
   };
-  for (const auto& c : {Case{cryptotest::random_key_text(31), "got 31 bytes"},
-                        Case{cryptotest::random_key_text(33), "got 33 bytes"},
-                        Case{cryptotest::random_key_text(16), "got 16 bytes"},
-                        Case{good.substr(0, 43), "not valid base64"},
-                        Case{std::string(64, 'a') + "!", "not valid base64"},
-                        Case{"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "got 48 bytes"}}) {
+  for (const auto& c :
+       {Case{cryptotest::random_key_text(31), "got 31 bytes"}, Case{cryptotest::random_key_text(33), "got 33 bytes"},
+        Case{cryptotest::random_key_text(16), "got 16 bytes"}, Case{good.substr(0, 43), "not valid base64"},
+        Case{std::string(64, 'a') + "!", "not valid base64"},
+        Case{"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "got 48 bytes"}}) {
     CAPTURE(c.expected);
     const auto yaml = "active: k1\nkeys:\n  k1: " + good + "\n  rotated-2024: " + c.key_text + "\n";
     auto msg = keyring_error([&] { Keyring::parse(yaml, "test.yaml"); });
@@ -86,10 +85,17 @@ TEST_CASE("keyring settings are checked: active key listed, no unknown settings,
   CHECK(contains(keyring_error([&] { Keyring::parse("active: k1\nkeys: {k1: [" + k + "]}\n", "t"); }), "key 'k1'"));
   CHECK(contains(keyring_error([&] { Keyring::parse("{{{", "t"); }), "not valid YAML"));
   // A rotation made by appending a second `active:` must not keep the first.
-  CHECK(contains(keyring_error([&] { Keyring::parse("active: k1\nkeys:\n  k1: " + k + "\n  k2: " + k + "\nactive: k2\n", "t"); }),
+  CHECK(contains(keyring_error([&] {
+                   Keyring::parse("active: k1\nkeys:\n  k1: " + k + "\n  k2: " + k + "\nactive: k2\n", "t");
+                 }),
                  "setting 'active' given twice"));
-  CHECK(contains(keyring_error([&] { Keyring::parse("active: k1\nkeys:\n  k1: " + k + "\nblind_index: {active: b, active: c, "
-                                               "keys: {b: " + cryptotest::random_key_text() + "}}\n", "t"); }),
+  CHECK(contains(keyring_error([&] {
+                   Keyring::parse("active: k1\nkeys:\n  k1: " + k +
+                                      "\nblind_index: {active: b, active: c, "
+                                      "keys: {b: " +
+                                      cryptotest::random_key_text() + "}}\n",
+                                  "t");
+                 }),
                  "blind_index: setting 'active' given twice"));
   CHECK(contains(keyring_error([&] { Keyring::parse("active: k1\nkeys:\n  [a]: " + k + "\n", "t"); }), "malformed"));
 }

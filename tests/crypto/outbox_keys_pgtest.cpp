@@ -1,7 +1,6 @@
 // outbox-keys, the operator's tool for master-key rotation, run as a command against
 // the real PostgreSQL: what it prints, what it changes, and its exit codes.
 #include <doctest/doctest.h>
-
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -10,13 +9,12 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
-#include <thread>
-
 #include <cstdlib>
+#include <fstream>
 #include <pqxx/pqxx>
 #include <regex>
+#include <sstream>
+#include <thread>
 
 #include "crypto_test_support.h"
 #include "outbox/crypto_errors.h"
@@ -55,8 +53,10 @@ void make_subject_keys(const ScopedSchema& schema, const std::shared_ptr<const K
 }
 
 std::string wrapping_counts(const ScopedSchema& schema) {
-  return sql_value("SELECT string_agg(wrapping_key_id || '=' || n, ',' ORDER BY wrapping_key_id) FROM (SELECT "
-                   "wrapping_key_id, count(*) n FROM \"" + schema.name() + "\".outbox_subject_keys GROUP BY 1) c");
+  return sql_value(
+      "SELECT string_agg(wrapping_key_id || '=' || n, ',' ORDER BY wrapping_key_id) FROM (SELECT "
+      "wrapping_key_id, count(*) n FROM \"" +
+      schema.name() + "\".outbox_subject_keys GROUP BY 1) c");
 }
 
 }  // namespace
@@ -151,7 +151,8 @@ TEST_CASE("the connection string comes from the environment, and a wrong one is 
   CHECK(r.exit_code == 1);
   CHECK_MESSAGE(contains(r.output, "'OUTBOX_KEYS_TEST_UNSET' is not set"), r.output);
   const std::string password = "S3cr3t:p@ss'w\"ord";
-  const auto dsn = testenv::pg_dsn() + " user=nobody_here password='" + std::regex_replace(password, std::regex("'"), "\\'") + "'";
+  const auto dsn = testenv::pg_dsn() + " user=nobody_here password='" +
+                   std::regex_replace(password, std::regex("'"), "\\'") + "'";
   REQUIRE(::setenv("OUTBOX_KEYS_TEST_DSN", dsn.c_str(), 1) == 0);
   r = keys_tool({"rewrap", "--schema", schema.name(), "--keyring", file, "--dsn-env", "OUTBOX_KEYS_TEST_DSN"});
   CHECK(r.exit_code == 1);
@@ -173,8 +174,8 @@ TEST_CASE("rewrap stops between batches on SIGTERM: every key moved or untouched
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_TRUNC, 0);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  std::vector<std::string> args = {OUTBOX_KEYS_BIN, "rewrap", "--schema", schema.name(), "--keyring", file,
-                                   "--batch", "1"};
+  std::vector<std::string> args = {OUTBOX_KEYS_BIN, "rewrap", "--schema", schema.name(),
+                                   "--keyring",     file,     "--batch",  "1"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -12,9 +12,9 @@
 #include "outbox/field_encryptor.h"
 #include "outbox/outbox_writer.h"
 #include "outbox/payload_decryptor.h"
+#include "outbox/pqxx_compat.h"
 #include "tcp_proxy.h"
 #include "test_env.h"
-#include "outbox/pqxx_compat.h"
 
 using namespace outbox;
 using nlohmann::json;
@@ -41,8 +41,8 @@ Produced produce(const ScopedSchema& schema, const std::shared_ptr<const Keyring
   m.type = MessageType("OrderPlaced");
   m.payload = payload.dump();
   auto id = OutboxWriter(o).enqueue(tx, m);
-  auto body = outbox::pgx::bytea_of(outbox::pgx::exec_params1(tx, "SELECT payload FROM \"" + schema.name() +
-                                                 "\".outbox WHERE message_id = $1::uuid", id.to_string())[0]);
+  auto body = outbox::pgx::bytea_of(outbox::pgx::exec_params1(
+      tx, "SELECT payload FROM \"" + schema.name() + "\".outbox WHERE message_id = $1::uuid", id.to_string())[0]);
   tx.commit();
   return {id, body};
 }

@@ -1,10 +1,10 @@
 // PayloadJson: what the encryptor and decryptor refuse to parse because writing it
 // out again would crash (depth) or change it (numbers a double cannot carry).
+#include "outbox/payload_json.h"
+
 #include <doctest/doctest.h>
 
 #include <string>
-
-#include "outbox/payload_json.h"
 
 using outbox::PayloadJson;
 
@@ -40,8 +40,8 @@ TEST_CASE("numbers a double carries to the same decimal value are kept, however 
 }
 
 TEST_CASE("a number that would change when written again is refused with its path, without its digits") {
-  for (const char* text : {"123456789012345678901", "1234567890123456.78", "0.12345678901234567891", "1e400",
-                           "-1e400", "2.00000000000000000001"}) {
+  for (const char* text : {"123456789012345678901", "1234567890123456.78", "0.12345678901234567891", "1e400", "-1e400",
+                           "2.00000000000000000001"}) {
     INFO(std::string(text));
     PayloadJson p(std::string(R"({"order": {"lines": [{"price": 1}, {"price": )") + text + "}]}}", true);
     REQUIRE_FALSE(p.ok());

@@ -14,9 +14,9 @@
 #include "outbox/field_decryptor.h"
 #include "outbox/field_encryptor.h"
 #include "outbox/outbox_writer.h"
+#include "outbox/pqxx_compat.h"
 #include "relay_process.h"
 #include "test_env.h"
-#include "outbox/pqxx_compat.h"
 
 using namespace outbox;
 using cryptotest::contains;

@@ -1,13 +1,14 @@
 // SchemaRegistry::load_directory: which files of a directory become schemas.
+#include "outbox/schema_registry.h"
+
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <unistd.h>
 
 #include "outbox/errors.h"
-#include "outbox/schema_registry.h"
 
 using namespace outbox;
 namespace fs = std::filesystem;

@@ -10,8 +10,8 @@
 #include "outbox/field_decryptor.h"
 #include "outbox/field_encryptor.h"
 #include "outbox/outbox_writer.h"
-#include "test_env.h"
 #include "outbox/pqxx_compat.h"
+#include "test_env.h"
 
 using namespace outbox;
 using cryptotest::contains;
@@ -81,14 +81,16 @@ TEST_CASE("each subject gets one data key, stored only wrapped, named in its env
   auto ada = cryptotest::customer("a"), bob = cryptotest::customer("b");
   {
     pqxx::work tx(conn);
-    writer.enqueue_batch(tx, {order_event(cryptotest::order_placed(1, ada)), order_event(cryptotest::order_placed(2, bob)),
-                              order_event(cryptotest::order_placed(3, ada))});
+    writer.enqueue_batch(tx,
+                         {order_event(cryptotest::order_placed(1, ada)), order_event(cryptotest::order_placed(2, bob)),
+                          order_event(cryptotest::order_placed(3, ada))});
     tx.commit();
   }
   CHECK(sql_value("SELECT count(*) FROM " + keys_table(schema)) == "2");
   const auto ada_key = sql_value("SELECT key_id FROM " + keys_table(schema) + " WHERE subject = '" + ada.id + "'");
   CHECK(sql_value("SELECT wrapping_key_id FROM " + keys_table(schema) + " WHERE subject = '" + ada.id + "'") == "k1");
-  CHECK(sql_value("SELECT length(wrapped_key) FROM " + keys_table(schema) + " WHERE subject = '" + ada.id + "'") == "60");
+  CHECK(sql_value("SELECT length(wrapped_key) FROM " + keys_table(schema) + " WHERE subject = '" + ada.id + "'") ==
+        "60");
   auto rows = stored_rows(schema);
   REQUIRE(rows.size() == 3);
   CHECK(json::parse(rows[0].payload)["customer"]["name"]["skid"] == ada_key);
@@ -101,7 +103,7 @@ TEST_CASE("each subject gets one data key, stored only wrapped, named in its env
   auto dk = consumer.store.fetch(tx, ada_key);
   const std::string raw(reinterpret_cast<const char*>(dk.key.data()), SecretKey::kBytes);
   auto wrapped = outbox::pgx::bytea_of(outbox::pgx::exec1(tx, "SELECT wrapped_key FROM " + keys_table(schema) +
-                                             " WHERE subject = '" + ada.id + "'")[0]);
+                                                                  " WHERE subject = '" + ada.id + "'")[0]);
   CHECK_FALSE(contains(wrapped, raw));
   tx.commit();
   CHECK(consumer.decryptor.decrypt("OrderPlaced", rows[1].payload, rows[1].id) ==
@@ -117,7 +119,8 @@ TEST_CASE("erasing a subject makes every copy of its fields undecryptable and re
   auto ada = cryptotest::customer("a"), bob = cryptotest::customer("b");
   {
     pqxx::work tx(conn);
-    writer.enqueue_batch(tx, {order_event(cryptotest::order_placed(1, ada)), order_event(cryptotest::order_placed(2, bob))});
+    writer.enqueue_batch(tx, {order_event(cryptotest::order_placed(1, ada)),
+                              order_event(cryptotest::order_placed(2, bob))});
     tx.commit();
   }
   auto rows = stored_rows(schema);  // e.g. the copies a broker or a consumer kept
@@ -206,7 +209,8 @@ TEST_CASE("an erasure that races the subject's first event destroys the key that
   eraser.join();
   CHECK(destroyed);
   CHECK(sql_value("SELECT count(*) FILTER (WHERE wrapped_key IS NULL AND erased_at IS NOT NULL) || '/' || count(*) "
-                  "FROM " + keys_table(schema)) == "1/1");
+                  "FROM " +
+                  keys_table(schema)) == "1/1");
   auto rows = stored_rows(schema);
   REQUIRE(rows.size() == 1);
   Consumer consumer(schema, ring);
@@ -253,9 +257,11 @@ TEST_CASE("rewrap skips keys wrapped by a master key no longer in the keyring, n
   pqxx::connection conn(testenv::pg_dsn());
   {
     pqxx::work tx(conn);
-    writer_for(schema, cryptotest::keyring({{"k0", keys["k0"]}}, "k0")).enqueue(tx, order_event(cryptotest::order_placed(1, ada)));
+    writer_for(schema, cryptotest::keyring({{"k0", keys["k0"]}}, "k0"))
+        .enqueue(tx, order_event(cryptotest::order_placed(1, ada)));
     auto k1_writer = writer_for(schema, cryptotest::keyring({{"k1", keys["k1"]}}, "k1"));
-    k1_writer.enqueue_batch(tx, {order_event(cryptotest::order_placed(2, bob)), order_event(cryptotest::order_placed(3, cy))});
+    k1_writer.enqueue_batch(tx, {order_event(cryptotest::order_placed(2, bob)),
+                                 order_event(cryptotest::order_placed(3, cy))});
     tx.commit();
   }
   const auto ada_before = sql_value("SELECT encode(wrapped_key, 'hex') FROM " + keys_table(schema) +
@@ -292,7 +298,8 @@ TEST_CASE("a tampered or swapped wrapped key fails to unwrap") {
   pqxx::connection conn(testenv::pg_dsn());
   {
     pqxx::work tx(conn);
-    writer.enqueue_batch(tx, {order_event(cryptotest::order_placed(1, ada)), order_event(cryptotest::order_placed(2, bob))});
+    writer.enqueue_batch(tx, {order_event(cryptotest::order_placed(1, ada)),
+                              order_event(cryptotest::order_placed(2, bob))});
     tx.commit();
   }
   auto rows = stored_rows(schema);

@@ -7,6 +7,7 @@
 // transaction; the message ids are UUIDv7, and the AMQP properties are those of an
 // event the C++ SDK wrote.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdlib>
@@ -16,13 +17,12 @@
 #include <pqxx/pqxx>
 #include <set>
 #include <sstream>
-#include <unistd.h>
 
 #include "outbox/message_id.h"
 #include "outbox/outbox_writer.h"
+#include "outbox/pqxx_compat.h"
 #include "relay_process.h"
 #include "test_env.h"
-#include "outbox/pqxx_compat.h"
 
 using namespace outbox;
 using nlohmann::json;
@@ -106,8 +106,8 @@ TEST_CASE("Python and Node producers and a Python consumer on the SQL contract: 
   setenv("NODE_PATH", OUTBOX_POLYGLOT_NODE_MODULES, 1);
   const auto py = run_producer({"/usr/bin/python3", OUTBOX_POLYGLOT_DIR "/producer.py", testenv::pg_dsn(),
                                 schema.name(), broker.exchange(), broker.routing_key(), "40", "py"});
-  const auto node = run_producer({OUTBOX_NODE_BIN, OUTBOX_POLYGLOT_DIR "/producer.js", testenv::pg_dsn(),
-                                  schema.name(), broker.exchange(), broker.routing_key(), "30", "node"});
+  const auto node = run_producer({OUTBOX_NODE_BIN, OUTBOX_POLYGLOT_DIR "/producer.js", testenv::pg_dsn(), schema.name(),
+                                  broker.exchange(), broker.routing_key(), "30", "node"});
   CHECK(py.committed.size() == 32);
   CHECK(py.rolled_back.size() == 8);
   CHECK(node.committed.size() == 24);
@@ -175,9 +175,9 @@ TEST_CASE("Python and Node producers and a Python consumer on the SQL contract: 
     }
   }
   CHECK(dropped == 1);
-  CHECK(skipped >= 2);                   // redeliveries happened (the dropped one, nacks), and were skipped
-  CHECK(unacked_after_commit.empty());   // every one came back
-  CHECK(nacked_before_commit.empty());   // every rolled-back try was applied later
+  CHECK(skipped >= 2);                  // redeliveries happened (the dropped one, nacks), and were skipped
+  CHECK(unacked_after_commit.empty());  // every one came back
+  CHECK(nacked_before_commit.empty());  // every rolled-back try was applied later
   CHECK(applied.size() == committed.size());
 
   // AMQP properties as the relay sends the C++ SDK's rows.

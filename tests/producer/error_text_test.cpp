@@ -1,14 +1,15 @@
 // SDK error messages quote caller values escaped and bounded: a caller that logs
 // what() cannot have a log line split or forged by a value with CR/LF, control
 // bytes or non-printables, nor flooded by a huge one.
+#include "outbox/error_text.h"
+
 #include <doctest/doctest.h>
 
 #include "outbox/crypto_errors.h"
-#include "outbox/error_text.h"
-#include "outbox/one_line.h"
 #include "outbox/event_schema.h"
 #include "outbox/message.h"
 #include "outbox/message_id.h"
+#include "outbox/one_line.h"
 #include "outbox/sql_identifier.h"
 #include "outbox/trace_context.h"
 #include "test_text.h"
@@ -53,7 +54,8 @@ TEST_CASE("quoted_value escapes control bytes, quotes, backslashes and non-ASCII
   CHECK(quoted_value(std::string("\x00\x1b\x7f", 3)) == "'\\x00\\x1b\\x7f'");
   CHECK(quoted_value("it's a \\ path") == "'it\\'s a \\\\ path'");
   // U+2028 (line separator) and U+202E (right-to-left override) are not printed raw.
-  CHECK(quoted_value("a\xe2\x80\xa8" "b\xe2\x80\xae") == "'a\\xe2\\x80\\xa8b\\xe2\\x80\\xae'");
+  CHECK(quoted_value("a\xe2\x80\xa8"
+                     "b\xe2\x80\xae") == "'a\\xe2\\x80\\xa8b\\xe2\\x80\\xae'");
   CHECK(quoted_value(std::string(1000, 'a'), 64) == "'" + std::string(64, 'a') + "'... (1000 bytes)");
   CHECK(quoted_value(std::string(64, 'a'), 64) == "'" + std::string(64, 'a') + "'");
 }
@@ -71,8 +73,8 @@ TEST_CASE("one_line's result is valid UTF-8: a character is never cut and malfor
   const std::string reply = ("NOT_FOUND - no exchange '" + name + "' in vhost '/'").substr(0, 252);
   const auto line = one_line(reply);
   CHECK(line == reply.substr(0, 251) + "\\xc3");  // the last byte, half a character, escaped
-  CHECK(one_line(name, 64).size() == 64 + 3);  // 32 whole characters, then "..."
-  CHECK(one_line(name, 65).size() == 64 + 3);  // not 32 and a half
+  CHECK(one_line(name, 64).size() == 64 + 3);     // 32 whole characters, then "..."
+  CHECK(one_line(name, 65).size() == 64 + 3);     // not 32 and a half
   CHECK(one_line("\xff\xfe ok \xe2\x82") == "\\xff\\xfe ok \\xe2\\x82");
   CHECK(one_line("\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80") ==  // overlong, surrogate, past U+10FFFF
         "\\xc0\\xaf \\xed\\xa0\\x80 \\xf4\\x90\\x80\\x80");
@@ -82,13 +84,17 @@ TEST_CASE("one_line's result is valid UTF-8: a character is never cut and malfor
 TEST_CASE("one_line escapes the C1 controls and direction marks a hand-written row could steer a terminal with") {
   // U+009B is CSI and U+009D OSC for a terminal in UTF-8 mode: "\u009b2J" clears the
   // screen of an operator reading `dead list`, "\u009d52;c;...\u009c" writes the clipboard.
-  CHECK(one_line("a\xc2\x9b" "2J b") == "a\\xc2\\x9b2J b");
-  CHECK(one_line("\xc2\x9d" "52;c;cm0gLXJmIC8K\xc2\x9c") == "\\xc2\\x9d52;c;cm0gLXJmIC8K\\xc2\\x9c");
+  CHECK(one_line("a\xc2\x9b"
+                 "2J b") == "a\\xc2\\x9b2J b");
+  CHECK(one_line("\xc2\x9d"
+                 "52;c;cm0gLXJmIC8K\xc2\x9c") == "\\xc2\\x9d52;c;cm0gLXJmIC8K\\xc2\\x9c");
   CHECK(one_line("\xc2\x80\xc2\x85") == "\\xc2\\x80\\xc2\\x85");
   // A right-to-left override, an isolate, a line separator, the Arabic letter mark.
-  CHECK(one_line("pay \xe2\x80\xae" "001$") == "pay \\xe2\\x80\\xae001$");
+  CHECK(one_line("pay \xe2\x80\xae"
+                 "001$") == "pay \\xe2\\x80\\xae001$");
   CHECK(one_line("\xe2\x81\xa6x\xe2\x81\xa9") == "\\xe2\\x81\\xa6x\\xe2\\x81\\xa9");
-  CHECK(one_line("a\xe2\x80\xa8" "b") == "a\\xe2\\x80\\xa8b");
+  CHECK(one_line("a\xe2\x80\xa8"
+                 "b") == "a\\xe2\\x80\\xa8b");
   CHECK(one_line("\xd8\x9c") == "\\xd8\\x9c");
   // Printable neighbours stay as they are: no-break space, e-acute, en dash, euro sign.
   CHECK(one_line("\xc2\xa0\xc3\xa9\xe2\x80\x93\xe2\x82\xac") == "\xc2\xa0\xc3\xa9\xe2\x80\x93\xe2\x82\xac");

@@ -78,7 +78,8 @@ TEST_CASE("a payload above the configured maximum is rejected with both sizes") 
 }
 
 TEST_CASE("invalid header names and values are rejected naming the header") {
-  for (std::string bad : std::vector<std::string>{"", "has space", "semi;colon", "ünïcode", "x-outbox-id", std::string(129, 'h')}) {
+  for (std::string bad :
+       std::vector<std::string>{"", "has space", "semi;colon", "ünïcode", "x-outbox-id", std::string(129, 'h')}) {
     auto m = valid_message();
     m.headers[bad] = "v";
     CHECK_MESSAGE(rejected_field([&] { validate_message(m, {}); }).rfind("headers[", 0) == 0, bad);
@@ -121,7 +122,8 @@ TEST_CASE("the nil and the max UUID are refused as a message id naming message_i
 
 TEST_CASE("a UUIDv7 has version 7, variant 10 and the current time") {
   auto before = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
   auto id = MessageId::generate_v7();
   auto text = id.to_string();
   CHECK(text.size() == 36);
@@ -142,7 +144,9 @@ TEST_CASE("UUIDv7 ids from one process are strictly increasing, also across thre
   std::vector<std::vector<MessageId>> per_thread(4);
   std::vector<std::thread> threads;
   for (auto& v : per_thread)
-    threads.emplace_back([&v] { for (int i = 0; i < 5000; ++i) v.push_back(MessageId::generate_v7()); });
+    threads.emplace_back([&v] {
+      for (int i = 0; i < 5000; ++i) v.push_back(MessageId::generate_v7());
+    });
   for (auto& t : threads) t.join();
   std::set<MessageId> all;
   for (auto& v : per_thread) all.insert(v.begin(), v.end());
@@ -150,7 +154,8 @@ TEST_CASE("UUIDv7 ids from one process are strictly increasing, also across thre
 }
 
 TEST_CASE("hostile schema names are refused before they reach SQL") {
-  for (std::string bad : std::vector<std::string>{"", "Outbox", "a;drop table x", "a\"b", "sch ema", "schéma", std::string(64, 'a'), "1abc"}) {
+  for (std::string bad : std::vector<std::string>{"", "Outbox", "a;drop table x", "a\"b", "sch ema", "schéma",
+                                                  std::string(64, 'a'), "1abc"}) {
     CHECK_THROWS_AS(quoted_identifier(bad, "postgres.schema"), ValidationError);
   }
   CHECK(quoted_identifier("outbox_1", "postgres.schema") == "\"outbox_1\"");
@@ -166,7 +171,7 @@ TEST_CASE("array literals escape quotes and backslashes and encode bytes as hex"
 
 TEST_CASE("text that is not valid UTF-8 is rejected naming the field, before anything is written") {
   for (std::string bad : {std::string("\xff"), std::string("caf\xc3"), std::string("\xc0\xaf"),  // truncated, overlong
-                          std::string("\xed\xa0\x80"), std::string("\xf4\x90\x80\x80")}) {      // surrogate, > U+10FFFF
+                          std::string("\xed\xa0\x80"), std::string("\xf4\x90\x80\x80")}) {  // surrogate, > U+10FFFF
     auto m = valid_message();
     m.headers["tenant"] = bad;
     CHECK(rejected_field([&] { validate_message(m, {}); }) == "headers['tenant']");
@@ -277,10 +282,10 @@ TEST_CASE("a frame_max below AMQP's minimum is refused naming it") {
 }
 
 TEST_CASE("header names the relay or RabbitMQ reserves are refused naming the header") {
-  for (std::string name : {"x-outbox-id", "x-outbox-anything", "CC", "BCC", "x-death", "x-first-death-queue",
-                           "x-first-death-reason", "x-last-death-exchange", "x-delivery-count", "x-received-from",
-                           "x-stream-filter-value", "x-stream-offset", "x-delay", "x-shovelled",
-                           "x-shovelled-timestamp", "x-mqtt-publish-qos", "x-amqp-1.0-properties"}) {
+  for (std::string name :
+       {"x-outbox-id", "x-outbox-anything", "CC", "BCC", "x-death", "x-first-death-queue", "x-first-death-reason",
+        "x-last-death-exchange", "x-delivery-count", "x-received-from", "x-stream-filter-value", "x-stream-offset",
+        "x-delay", "x-shovelled", "x-shovelled-timestamp", "x-mqtt-publish-qos", "x-amqp-1.0-properties"}) {
     auto m = valid_message();
     m.headers[name] = "v";
     const auto error = rejection(m);

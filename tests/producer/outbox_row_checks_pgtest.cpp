@@ -26,9 +26,11 @@ std::string quoted(const std::string& text) { return pqxx::connection(testenv::p
 // An INSERT naming the columns a producer writes, with `values` (SQL expressions)
 // in place of the defaults; "headers" and the other optional columns may be added.
 std::string insert_sql(const ScopedSchema& s, std::map<std::string, std::string> values = {}) {
-  const std::map<std::string, std::string> defaults = {
-      {"message_id", "gen_random_uuid()"}, {"exchange", "'orders'"}, {"routing_key", "'order.placed'"},
-      {"message_type", "'OrderPlaced'"},   {"payload", "'PAYLOAD-MARKER'"}};
+  const std::map<std::string, std::string> defaults = {{"message_id", "gen_random_uuid()"},
+                                                       {"exchange", "'orders'"},
+                                                       {"routing_key", "'order.placed'"},
+                                                       {"message_type", "'OrderPlaced'"},
+                                                       {"payload", "'PAYLOAD-MARKER'"}};
   for (const auto& [column, value] : defaults) values.emplace(column, value);
   std::string columns, list;
   for (const auto& [column, value] : values) {
@@ -88,15 +90,16 @@ int count(const ScopedSchema& s, const std::string& where) {
 TEST_CASE("a row the relay can send passes the checks, at each limit") {
   ScopedSchema s;
   CHECK(violated(insert_sql(s)) == "(accepted)");
-  CHECK(violated(insert_headers(s, headers_with("traceparent", "00-4bf92f3577b34da6a50ef0ad5d85bd2b-00f067aa0ba902b7-01"))) ==
+  CHECK(violated(insert_headers(s, headers_with("traceparent",
+                                                "00-4bf92f3577b34da6a50ef0ad5d85bd2b-00f067aa0ba902b7-01"))) ==
         "(accepted)");
   CHECK(violated(insert_headers(s, headers_with(std::string(128, 'n'), std::string(4096, 'v')))) == "(accepted)");
   CHECK(violated(insert_headers(s, headers_with("city", std::string(2048, 'x') + "\u00e9\u00e9\u00e9\u00e9"))) ==
         "(accepted)");  // 2052 characters, 2056 bytes
   CHECK(violated(insert_headers(s, headers_of_bytes(kMaxHeadersBytes))) == "(accepted)");
   // 255 bytes, 254 of them in 127 two-byte characters: bytes count, as on the wire.
-  for (std::string column : {"exchange", "routing_key", "message_type", "content_type", "ordering_key",
-                             "correlation_id"})
+  for (std::string column :
+       {"exchange", "routing_key", "message_type", "content_type", "ordering_key", "correlation_id"})
     CHECK_MESSAGE(violated(insert_sql(s, {{column, "repeat('\u00e9', 127) || 'k'"}})) == "(accepted)", column);
 }
 
@@ -142,8 +145,8 @@ TEST_CASE("headers above the table's bound are refused by outbox_headers_size: t
 TEST_CASE("a column longer than an AMQP short string is refused by outbox_shortstr_lengths") {
   ScopedSchema s;
   // 256 bytes in 128 characters: bytes count, as on the wire.
-  for (std::string column : {"exchange", "routing_key", "message_type", "content_type", "ordering_key",
-                             "correlation_id"})
+  for (std::string column :
+       {"exchange", "routing_key", "message_type", "content_type", "ordering_key", "correlation_id"})
     CHECK_MESSAGE(violated(insert_sql(s, {{column, "repeat('\u00e9', 128)"}})) == "outbox_shortstr_lengths", column);
 }
 
@@ -230,12 +233,15 @@ TEST_CASE("a table holding bad rows migrates without checking them, and the rela
   CHECK(sql_value("SELECT count(*) FROM \"" + s.name() + "\".outbox_migrations WHERE version = 7") == "1");
   // 0007 added the rules NOT VALID and 0009 moved them into a trigger: the existing
   // rows were never scanned. The trigger fires always, in replica sessions too.
-  CHECK(sql_value("SELECT count(*) FROM pg_constraint WHERE conrelid = '" + table(s) + "'::regclass "
+  CHECK(sql_value("SELECT count(*) FROM pg_constraint WHERE conrelid = '" + table(s) +
+                  "'::regclass "
                   "AND conname IN ('outbox_headers_object', 'outbox_header_names', 'outbox_header_names_reserved', "
                   "'outbox_header_values', 'outbox_headers_size')") == "0");
-  CHECK(sql_value("SELECT count(*) FROM pg_constraint WHERE conrelid = '" + table(s) + "'::regclass "
+  CHECK(sql_value("SELECT count(*) FROM pg_constraint WHERE conrelid = '" + table(s) +
+                  "'::regclass "
                   "AND conname = 'outbox_shortstr_lengths' AND NOT convalidated") == "1");
-  CHECK(sql_value("SELECT tgenabled FROM pg_trigger WHERE tgrelid = '" + table(s) + "'::regclass "
+  CHECK(sql_value("SELECT tgenabled FROM pg_trigger WHERE tgrelid = '" + table(s) +
+                  "'::regclass "
                   "AND tgname = 'outbox_row_checks'") == "A");
   REQUIRE(count(s, "true") == 6);
   // A bad row's insert now fails: the same rows cannot be written again.
@@ -244,11 +250,14 @@ TEST_CASE("a table holding bad rows migrates without checking them, and the rela
   // The relay's statements (relay/src/pg/outbox_store.cpp) on every old row: a failure
   // that does not count (attempts unchanged, last_error set), one that counts, parking.
   const auto t = table(s);
-  CHECK(violated("UPDATE " + t + " SET attempts = attempts + 0, last_error = 'broker unavailable', "
+  CHECK(violated("UPDATE " + t +
+                 " SET attempts = attempts + 0, last_error = 'broker unavailable', "
                  "next_attempt_at = now() + interval '1 second'") == "(accepted)");
-  CHECK(violated("UPDATE " + t + " SET attempts = attempts + 1, last_error = 'not publishable', "
+  CHECK(violated("UPDATE " + t +
+                 " SET attempts = attempts + 1, last_error = 'not publishable', "
                  "next_attempt_at = now() + interval '1 second', parked_at = NULL") == "(accepted)");
-  CHECK(violated("UPDATE " + t + " SET attempts = attempts + 1, last_error = 'not publishable', "
+  CHECK(violated("UPDATE " + t +
+                 " SET attempts = attempts + 1, last_error = 'not publishable', "
                  "parked_at = now()") == "(accepted)");
   CHECK(count(s, "parked_at IS NOT NULL AND attempts = 2") == 6);
 }
@@ -263,8 +272,8 @@ TEST_CASE("an old bad row never tried can be marked published by the relay") {
 
 TEST_CASE("dead requeue of an old bad row keeps it marked; replay of one fails naming the rule and changes nothing") {
   ScopedSchema s("t", 6);
-  sql_exec(insert_headers(s, headers_with("BCC", "audit")));  // id 1: will be parked
-  sql_exec(insert_headers(s, headers_with("BCC", "audit")));  // id 2: was published
+  sql_exec(insert_headers(s, headers_with("BCC", "audit")));    // id 1: will be parked
+  sql_exec(insert_headers(s, headers_with("BCC", "audit")));    // id 2: was published
   sql_exec(insert_headers(s, headers_with("tenant", "acme")));  // id 3: a good published row
   s.migrate();
   const auto t = table(s);
@@ -276,7 +285,8 @@ TEST_CASE("dead requeue of an old bad row keeps it marked; replay of one fails n
   auto r = testenv::run_relay_command({"dead", "requeue", "--config", config, "--id", "1"});
   CHECK_MESSAGE(r.exit_code == 0, r.output);
   CHECK(count(s, "id = 1 AND parked_at IS NULL AND attempts = 0 AND last_error IS NOT NULL") == 1);
-  CHECK(violated("UPDATE " + t + " SET attempts = attempts + 1, last_error = 'not publishable', "
+  CHECK(violated("UPDATE " + t +
+                 " SET attempts = attempts + 1, last_error = 'not publishable', "
                  "parked_at = now() WHERE id = 1") == "(accepted)");
 
   // replay clears the relay's state: the old row would look new, and the check refuses it.

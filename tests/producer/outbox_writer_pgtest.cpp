@@ -7,8 +7,8 @@
 #include "outbox/errors.h"
 #include "outbox/migrator.h"
 #include "outbox/outbox_writer.h"
-#include "test_env.h"
 #include "outbox/pqxx_compat.h"
+#include "test_env.h"
 
 using namespace outbox;
 using testenv::ScopedSchema;
@@ -43,9 +43,12 @@ TEST_CASE("a committed enqueue leaves exactly the row the message describes") {
   tx.commit();
 
   pqxx::nontransaction q(conn);
-  auto r = outbox::pgx::exec1(q, "SELECT message_id::text, exchange, routing_key, message_type, ordering_key, content_type, "
-                   "headers->>'tenant', correlation_id, payload, attempts, published_at IS NULL "
-                   "FROM \"" + schema.name() + "\".outbox");
+  auto r =
+      outbox::pgx::exec1(q,
+                         "SELECT message_id::text, exchange, routing_key, message_type, ordering_key, content_type, "
+                         "headers->>'tenant', correlation_id, payload, attempts, published_at IS NULL "
+                         "FROM \"" +
+                             schema.name() + "\".outbox");
   CHECK(r[0].as<std::string>() == id.to_string());
   CHECK(r[1].as<std::string>() == "orders");
   CHECK(r[2].as<std::string>() == "order.placed");
@@ -161,8 +164,9 @@ TEST_CASE("a batch giving one message id to two messages is refused naming both,
     FAIL("two messages with one id were accepted");
   } catch (const ValidationError& e) {
     CHECK(e.field() == "message_id");
-    CHECK(e.detail() == "messages 0 and 2 of the batch both carry '0190b2b2-7c1e-7abc-8def-000000000001': "
-                        "one id names one message");
+    CHECK(e.detail() ==
+          "messages 0 and 2 of the batch both carry '0190b2b2-7c1e-7abc-8def-000000000001': "
+          "one id names one message");
   }
   writer.enqueue(tx, order_placed(4));  // nothing written, and the transaction is still usable
   tx.commit();
@@ -217,9 +221,11 @@ TEST_CASE("a migration missing below the recorded version is still applied") {
 TEST_CASE("the claim reads the pending-only index, not the published history") {
   ScopedSchema schema;
   const std::string t = "\"" + schema.name() + "\".outbox";
-  testenv::sql_exec("INSERT INTO " + t + " (message_id, exchange, routing_key, message_type, payload, published_at) "
+  testenv::sql_exec("INSERT INTO " + t +
+                    " (message_id, exchange, routing_key, message_type, payload, published_at) "
                     "SELECT gen_random_uuid(), 'x', 'k', 'T', '\\x00', now() FROM generate_series(1, 50000)");
-  testenv::sql_exec("INSERT INTO " + t + " (message_id, exchange, routing_key, message_type, payload) "
+  testenv::sql_exec("INSERT INTO " + t +
+                    " (message_id, exchange, routing_key, message_type, payload) "
                     "SELECT gen_random_uuid(), 'x', 'k', 'T', '\\x00' FROM generate_series(1, 100)");
   testenv::sql_exec("ANALYZE " + t);
   pqxx::connection conn(testenv::pg_dsn());

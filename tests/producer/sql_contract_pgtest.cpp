@@ -13,9 +13,9 @@
 #include "outbox/inbox.h"
 #include "outbox/message_id.h"
 #include "outbox/outbox_writer.h"
+#include "outbox/pqxx_compat.h"
 #include "outbox/trace_context.h"
 #include "test_env.h"
-#include "outbox/pqxx_compat.h"
 #include "test_text.h"
 
 using namespace outbox;
@@ -29,10 +29,11 @@ using testenv::contains;
 
 // The columns a producer decides, as text, of the row with this message id.
 std::string producer_columns(const ScopedSchema& s, const std::string& id) {
-  return sql_value("SELECT concat_ws('|', exchange, routing_key, message_type, ordering_key, content_type, "
-                   "headers::text, coalesce(correlation_id, '<null>'), encode(payload, 'hex'), attempts, "
-                   "published_at IS NULL, parked_at IS NULL, last_error IS NULL) FROM \"" + s.name() +
-                   "\".outbox WHERE message_id = '" + id + "'");
+  return sql_value(
+      "SELECT concat_ws('|', exchange, routing_key, message_type, ordering_key, content_type, "
+      "headers::text, coalesce(correlation_id, '<null>'), encode(payload, 'hex'), attempts, "
+      "published_at IS NULL, parked_at IS NULL, last_error IS NULL) FROM \"" +
+      s.name() + "\".outbox WHERE message_id = '" + id + "'");
 }
 
 struct Refused {
@@ -72,11 +73,13 @@ Refused refused(const std::string& call, const std::string& dsn = testenv::pg_ds
 Refused diagnostics(const std::string& call, std::string* column) {
   pqxx::connection conn(testenv::pg_dsn());
   pqxx::nontransaction q(conn);
-  q.exec("DO $do$ DECLARE m text; c text; BEGIN PERFORM " + call + "; "
+  q.exec("DO $do$ DECLARE m text; c text; BEGIN PERFORM " + call +
+         "; "
          "EXCEPTION WHEN invalid_parameter_value THEN GET STACKED DIAGNOSTICS m = MESSAGE_TEXT, c = COLUMN_NAME; "
          "PERFORM set_config('outbox_test.message', m, false), set_config('outbox_test.column', c, false); END $do$");
-  const auto r = outbox::pgx::exec1(q, "SELECT current_setting('outbox_test.message', true), "
-                         "current_setting('outbox_test.column', true)");
+  const auto r = outbox::pgx::exec1(q,
+                                    "SELECT current_setting('outbox_test.message', true), "
+                                    "current_setting('outbox_test.column', true)");
   *column = r[1].as<std::string>("");
   return {"", r[0].as<std::string>("")};
 }
@@ -121,11 +124,14 @@ TEST_CASE("enqueue writes the row OutboxWriter writes for the same message") {
   pqxx::connection conn(testenv::pg_dsn());
   pqxx::work tx(conn);
   const auto sdk_id = OutboxWriter({schema.name(), {}}).enqueue(tx, m).to_string();
-  const auto sql_id = outbox::pgx::exec1(tx, "SELECT " + s + ".enqueue('orders', 'order.placed', 'OrderPlaced', "
-                               "convert_to('{\"order_id\":7}', 'UTF8'), '{\"tenant\":\"acme\",\"source\":\"shop\"}', "
-                               "'order-7', correlation_id => 'req-7', "
-                               "traceparent => '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', "
-                               "tracestate => 'congo=t61rcWkgMzE')::text")[0].as<std::string>();
+  const auto sql_id =
+      outbox::pgx::exec1(tx, "SELECT " + s +
+                                 ".enqueue('orders', 'order.placed', 'OrderPlaced', "
+                                 "convert_to('{\"order_id\":7}', 'UTF8'), '{\"tenant\":\"acme\",\"source\":\"shop\"}', "
+                                 "'order-7', correlation_id => 'req-7', "
+                                 "traceparent => '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', "
+                                 "tracestate => 'congo=t61rcWkgMzE')::text")[0]
+          .as<std::string>();
   tx.commit();
   CHECK(sql_id != sdk_id);
   CHECK(producer_columns(schema, sql_id) == producer_columns(schema, sdk_id));
@@ -156,7 +162,8 @@ TEST_CASE("enqueue refuses what the SDK refuses, naming the argument, and writes
       {call(ok3 + ", correlation_id => ''"), fn + "correlation_id must not be empty"},
       {call(ok3 + ", correlation_id => repeat('c', 256)"), fn + "correlation_id is 256 bytes"},
       {call("'o', 'r', 'T', NULL"), fn + "payload must not be null"},
-      {call("'o', 'r', 'T', decode(repeat('00', 1048577), 'hex')"), fn + "payload is 1048577 bytes, the limit is 1048576"},
+      {call("'o', 'r', 'T', decode(repeat('00', 1048577), 'hex')"),
+       fn + "payload is 1048577 bytes, the limit is 1048576"},
       {call("'o', 'r', 'T', '\\x0000', max_payload_bytes => 1"), fn + "payload is 2 bytes, the limit is 1"},
       {call(ok3 + ", '[]'"), fn + "headers must be a JSON object of string values, not a JSON array"},
       {call(ok3 + ", '{\"n\": 1}'"), fn + "headers['n'] must be a JSON string, not a JSON number"},
@@ -167,8 +174,10 @@ TEST_CASE("enqueue refuses what the SDK refuses, naming the argument, and writes
       {call(ok3 + ", '{\"x-death\": \"a\"}'"), fn + "headers['x-death'] is reserved"},
       {call(ok3 + ", '{\"x-first-death-queue\": \"a\"}'"), fn + "headers['x-first-death-queue'] is reserved"},
       {call(ok3 + ", '{\"x-delay\": \"5\"}'"), fn + "headers['x-delay'] is reserved"},
-      {call(ok3 + ", '{\"traceparent\": \"a\"}'"), fn + "headers['traceparent'] is reserved: set the trace context with the traceparent argument"},
-      {call(ok3 + ", jsonb_build_object('big', repeat('v', 4097))"), fn + "headers['big'] is 4097 bytes, the limit is 4096"},
+      {call(ok3 + ", '{\"traceparent\": \"a\"}'"),
+       fn + "headers['traceparent'] is reserved: set the trace context with the traceparent argument"},
+      {call(ok3 + ", jsonb_build_object('big', repeat('v', 4097))"),
+       fn + "headers['big'] is 4097 bytes, the limit is 4096"},
       {call(ok3 + ", (SELECT jsonb_object_agg('h' || i, repeat('v', 4000)) FROM generate_series(1, 33) i)"),
        fn + "headers would take 132288 bytes of the AMQP header table (trace context included), the limit is 130048"},
       {call(ok3 + ", traceparent => 'nope'"), fn + "traceparent is not a W3C traceparent"},
@@ -178,7 +187,8 @@ TEST_CASE("enqueue refuses what the SDK refuses, naming the argument, and writes
       {call(ok3 + ", traceparent => '01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-' || repeat('a', 4944)"),
        fn + "traceparent is 5000 bytes, the limit is 4096"},
       {call(ok3 + ", tracestate => 'a=b'"), fn + "tracestate needs a traceparent"},
-      {call(ok3 + ", traceparent => '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', tracestate => 'a=1,a=2'"),
+      {call(ok3 +
+            ", traceparent => '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', tracestate => 'a=1,a=2'"),
        fn + "tracestate key 'a' appears twice"},
       {call(ok3 + ", traceparent => '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', tracestate => 'A=1'"),
        fn + "tracestate member 'A=1' is not a valid key=value list member"},
@@ -193,7 +203,8 @@ TEST_CASE("enqueue refuses what the SDK refuses, naming the argument, and writes
   // The argument is also the error's column field, for drivers that read it.
   pqxx::connection conn(testenv::pg_dsn());
   pqxx::nontransaction q(conn);
-  q.exec("DO $$ DECLARE c text; BEGIN PERFORM " + s + ".enqueue('o', '', 'T', ''); "
+  q.exec("DO $$ DECLARE c text; BEGIN PERFORM " + s +
+         ".enqueue('o', '', 'T', ''); "
          "EXCEPTION WHEN invalid_parameter_value THEN GET STACKED DIAGNOSTICS c = COLUMN_NAME; "
          "PERFORM set_config('outbox_test.column', c, false); END $$");
   CHECK(outbox::pgx::exec1(q, "SELECT current_setting('outbox_test.column')")[0].as<std::string>() == "routing_key");
@@ -241,11 +252,14 @@ TEST_CASE("uuid_v7 ids carry version 7, variant 10 and the time, and increase wi
   const auto s = "\"" + schema.name() + "\"";
   pqxx::connection conn(testenv::pg_dsn());
   pqxx::nontransaction q(conn);
-  const auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch()).count();
-  const auto rows = q.exec("SELECT " + s + ".uuid_v7()::text FROM generate_series(1, 3000) WITH ORDINALITY AS g(i, n) ORDER BY n");
-  const auto after = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto before =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  const auto rows = q.exec("SELECT " + s +
+                           ".uuid_v7()::text FROM generate_series(1, 3000) WITH ORDINALITY AS g(i, n) ORDER BY n");
+  const auto after =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   REQUIRE(rows.size() == 3000);
   std::string previous;
   bool increasing = true, layout = true, timely = true;
@@ -262,11 +276,14 @@ TEST_CASE("uuid_v7 ids carry version 7, variant 10 and the time, and increase wi
   CHECK(timely);
   CHECK(increasing);
   // Ordered by the server's comparison too, and across statements of the session.
-  CHECK(outbox::pgx::exec1(q, "SELECT bool_and(a < b) FROM (SELECT " + s + ".uuid_v7() a, " + s + ".uuid_v7() b "
-                "FROM generate_series(1, 500)) t")[0].as<bool>());
+  CHECK(outbox::pgx::exec1(q, "SELECT bool_and(a < b) FROM (SELECT " + s + ".uuid_v7() a, " + s +
+                                  ".uuid_v7() b "
+                                  "FROM generate_series(1, 500)) t")[0]
+            .as<bool>());
   // Random tails: 3000 ids, 3000 different last 62 bits.
   CHECK(outbox::pgx::exec1(q, "SELECT count(DISTINCT right(u::text, 15)) FROM (SELECT " + s +
-                ".uuid_v7() u FROM generate_series(1, 3000)) t")[0].as<int>() == 3000);
+                                  ".uuid_v7() u FROM generate_series(1, 3000)) t")[0]
+            .as<int>() == 3000);
   // Across sessions the time orders them: one made later in another session sorts after.
   const auto first = outbox::pgx::exec1(q, "SELECT " + s + ".uuid_v7()::text")[0].as<std::string>();
   std::this_thread::sleep_for(std::chrono::milliseconds(3));
@@ -286,7 +303,8 @@ TEST_CASE("inbox_record says true for the first delivery and false for one alrea
   const auto s = "\"" + schema.name() + "\"";
   const auto id = MessageId::generate_v7().to_string();
   const auto record = [&](pqxx::transaction_base& tx, const std::string& consumer) {
-    return outbox::pgx::exec1(tx, "SELECT " + s + ".inbox_record('" + id + "', '" + consumer + "', 'OrderPlaced')")[0].as<bool>();
+    return outbox::pgx::exec1(tx, "SELECT " + s + ".inbox_record('" + id + "', '" + consumer + "', 'OrderPlaced')")[0]
+        .as<bool>();
   };
   pqxx::connection conn(testenv::pg_dsn());
   {
@@ -301,8 +319,8 @@ TEST_CASE("inbox_record says true for the first delivery and false for one alrea
   }
   {
     pqxx::work tx(conn);
-    CHECK_FALSE(record(tx, "billing"));   // a redelivery
-    CHECK(record(tx, "shipping"));        // another consumer of the same message
+    CHECK_FALSE(record(tx, "billing"));  // a redelivery
+    CHECK(record(tx, "shipping"));       // another consumer of the same message
     tx.commit();
   }
   // The C++ SDK's Inbox and the SQL function share the table and the key.
@@ -311,7 +329,8 @@ TEST_CASE("inbox_record says true for the first delivery and false for one alrea
   CHECK(inbox.record(tx, MessageId::parse(id), "OrderPlaced") == InboxOutcome::kDuplicate);
   const auto other = MessageId::generate_v7();
   CHECK(inbox.record(tx, other, "OrderPlaced") == InboxOutcome::kNew);
-  CHECK_FALSE(outbox::pgx::exec1(tx, "SELECT " + s + ".inbox_record('" + other.to_string() + "', 'billing')")[0].as<bool>());
+  CHECK_FALSE(
+      outbox::pgx::exec1(tx, "SELECT " + s + ".inbox_record('" + other.to_string() + "', 'billing')")[0].as<bool>());
   tx.abort();
 
   const auto r = refused("SELECT " + s + ".inbox_record('" + id + "', 'bad name')");
@@ -327,12 +346,14 @@ TEST_CASE("the producer role of roles.sql may enqueue, and the consumer role may
              consumer = testenv::unique_name("consumer_role");
   ScopedRoleNames roles{{producer + "_login", consumer + "_login", producer, consumer, relay}};
   const std::string cmd = "psql '" + testenv::pg_dsn() + "' -q -v ON_ERROR_STOP=1 -v schema=" + schema.name() +
-                          " -v relay_role=" + relay + " -v producer_role=" + producer + " -v consumer_role=" +
-                          consumer + " -f " + OUTBOX_ROLES_SQL + " >/dev/null";
+                          " -v relay_role=" + relay + " -v producer_role=" + producer +
+                          " -v consumer_role=" + consumer + " -f " + OUTBOX_ROLES_SQL + " >/dev/null";
   REQUIRE(std::system(cmd.c_str()) == 0);
   // Default privileges that take EXECUTE from PUBLIC must not matter: roles.sql grants it.
-  sql_exec("REVOKE EXECUTE ON FUNCTION " + s + ".enqueue(text, text, text, bytea, jsonb, text, text, text, uuid, "
-           "text, text, integer), " + s + ".uuid_v7(), " + s + ".inbox_record(uuid, text, text) FROM PUBLIC");
+  sql_exec("REVOKE EXECUTE ON FUNCTION " + s +
+           ".enqueue(text, text, text, bytea, jsonb, text, text, text, uuid, "
+           "text, text, integer), " +
+           s + ".uuid_v7(), " + s + ".inbox_record(uuid, text, text) FROM PUBLIC");
   sql_exec("CREATE ROLE " + producer + "_login LOGIN IN ROLE " + producer);
   sql_exec("CREATE ROLE " + consumer + "_login LOGIN IN ROLE " + consumer);
   const auto as_producer = testenv::pg_dsn() + " user=" + producer + "_login";
@@ -340,7 +361,8 @@ TEST_CASE("the producer role of roles.sql may enqueue, and the consumer role may
   {
     pqxx::connection conn(as_producer);
     pqxx::work tx(conn);
-    const auto id = outbox::pgx::exec1(tx, "SELECT " + s + ".enqueue('o', 'r', 'T', '\\x01')::text")[0].as<std::string>();
+    const auto id =
+        outbox::pgx::exec1(tx, "SELECT " + s + ".enqueue('o', 'r', 'T', '\\x01')::text")[0].as<std::string>();
     tx.commit();
     CHECK(sql_value("SELECT count(*) FROM " + s + ".outbox WHERE message_id = '" + id + "'") == "1");
   }
@@ -352,7 +374,9 @@ TEST_CASE("the producer role of roles.sql may enqueue, and the consumer role may
   {
     pqxx::connection conn(as_consumer);
     pqxx::work tx(conn);
-    CHECK(outbox::pgx::exec1(tx, "SELECT " + s + ".inbox_record('" + MessageId::generate_v7().to_string() + "', 'billing')")[0].as<bool>());
+    CHECK(outbox::pgx::exec1(tx, "SELECT " + s + ".inbox_record('" + MessageId::generate_v7().to_string() +
+                                     "', 'billing')")[0]
+              .as<bool>());
     tx.commit();
   }
   CHECK(denied(refused("SELECT " + s + ".enqueue('o', 'r', 'T', '')", as_consumer)));
@@ -367,8 +391,7 @@ TEST_CASE("a refused value is escaped in enqueue's and inbox_record's errors as 
   std::string column;
   // A newline, an ANSI colour and a right-to-left override: each would act on the
   // reader's terminal or split the caller's log line.
-  auto r = diagnostics(s + ".enqueue('o', 'r', 'T', '', jsonb_build_object(E'a\\nb\\u001b[31m\\u202e', 'v'))",
-                       &column);
+  auto r = diagnostics(s + ".enqueue('o', 'r', 'T', '', jsonb_build_object(E'a\\nb\\u001b[31m\\u202e', 'v'))", &column);
   const auto field = sdk_header_field("a\nb\x1b[31m\xe2\x80\xae");
   CHECK(field == "headers['a\\nb\\x1b[31m\\xe2\\x80\\xae']");
   CHECK(column == field);

@@ -1,11 +1,12 @@
 // W3C trace context on outbox::Message: what validate_message accepts and refuses.
+#include "outbox/trace_context.h"
+
 #include <doctest/doctest.h>
+
+#include <vector>
 
 #include "outbox/errors.h"
 #include "outbox/message.h"
-#include "outbox/trace_context.h"
-
-#include <vector>
 
 using namespace outbox;
 
@@ -48,14 +49,14 @@ TEST_CASE("a traceparent in the W3C format is accepted, with or without tracesta
 TEST_CASE("malformed traceparents are refused naming the field") {
   for (const std::string bad : {
            "",
-           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",        // no flags
-           "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",     // upper case
-           "00-00000000000000000000000000000000-00f067aa0ba902b7-01",     // zero trace id
-           "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",     // zero parent id
-           "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",     // version ff
-           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",   // v00 is exactly 55
-           "00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01",     // separators
-           "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",     // not hex
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",       // no flags
+           "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",    // upper case
+           "00-00000000000000000000000000000000-00f067aa0ba902b7-01",    // zero trace id
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",    // zero parent id
+           "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",    // version ff
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",  // v00 is exactly 55
+           "00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01",    // separators
+           "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",    // not hex
        }) {
     auto m = valid();
     m.traceparent = bad;
@@ -64,8 +65,8 @@ TEST_CASE("malformed traceparents are refused naming the field") {
 }
 
 TEST_CASE("malformed tracestates, a tracestate alone, and trace headers set by hand are refused") {
-  const std::vector<std::string> bads = {"novalue", "UPPER=1", "a=1,a=2", "a=b=c", "a=",
-                                         "1abc=x", std::string(513, 'a'), "a=\x01"};
+  const std::vector<std::string> bads = {
+      "novalue", "UPPER=1", "a=1,a=2", "a=b=c", "a=", "1abc=x", std::string(513, 'a'), "a=\x01"};
   for (const auto& bad : bads) {
     auto m = valid();
     m.traceparent = kParent;

@@ -3,14 +3,14 @@
 // and stays bounded.
 #include <doctest/doctest.h>
 
-#include <nlohmann/json.hpp>
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
 #include "outbox/outbox_writer.h"
+#include "outbox/pqxx_compat.h"
 #include "relay_process.h"
 #include "test_env.h"
-#include "outbox/pqxx_compat.h"
 #include "test_text.h"
 
 using testenv::run_relay_command;
@@ -27,10 +27,13 @@ void park_rows(const ScopedSchema& schema, const std::string& type, const std::s
   pqxx::connection conn(testenv::pg_dsn());
   pqxx::work tx(conn);
   for (int i = 0; i < n; ++i)
-    outbox::pgx::exec_params(tx, "INSERT INTO \"" + schema.name() + "\".outbox (exchange, routing_key, message_type, payload) "
-                   "VALUES ('ex', 'rk', $1, '\\x7b7d'::bytea)", type);
-  outbox::pgx::exec_params(tx, "UPDATE \"" + schema.name() + "\".outbox SET parked_at = now(), attempts = 10, last_error = $1",
-                 last_error);
+    outbox::pgx::exec_params(tx,
+                             "INSERT INTO \"" + schema.name() +
+                                 "\".outbox (exchange, routing_key, message_type, payload) "
+                                 "VALUES ('ex', 'rk', $1, '\\x7b7d'::bytea)",
+                             type);
+  outbox::pgx::exec_params(
+      tx, "UPDATE \"" + schema.name() + "\".outbox SET parked_at = now(), attempts = 10, last_error = $1", last_error);
   tx.commit();
 }
 
@@ -55,7 +58,8 @@ TEST_CASE("dead list and status print no terminal control from a row, and dead l
 
   for (const auto& args : {std::vector<std::string>{"dead", "list", "-c", cfg},
                            {"dead", "list", "-c", cfg, "--json"},
-                           {"status", "-c", cfg}, {"status", "-c", cfg, "--json"}}) {
+                           {"status", "-c", cfg},
+                           {"status", "-c", cfg, "--json"}}) {
     auto r = run_relay_command(args);
     const auto shown = (args[0] == "dead" ? "dead list" : args[0]) + (args.back() == "--json" ? " --json" : "");
     REQUIRE_MESSAGE(r.exit_code == 0, (shown + ": " + r.output.substr(0, 2000)));
@@ -80,9 +84,11 @@ TEST_CASE("status lists the 50 types with the most pending rows, not every one o
   ScopedSchema schema;
   // 3 000 distinct types of one row each, as a script or a bad producer writes them,
   // and two busy types that sort last by name.
-  sql_exec("INSERT INTO \"" + schema.name() + "\".outbox (exchange, routing_key, message_type, payload) "
+  sql_exec("INSERT INTO \"" + schema.name() +
+           "\".outbox (exchange, routing_key, message_type, payload) "
            "SELECT 'ex', 'rk', 'T' || lpad(g::text, 5, '0'), '\\x7b7d'::bytea FROM generate_series(1, 3000) g");
-  sql_exec("INSERT INTO \"" + schema.name() + "\".outbox (exchange, routing_key, message_type, payload) "
+  sql_exec("INSERT INTO \"" + schema.name() +
+           "\".outbox (exchange, routing_key, message_type, payload) "
            "SELECT 'ex', 'rk', CASE WHEN g <= 5 THEN 'zzBusy' ELSE 'zzSecond' END, '\\x7b7d'::bytea "
            "FROM generate_series(1, 8) g");
   const auto cfg = testenv::write_temp_file(testenv::relay_config_yaml(schema.name()));
@@ -96,7 +102,8 @@ TEST_CASE("status lists the 50 types with the most pending rows, not every one o
   CHECK(contains(text.output, "zzSecond "));
   CHECK(contains(text.output, "T00048 "));
   CHECK(!contains(text.output, "T00049 "));
-  CHECK_MESSAGE(contains(text.output, "... and 2952 more types (--json lists every type)"), text.output.substr(0, 4000));
+  CHECK_MESSAGE(contains(text.output, "... and 2952 more types (--json lists every type)"),
+                text.output.substr(0, 4000));
   CHECK(text.output.find("zzBusy") < text.output.find("zzSecond"));
 
   auto json = run_relay_command({"status", "-c", cfg, "--json"});

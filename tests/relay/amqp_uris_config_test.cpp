@@ -58,17 +58,20 @@ TEST_CASE("neither uri nor uris is refused") {
 }
 
 TEST_CASE("an empty list, a non-list and a non-string node are refused, naming the key") {
-  CHECK(contains(config_error(config("  uris: []\n")), "amqp.uris: expected a non-empty list of strings, got an empty list"));
+  CHECK(contains(config_error(config("  uris: []\n")),
+                 "amqp.uris: expected a non-empty list of strings, got an empty list"));
   CHECK(contains(config_error(config("  uris: amqp://relay@mq:5672/%2f\n")), "amqp.uris: expected a non-empty list"));
   CHECK(contains(config_error(config("  uris:\n    - amqp://relay@mq:5672/%2f\n    - {a: b}\n")),
                  "amqp.uris[1]: expected a string"));
 }
 
 TEST_CASE("a bad node names its index and never shows its password") {
-  auto e = config_error(config("  uris:\n    - amqp://relay:hunter2@mq-0:5672/%2f\n    - http://relay:hunter2@mq-1/\n"));
+  auto e =
+      config_error(config("  uris:\n    - amqp://relay:hunter2@mq-0:5672/%2f\n    - http://relay:hunter2@mq-1/\n"));
   CHECK(contains(e, "relay.yaml:6: amqp.uris[1]: must start with amqp:// or amqps://"));
   CHECK_FALSE(contains(e, "hunter2"));
-  e = config_error(config("  uris:\n    - amqp://relay:hunter2@mq-0:5672/%2f\n    - amqp://relay:hun@ter2@mq-1:99999/\n"));
+  e = config_error(
+      config("  uris:\n    - amqp://relay:hunter2@mq-0:5672/%2f\n    - amqp://relay:hun@ter2@mq-1:99999/\n"));
   CHECK(contains(e, "amqp.uris[1]: not a valid amqp://"));
   CHECK_FALSE(contains(e, "hunter2"));
   CHECK_FALSE(contains(e, "ter2"));
@@ -101,8 +104,10 @@ TEST_CASE("a password written inline in a node draws a warning naming the node, 
 
 TEST_CASE("a node URI written as a single value instead of a list is refused without showing its password") {
   auto e = config_error(config("  uris: amqp://relay:hunter2@mq-0:5672/%2f\n"));
-  CHECK_MESSAGE(contains(e, "relay.yaml:4: amqp.uris: expected a non-empty list of strings, got a single value "
-                            "(not shown: it may hold a password)"), e);
+  CHECK_MESSAGE(contains(e,
+                         "relay.yaml:4: amqp.uris: expected a non-empty list of strings, got a single value "
+                         "(not shown: it may hold a password)"),
+                e);
   CHECK_FALSE_MESSAGE(contains(e, "hunter2"), e);
   CHECK_FALSE_MESSAGE(contains(e, "mq-0"), e);
 }

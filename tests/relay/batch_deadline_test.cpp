@@ -1,8 +1,8 @@
 // BatchDeadline: a batch stops publishing, then commits, before PostgreSQL's
 // idle-in-transaction timeout ends its session.
-#include <doctest/doctest.h>
-
 #include "policy/batch_deadline.h"
+
+#include <doctest/doctest.h>
 
 using relay::BatchDeadline;
 using std::chrono::milliseconds;

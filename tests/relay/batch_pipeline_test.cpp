@@ -1,8 +1,8 @@
+#include "loop/batch_pipeline.h"
+
 #include <doctest/doctest.h>
 
 #include <memory>
-
-#include "loop/batch_pipeline.h"
 
 using relay::BatchPipeline;
 using relay::ConfirmTracker;

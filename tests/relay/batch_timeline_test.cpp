@@ -1,9 +1,9 @@
 // BatchTimeline: a published row's stages from created_at to the relay's commit.
+#include "metrics/batch_timeline.h"
+
 #include <doctest/doctest.h>
 
 #include <numeric>
-
-#include "metrics/batch_timeline.h"
 
 using relay::BatchTimeline;
 using relay::LatencyStage;
@@ -42,7 +42,7 @@ TEST_CASE("a published row's five stages are its own intervals and add up to cre
 }
 
 TEST_CASE("a row never published, or not acked, has no stages; one published again counts from its last publish") {
-  auto t = timeline(2, 1, 1, 2, -1);  // row 1 published, then the channel closes: no ack
+  auto t = timeline(2, 1, 1, 2, -1);                                // row 1 published, then the channel closes: no ack
   CHECK_FALSE(t.stages(0, 1699999999.0, start + milliseconds(5)));  // row 0 never published
   CHECK_FALSE(t.stages(1, 1699999999.0, start + milliseconds(3)));
   t.published(1, start + milliseconds(4));  // published again (an isolation)

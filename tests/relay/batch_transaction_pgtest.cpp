@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "outbox_store_fixture.h"
 #include "pg/batch_transaction.h"
 #include "pg/outbox_store.h"
-#include "outbox_store_fixture.h"
 #include "test_env.h"
 
 using relay::BatchTransaction;
@@ -160,10 +160,13 @@ TEST_CASE("a mark that fails sends no COMMIT: the batch is rolled back and its r
   testenv::ScopedSchema schema("batchtx");
   write_rows(schema.name(), 3);
   const std::string s = "\"" + schema.name() + "\"";
-  testenv::sql_exec("CREATE FUNCTION " + s + ".refuse() RETURNS trigger LANGUAGE plpgsql AS "
+  testenv::sql_exec("CREATE FUNCTION " + s +
+                    ".refuse() RETURNS trigger LANGUAGE plpgsql AS "
                     "$$BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = 'P0001'; END$$");
-  testenv::sql_exec("CREATE TRIGGER refuse BEFORE UPDATE ON " + s + ".outbox FOR EACH ROW WHEN (new.id = 2) "
-                    "EXECUTE FUNCTION " + s + ".refuse()");
+  testenv::sql_exec("CREATE TRIGGER refuse BEFORE UPDATE ON " + s +
+                    ".outbox FOR EACH ROW WHEN (new.id = 2) "
+                    "EXECUTE FUNCTION " +
+                    s + ".refuse()");
   auto store = store_for(schema.name());
   {
     BatchTransaction tx(store->session());

@@ -1,8 +1,8 @@
 // ClaimFloorPolicy: claims behind batches in flight start above them only deep in a
 // backlog, and even then one in four starts from the lowest id.
-#include <doctest/doctest.h>
-
 #include "policy/claim_floor_policy.h"
+
+#include <doctest/doctest.h>
 
 using relay::ClaimFloorPolicy;
 using Start = ClaimFloorPolicy::Start;

@@ -1,8 +1,9 @@
+#include "policy/confirm_tracker.h"
+
 #include <doctest/doctest.h>
 
-#include "policy/backoff.h"
-#include "policy/confirm_tracker.h"
 #include "outbox/one_line.h"
+#include "policy/backoff.h"
 
 using relay::ConfirmTracker;
 using Outcome = ConfirmTracker::Outcome;
@@ -125,10 +126,11 @@ TEST_CASE("one_line escapes line breaks and control characters and caps length")
         "connection refused\\n\\tIs the server running?");
 }
 
-TEST_CASE("a channel close over one of several rows puts them all back as suspects, in row order, returned rows excepted") {
+TEST_CASE(
+    "a channel close over one of several rows puts them all back as suspects, in row order, returned rows excepted") {
   auto t = published(5);
-  t.on_ack(2, true);                    // rows 0 and 1 are safe
-  t.on_return("m3", "312 NO_ROUTE");   // row 3 was returned; its ack never came
+  t.on_ack(2, true);                  // rows 0 and 1 are safe
+  t.on_return("m3", "312 NO_ROUTE");  // row 3 was returned; its ack never came
   auto suspects = t.take_outstanding();
   CHECK(suspects == std::vector<std::size_t>{2, 4});
   CHECK(t.outcome(2) == Outcome::kUnconfirmed);
@@ -184,7 +186,8 @@ TEST_CASE("overdue rows fail oldest tag first, the rest stay outstanding, and a 
   auto t = published(5);
   t.on_ack(2, false);  // row 1 confirmed, row 0 stuck
   CHECK(t.oldest_outstanding() == 0);
-  const auto tags = t.fail_oldest_while([](std::size_t row) { return row < 3; }, {relay::FailureCause::kConfirmTimeout, "no broker confirm"});
+  const auto tags = t.fail_oldest_while([](std::size_t row) { return row < 3; },
+                                        {relay::FailureCause::kConfirmTimeout, "no broker confirm"});
   CHECK(tags == std::vector<std::uint64_t>{1, 3});  // rows 0 and 2: row 1 was no longer outstanding
   CHECK(t.outcome(0) == Outcome::kFailed);
   CHECK(t.reason(0) == "no broker confirm");
@@ -201,7 +204,8 @@ TEST_CASE("overdue rows fail oldest tag first, the rest stay outstanding, and a 
 
 TEST_CASE("failing overdue rows stops at the first one still in time") {
   auto t = published(3);
-  CHECK(t.fail_oldest_while([](std::size_t row) { return row != 0; }, {relay::FailureCause::kConfirmTimeout, "late"}).empty());
+  CHECK(t.fail_oldest_while([](std::size_t row) { return row != 0; }, {relay::FailureCause::kConfirmTimeout, "late"})
+            .empty());
   CHECK(t.outstanding() == 3);
 }
 
@@ -226,7 +230,8 @@ TEST_CASE("outstanding bytes count the payloads of the rows whose tags are not s
   CHECK(t.outstanding_bytes() == 1500);
   t.on_ack(4, false);
   CHECK(t.outstanding_bytes() == 1100);
-  t.fail_oldest_while([](std::size_t row) { return row == 4; }, {relay::FailureCause::kConfirmTimeout, "no broker confirm"});
+  t.fail_oldest_while([](std::size_t row) { return row == 4; },
+                      {relay::FailureCause::kConfirmTimeout, "no broker confirm"});
   CHECK(t.outstanding_bytes() == 600);
   t.on_refused(5, "channel closed");
   CHECK(t.outstanding_bytes() == 0);

@@ -5,8 +5,8 @@
 // the login. Every output is searched for every 4-byte piece of each password.
 #include <doctest/doctest.h>
 
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,8 +54,11 @@ std::vector<Endpoints> endpoints() {
 }
 
 std::string config_yaml(const std::string& dsn, const std::string& uri) {
-  return "postgres:\n  dsn: " + yaml_quoted(dsn) + "\n  connect_timeout_s: 2\n"
-         "amqp:\n  uri: " + yaml_quoted(uri) + "\n  connect_timeout_ms: 2000\n"
+  return "postgres:\n  dsn: " + yaml_quoted(dsn) +
+         "\n  connect_timeout_s: 2\n"
+         "amqp:\n  uri: " +
+         yaml_quoted(uri) +
+         "\n  connect_timeout_ms: 2000\n"
          "log:\n  level: debug\n";
 }
 
@@ -86,10 +89,10 @@ TEST_CASE("a password full of @:/%?# never reaches any output, whatever the serv
   for (const auto& e : endpoints()) {
     for (const auto& pw : kPasswords) {
       const auto amqp = "amqp://" + e.amqp_user + ":" + testenv::percent_encoded(pw) + "@" + e.amqp_host_port + "/%2f";
-      const std::vector<std::string> dsns = {
-          "postgresql://" + e.pg_user + ":" + testenv::percent_encoded(pw) + "@" + e.pg_host + ":" + e.pg_port + "/postgres",
-          "host=" + e.pg_host + " port=" + e.pg_port + " user=" + e.pg_user + " dbname=postgres password=" +
-              testenv::single_quoted(pw)};
+      const std::vector<std::string> dsns = {"postgresql://" + e.pg_user + ":" + testenv::percent_encoded(pw) + "@" +
+                                                 e.pg_host + ":" + e.pg_port + "/postgres",
+                                             "host=" + e.pg_host + " port=" + e.pg_port + " user=" + e.pg_user +
+                                                 " dbname=postgres password=" + testenv::single_quoted(pw)};
       for (const auto& dsn : dsns) {
         CAPTURE(e.name);
         CAPTURE(dsn);

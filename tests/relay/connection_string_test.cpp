@@ -9,11 +9,11 @@
 
 #include "config/config.h"
 #include "config/endpoint_syntax.h"
-#include "pg/session_options.h"
 #include "outbox/pg_connection.h"
 #include "outbox/pg_conninfo.h"
 #include "outbox/pg_dsn_check.h"
 #include "outbox/secret_scrubber.h"
+#include "pg/session_options.h"
 #include "test_env.h"
 #include "test_text.h"
 
@@ -31,8 +31,7 @@ std::string leaked_fragment(const std::string& text, const std::string& secret) 
   return "";
 }
 
-const std::vector<std::string> kPasswords = {"Zq7@:/TOPSECRETPART%?#Wx@:9", "@:/%?#@:/%?#",
-                                             "sp ace'quo\"te\\Kx@:/"};
+const std::vector<std::string> kPasswords = {"Zq7@:/TOPSECRETPART%?#Wx@:9", "@:/%?#@:/%?#", "sp ace'quo\"te\\Kx@:/"};
 
 }  // namespace
 
@@ -107,8 +106,8 @@ TEST_CASE("an sslmode libpq does not know is a configuration error, not a connec
 TEST_CASE("an AMQP URI is read with its percent-encoding; a raw @ or / in the password is refused unseen") {
   for (const auto& pw : kPasswords)
     CHECK_FALSE(relay::amqp_uri_syntax_error("amqp://relay:" + testenv::percent_encoded(pw) + "@mq.example:5672/%2f"));
-  for (const auto& pw : {std::string("Zq7@TOPSECRETPART"), std::string("Zq7/TOPSECRETPART"),
-                         std::string("Zq7?TOPSECRETPART")}) {
+  for (const auto& pw :
+       {std::string("Zq7@TOPSECRETPART"), std::string("Zq7/TOPSECRETPART"), std::string("Zq7?TOPSECRETPART")}) {
     auto why = relay::amqp_uri_syntax_error("amqp://relay:" + pw + "@mq.example:5672/%2f");
     REQUIRE(why);
     CHECK(leaked_fragment(*why, pw).empty());
@@ -137,7 +136,8 @@ struct FailingConnection {
   }
 };
 
-TEST_CASE("any connection class opened through open_pg_connection_as fails as the same pqxx type, without the password") {
+TEST_CASE(
+    "any connection class opened through open_pg_connection_as fails as the same pqxx type, without the password") {
   const std::string pw = "Zq7@:/TOPSECRETPART%?#Wx";
   const auto dsn = "postgresql://relay:" + testenv::percent_encoded(pw) + "@db.example/app";
   const auto open_error = [](auto open) { return testenv::error_of<std::exception>(open, "nothing thrown"); };
@@ -158,8 +158,8 @@ TEST_CASE("any connection class opened through open_pg_connection_as fails as th
 }
 
 TEST_CASE("an option name libpq does not know is not shown, since it may be a piece of a password") {
-  for (const auto& dsn : {std::string("host=db password=Xk9 mPq2=TOPSECRET"),
-                          std::string("postgresql://relay@db/app?mPq2TOPSECRET=1")}) {
+  for (const auto& dsn :
+       {std::string("host=db password=Xk9 mPq2=TOPSECRET"), std::string("postgresql://relay@db/app?mPq2TOPSECRET=1")}) {
     CAPTURE(dsn);
     auto why = outbox::pg_dsn_syntax_error(dsn);
     REQUIRE(why);
@@ -169,10 +169,11 @@ TEST_CASE("an option name libpq does not know is not shown, since it may be a pi
 }
 
 TEST_CASE("a URI whose password holds a raw '@', '/', '?' or '#' is refused before libpq splits it, showing no part") {
-  for (const auto& dsn : {std::string("postgresql://postgres:a/b?TOPSECRETPART=1@127.0.0.1:36432/postgres"),
-                          std::string("postgresql://postgres:Zq@secrethost?application_name=y@127.0.0.1:36432/postgres"),
-                          std::string("postgres://relay:Zq#TOPSECRETPART@db/app"),
-                          std::string("postgresql://relay:Zq?TOPSECRETPART@db/app")}) {
+  for (const auto& dsn :
+       {std::string("postgresql://postgres:a/b?TOPSECRETPART=1@127.0.0.1:36432/postgres"),
+        std::string("postgresql://postgres:Zq@secrethost?application_name=y@127.0.0.1:36432/postgres"),
+        std::string("postgres://relay:Zq#TOPSECRETPART@db/app"),
+        std::string("postgresql://relay:Zq?TOPSECRETPART@db/app")}) {
     CAPTURE(dsn);
     auto why = outbox::pg_dsn_syntax_error(dsn);
     REQUIRE(why);

@@ -1,10 +1,10 @@
 // FailurePolicy: which failures are the message's own (an attempt, parked at
 // max_attempts) and which the environment's (no attempt).
+#include "policy/failure_policy.h"
+
 #include <doctest/doctest.h>
 
 #include <limits>
-
-#include "policy/failure_policy.h"
 
 using relay::CloseBlame;
 using relay::FailureCause;
@@ -39,10 +39,8 @@ TEST_CASE("a row lost with the link is retried at once without an attempt") {
   CHECK(lost.metric == FailureReason::kConnectionLost);
   auto never_sent = FailurePolicy::judge(Outcome::kUnconfirmed, FailureCause::kNone);
   CHECK_FALSE(never_sent.counts_as_attempt);
-  CHECK(FailurePolicy::judge(Outcome::kFailed, FailureCause::kConfirmTimeout).metric ==
-        FailureReason::kConfirmTimeout);
-  CHECK(FailurePolicy::judge(Outcome::kFailed, FailureCause::kBrokerBlocked).metric ==
-        FailureReason::kBlocked);
+  CHECK(FailurePolicy::judge(Outcome::kFailed, FailureCause::kConfirmTimeout).metric == FailureReason::kConfirmTimeout);
+  CHECK(FailurePolicy::judge(Outcome::kFailed, FailureCause::kBrokerBlocked).metric == FailureReason::kBlocked);
 }
 
 TEST_CASE("a row lost to a server's channel close is no attempt but waits its backoff") {
@@ -79,29 +77,26 @@ struct Row {
 const Row kTable[] = {
     // A nack carries no cause (no quorum majority, a full queue): the environment's.
     {"nack", Outcome::kNacked, FailureCause::kNone, false, false, FailureReason::kNack},
-    {"return (unroutable)", Outcome::kReturned, FailureCause::kNone, true, false,
-     FailureReason::kReturned},
+    {"return (unroutable)", Outcome::kReturned, FailureCause::kNone, true, false, FailureReason::kReturned},
     {"channel close by a message's code, row alone", Outcome::kRefused, FailureCause::kNone, true, false,
      FailureReason::kChannelClosed},
-    {"channel close by a server's code", Outcome::kEnvironment, FailureCause::kNone,
-     false, false, FailureReason::kChannelClosed},
-    {"connection lost", Outcome::kFailed, FailureCause::kLinkLost, false, true,
-     FailureReason::kConnectionLost},
+    {"channel close by a server's code", Outcome::kEnvironment, FailureCause::kNone, false, false,
+     FailureReason::kChannelClosed},
+    {"connection lost", Outcome::kFailed, FailureCause::kLinkLost, false, true, FailureReason::kConnectionLost},
     // Not at once: a row its queue never confirms would be claimed first again.
-    {"confirm timeout", Outcome::kFailed, FailureCause::kConfirmTimeout, false,
-     false, FailureReason::kConfirmTimeout},
-    {"broker blocked (resource alarm)", Outcome::kFailed, FailureCause::kBrokerBlocked, false, true, FailureReason::kBlocked},
-    {"never sent (link gone first)", Outcome::kUnconfirmed, FailureCause::kNone, false, true, FailureReason::kConnectionLost},
+    {"confirm timeout", Outcome::kFailed, FailureCause::kConfirmTimeout, false, false, FailureReason::kConfirmTimeout},
+    {"broker blocked (resource alarm)", Outcome::kFailed, FailureCause::kBrokerBlocked, false, true,
+     FailureReason::kBlocked},
+    {"never sent (link gone first)", Outcome::kUnconfirmed, FailureCause::kNone, false, true,
+     FailureReason::kConnectionLost},
     // The batch's time limit (BatchDeadline): never sent, it is the next batch's at
     // once; sent and unconfirmed, the broker is slow: the growing backoff.
-    {"withheld at the batch's time limit", Outcome::kUnconfirmed, FailureCause::kBatchWithheld, false,
-     true, FailureReason::kBatchTimeLimit},
-    {"unconfirmed at the batch's time limit", Outcome::kFailed, FailureCause::kBatchLate, false,
-     false, FailureReason::kBatchTimeLimit},
-    {"encode refusal", Outcome::kInvalid, FailureCause::kNone, true, false,
-     FailureReason::kInvalid},
-    {"decode failure", Outcome::kInvalid, FailureCause::kNone,
-     true, false, FailureReason::kInvalid},
+    {"withheld at the batch's time limit", Outcome::kUnconfirmed, FailureCause::kBatchWithheld, false, true,
+     FailureReason::kBatchTimeLimit},
+    {"unconfirmed at the batch's time limit", Outcome::kFailed, FailureCause::kBatchLate, false, false,
+     FailureReason::kBatchTimeLimit},
+    {"encode refusal", Outcome::kInvalid, FailureCause::kNone, true, false, FailureReason::kInvalid},
+    {"decode failure", Outcome::kInvalid, FailureCause::kNone, true, false, FailureReason::kInvalid},
 };
 
 }  // namespace
@@ -148,7 +143,9 @@ TEST_CASE("settle: with max_attempts 1 a message's own failure parks at once, th
 
 TEST_CASE("settle: attempts written by hand out of range count from 0 and park at max_attempts, never overflow") {
   // Before: INT_MAX + 1 (undefined behaviour), and from INT_MIN about 2^31 tries.
-  const auto returned = [](int attempts) { return FailurePolicy::settle(Outcome::kReturned, FailureCause::kNone, attempts, 5); };
+  const auto returned = [](int attempts) {
+    return FailurePolicy::settle(Outcome::kReturned, FailureCause::kNone, attempts, 5);
+  };
   CHECK(returned(std::numeric_limits<int>::min()).action == Action::kRetryAfterBackoff);
   CHECK(returned(std::numeric_limits<int>::min()).backoff_attempt == 1);
   CHECK(returned(-1).backoff_attempt == 1);
@@ -194,7 +191,9 @@ TEST_CASE("a connection the broker closed: a node going away holds everything, a
 }
 
 TEST_CASE("settle: the environment's failures in a row wait a growing step, capped, never an attempt or a park") {
-  const auto nacked = [](int streak) { return FailurePolicy::settle(Outcome::kNacked, FailureCause::kNone, 9, 10, streak); };
+  const auto nacked = [](int streak) {
+    return FailurePolicy::settle(Outcome::kNacked, FailureCause::kNone, 9, 10, streak);
+  };
   CHECK(nacked(0).backoff_attempt == 1);
   CHECK(nacked(1).backoff_attempt == 2);
   CHECK(nacked(7).backoff_attempt == 8);
@@ -211,8 +210,10 @@ TEST_CASE("decisions follow the recorded cause, never the text: any wording of a
   const std::string misleading[] = {"", "broker blocked publishing", "no broker confirm within 30 s",
                                     "not published: its batch reached its time limit", "refused by broker: 404"};
   const std::pair<FailureCause, Action> expected[] = {
-      {FailureCause::kLinkLost, Action::kRetryAtOnce},        {FailureCause::kBrokerBlocked, Action::kRetryAtOnce},
-      {FailureCause::kConfirmTimeout, Action::kRetryAfterBackoff}, {FailureCause::kBatchWithheld, Action::kRetryAtOnce},
+      {FailureCause::kLinkLost, Action::kRetryAtOnce},
+      {FailureCause::kBrokerBlocked, Action::kRetryAtOnce},
+      {FailureCause::kConfirmTimeout, Action::kRetryAfterBackoff},
+      {FailureCause::kBatchWithheld, Action::kRetryAtOnce},
       {FailureCause::kBatchLate, Action::kRetryAfterBackoff},
   };
   for (const auto& [cause, action] : expected)

@@ -9,7 +9,9 @@
 #include <utility>
 #include <vector>
 
-namespace pqxx { class transaction_base; }
+namespace pqxx {
+class transaction_base;
+}
 
 namespace hostile {
 
@@ -26,10 +28,10 @@ struct HostileRow {
   std::string exchange, routing_key;
   std::string type = "Hostile";
   std::string content_type = "application/json";
-  std::string headers = "{}";   // jsonb text
-  std::string correlation_id;   // empty: NULL
+  std::string headers = "{}";  // jsonb text
+  std::string correlation_id;  // empty: NULL
   std::size_t payload_bytes = 16;
-  std::string created_at;       // empty: now()
+  std::string created_at;  // empty: now()
 };
 
 // How the relay meets a kind, which bounds the copies of innocent rows it may cause.

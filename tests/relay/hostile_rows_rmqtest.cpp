@@ -19,20 +19,19 @@
 // and after it is parked; every other assertion holds at any size, and holds here too.
 #include <doctest/doctest.h>
 
-#include <sstream>
-
 #include <cstdio>
 #include <cstdlib>
 #include <pqxx/pqxx>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "hostile_kinds.h"
 #include "hostile_scenario.h"
+#include "outbox/pqxx_compat.h"
 #include "private_rabbitmq.h"
 #include "relay_process.h"
 #include "test_env.h"
-#include "outbox/pqxx_compat.h"
 
 using hostile::Failure;
 using hostile::HostileScenario;
@@ -42,7 +41,8 @@ using hostile::ScenarioResult;
 namespace {
 
 constexpr int kUnorderedRowsPerSide = 16000;
-constexpr int kPerKeyRowsPerSide = 8000;  // per_key drains ~7 000 msg/s and isolates ~0.5 s: room for a 200 ms+ window after
+constexpr int kPerKeyRowsPerSide =
+    8000;  // per_key drains ~7 000 msg/s and isolates ~0.5 s: room for a 200 ms+ window after
 constexpr int kMaxAttempts = 3;
 constexpr int kPublishWindow = 200;
 // backoff_initial_ms 25, backoff_max_ms 100 (short, so the hostile row is parked well
@@ -56,9 +56,7 @@ struct Broker {
   // 4.0 reads it only then (application:set_env on the running node changes nothing).
   testenv::PrivateRabbitMq node{OUTBOX_SERVERS_SH, "max_message_size = 65536"};
   std::string internal_exchange = testenv::unique_name("hostile_internal_x");
-  Broker() {
-    node.declare_exchange(internal_exchange, "direct", /*internal=*/true);
-  }
+  Broker() { node.declare_exchange(internal_exchange, "direct", /*internal=*/true); }
 };
 
 Broker& broker() {
@@ -70,8 +68,9 @@ Broker& broker() {
 struct Table {
   std::vector<std::string> lines;
   ~Table() {
-    std::string text = "\nhostile rows: kind | mode | parked after N attempts | good rows published | extra copies | "
-                       "longest stall ms | rate before/after msg/s\n";
+    std::string text =
+        "\nhostile rows: kind | mode | parked after N attempts | good rows published | extra copies | "
+        "longest stall ms | rate before/after msg/s\n";
     for (const auto& l : lines) text += l + "\n";
     std::fflush(stdout);
     std::fputs(text.c_str(), stdout);
@@ -90,11 +89,14 @@ std::string mode_name(const ScenarioOptions& o) {
 void record(const std::string& kind, const ScenarioOptions& o, const ScenarioResult& r) {
   char line[512];
   std::snprintf(line, sizeof line, "%-32s | %-20s | %s %d | %zu/%zu | %zu | %.0f | %.0f/%.0f%s", kind.c_str(),
-                mode_name(o).c_str(), !o.hostile_row ? "n/a, attempts" : r.parked ? "parked after" : "NOT parked,", r.attempts, r.good_received,
-                r.good_expected, r.extra_copies, r.longest_stall_ms, r.rate_before, r.rate_after,
-                r.rate_measurable ? "" : " (window too short)");
-  MESSAGE(line << " (drain " << r.drain_s << " s, scenario " << r.scenario_s << " s, rate windows "
-               << r.rate_window_ms << " ms; isolation " << r.isolation_ms << " ms at " << r.rate_during << " msg/s)");
+                mode_name(o).c_str(),
+                !o.hostile_row ? "n/a, attempts"
+                : r.parked     ? "parked after"
+                               : "NOT parked,",
+                r.attempts, r.good_received, r.good_expected, r.extra_copies, r.longest_stall_ms, r.rate_before,
+                r.rate_after, r.rate_measurable ? "" : " (window too short)");
+  MESSAGE(line << " (drain " << r.drain_s << " s, scenario " << r.scenario_s << " s, rate windows " << r.rate_window_ms
+               << " ms; isolation " << r.isolation_ms << " ms at " << r.rate_during << " msg/s)");
   table().lines.push_back(line);
 }
 
@@ -136,8 +138,9 @@ void check_rate(const std::string& label, const std::string& kind_name, const Sc
     if (rate_ok(r)) return;
     measurable = r.rate_measurable;
   }
-  FAIL_CHECK("no run of 3 measured a rate after the hostile row was parked within 80 % of the rate before it: before/after "
-             << tries.str() << " msg/s");
+  FAIL_CHECK(
+      "no run of 3 measured a rate after the hostile row was parked within 80 % of the rate before it: before/after "
+      << tries.str() << " msg/s");
 }
 
 // Everything a user relies on, for one kind in one mode.
@@ -158,7 +161,8 @@ void check_kind(const std::string& kind_name, const ScenarioOptions& options) {
   // and then at most one window's worth (once, at the hostile row's first attempt).
   CHECK(r.missing == 0);
   CHECK(r.good_received == r.good_expected);
-  CHECK(r.extra_copies <= (kind.failure == Failure::kChannelClosed ? std::size_t(options.publish_window) : std::size_t(0)));
+  CHECK(r.extra_copies <=
+        (kind.failure == Failure::kChannelClosed ? std::size_t(options.publish_window) : std::size_t(0)));
   // Both relays are still running: a row never makes a relay exit.
   CHECK(r.relays_running == options.relays);
   CHECK(r.longest_stall_ms < kStallBoundMs);
@@ -201,23 +205,30 @@ TEST_CASE("invalid UTF-8 in a text or jsonb column is refused at INSERT, so it c
   const std::string bad = "bad\xff\xfe";
   // Each text column where AMQP needs text (shortstr properties, header names and
   // values), given the invalid bytes as a parameter, the others valid.
-  const std::vector<std::pair<std::string, std::string>> columns = {
-      {"exchange", bad}, {"routing_key", bad}, {"message_type", bad}, {"ordering_key", bad},
-      {"content_type", bad}, {"correlation_id", bad}, {"headers", "{\"a\":\"" + bad + "\"}"},
-      {"headers", "{\"" + bad + "\":\"v\"}"}};
+  const std::vector<std::pair<std::string, std::string>> columns = {{"exchange", bad},
+                                                                    {"routing_key", bad},
+                                                                    {"message_type", bad},
+                                                                    {"ordering_key", bad},
+                                                                    {"content_type", bad},
+                                                                    {"correlation_id", bad},
+                                                                    {"headers", "{\"a\":\"" + bad + "\"}"},
+                                                                    {"headers", "{\"" + bad + "\":\"v\"}"}};
   for (const auto& [column, value] : columns) {
     CAPTURE(column);
     std::vector<std::pair<std::string, std::string>> row = {
-        {"exchange", "'x'"}, {"routing_key", "'rk'"}, {"message_type", "'T'"}, {"ordering_key", "''"},
-        {"content_type", "'text/plain'"}, {"correlation_id", "NULL"}, {"headers", "'{}'"}};
+        {"exchange", "'x'"},    {"routing_key", "'rk'"},          {"message_type", "'T'"},
+        {"ordering_key", "''"}, {"content_type", "'text/plain'"}, {"correlation_id", "NULL"},
+        {"headers", "'{}'"}};
     std::string names = "message_id, payload, last_error", values = "gen_random_uuid(), '\\x00', 'legacy row'";
     for (const auto& [name, literal] : row) {
       names += ", " + name;
       values += ", " + (name == column ? std::string(name == "headers" ? "$1::jsonb" : "$1") : literal);
     }
     pqxx::work tx(conn);
-    CHECK_THROWS_AS(outbox::pgx::exec_params(tx, "INSERT INTO \"" + schema.name() + "\".outbox (" + names + ") VALUES (" +
-                                   values + ")", value),
+    CHECK_THROWS_AS(outbox::pgx::exec_params(tx,
+                                             "INSERT INTO \"" + schema.name() + "\".outbox (" + names + ") VALUES (" +
+                                                 values + ")",
+                                             value),
                     pqxx::data_exception);
   }
   CHECK(testenv::sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox") == "0");
@@ -255,8 +266,8 @@ TEST_CASE("control: without a hostile row the same backlogs drain completely, on
   broker();
   // Also the rate measurement's own check: without any hostile row it must find the
   // rate after the middle of the backlog within 20 % of the rate before it.
-  for (auto options : {options_for("unordered"), options_for("per_key", "park_key"),
-                       options_for("per_key", "park_message")}) {
+  for (auto options :
+       {options_for("unordered"), options_for("per_key", "park_key"), options_for("per_key", "park_message")}) {
     options.hostile_row = false;
     CAPTURE(mode_name(options));
     HostileScenario scenario("unroutable routing key", broker().internal_exchange, options);
@@ -300,20 +311,20 @@ ScenarioResult run_reproduction(const std::string& kind_name) {
   HostileScenario scenario(kind_name, broker().internal_exchange, o);
   auto r = scenario.run();
   MESSAGE(kind_name << ": parked " << r.parked << " after " << r.attempts << " attempts, " << r.good_received << "/"
-                    << r.good_expected << " good rows in " << r.drain_s << " s, " << r.extra_copies
-                    << " extra copies, " << r.channel_closes_logged << " channel-close log lines; last_error: "
-                    << r.last_error);
+                    << r.good_expected << " good rows in " << r.drain_s << " s, " << r.extra_copies << " extra copies, "
+                    << r.channel_closes_logged << " channel-close log lines; last_error: " << r.last_error);
   return r;
 }
 
 }  // namespace
 
-TEST_CASE("bug 1: a hand-inserted row with headers {\"a\":1} no longer halts every claim; it is parked after max_attempts") {
+TEST_CASE(
+    "bug 1: a hand-inserted row with headers {\"a\":1} no longer halts every claim; it is parked after max_attempts") {
   const auto r = run_reproduction("headers number value");
   if (!r.parked || r.missing != 0) MESSAGE(r.relay_logs);
-  CHECK(r.missing == 0);          // was: nothing after it published
+  CHECK(r.missing == 0);              // was: nothing after it published
   CHECK(r.attempts == kMaxAttempts);  // was: attempts stayed 0
-  CHECK(r.parked);                // was: never parked
+  CHECK(r.parked);                    // was: never parked
   CHECK(r.last_error.find("headers") != std::string::npos);
   CHECK(r.relays_running == 1);
 }
@@ -321,9 +332,9 @@ TEST_CASE("bug 1: a hand-inserted row with headers {\"a\":1} no longer halts eve
 TEST_CASE("bug 2: a header table over the AMQP frame size fails only its own row; neighbours go out once, in seconds") {
   const auto r = run_reproduction("header table over frame size");
   if (!r.parked || r.missing != 0) MESSAGE(r.relay_logs);
-  CHECK(r.missing == 0);           // was: 0 published in 45 s
+  CHECK(r.missing == 0);  // was: 0 published in 45 s
   CHECK(r.drain_s < 10);
-  CHECK(r.extra_copies == 0);      // was: neighbours re-sent up to 10 times
+  CHECK(r.extra_copies == 0);         // was: neighbours re-sent up to 10 times
   CHECK(r.attempts == kMaxAttempts);  // was: reclaimed without an attempt
   CHECK(r.parked);
   CHECK(r.last_error.find("frame") != std::string::npos);

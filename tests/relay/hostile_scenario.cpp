@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
-#include <unordered_set>
 #include <pqxx/pqxx>
 #include <sstream>
 #include <thread>
 #include <tuple>
+#include <unordered_set>
 
 #include "arrival_log.h"
 #include "outbox/outbox_writer.h"
@@ -29,8 +29,8 @@ std::string key_of(int i, int keys) { return "key-" + std::to_string(i % keys); 
 constexpr int kHostileKey = 3;
 
 // Good rows i in [first, first + count), through the SDK, in `tx`.
-std::vector<std::string> enqueue_good(pqxx::work& tx, const std::string& schema, const Targets& t, int first,
-                                      int count, int keys) {
+std::vector<std::string> enqueue_good(pqxx::work& tx, const std::string& schema, const Targets& t, int first, int count,
+                                      int keys) {
   outbox::OutboxWriter writer({schema, {}});
   std::vector<outbox::Message> batch;
   for (int i = first; i < first + count; ++i) {
@@ -47,7 +47,9 @@ std::vector<std::string> enqueue_good(pqxx::work& tx, const std::string& schema,
   return ids;
 }
 
-std::string tail(const std::string& text, std::size_t n) { return text.size() > n ? text.substr(text.size() - n) : text; }
+std::string tail(const std::string& text, std::size_t n) {
+  return text.size() > n ? text.substr(text.size() - n) : text;
+}
 
 // Longest gap between consecutive times, from `start` on; `times` sorted.
 double longest_gap_ms(Clock::time_point start, const std::vector<Clock::time_point>& times) {
@@ -102,7 +104,9 @@ void measure_rates(const std::vector<Clock::time_point>& times, Clock::time_poin
 }  // namespace
 
 HostileScenario::HostileScenario(std::string kind_name, std::string internal_exchange, ScenarioOptions options)
-    : kind_name_(std::move(kind_name)), internal_exchange_(std::move(internal_exchange)), options_(std::move(options)) {}
+    : kind_name_(std::move(kind_name)),
+      internal_exchange_(std::move(internal_exchange)),
+      options_(std::move(options)) {}
 
 std::string HostileScenario::relay_yaml(const std::string& schema) const {
   std::ostringstream y;
@@ -143,15 +147,15 @@ ScenarioResult HostileScenario::run() {
   // By hand, as a producer without the SDK would; as a legacy row (last_error set), as
   // stored before migration 0007, whose CHECK constraints would refuse most kinds.
   if (options_.hostile_row)
-    std::tie(hostile_id, hostile_message_id) =
-        insert_row(tx, schema.name(), kind_.row, key_of(kHostileKey, options_.keys), /*legacy=*/true);
+    std::tie(hostile_id, hostile_message_id) = insert_row(tx, schema.name(), kind_.row,
+                                                          key_of(kHostileKey, options_.keys), /*legacy=*/true);
   auto after = enqueue_good(tx, schema.name(), targets, n, n, options_.keys);
 
   // park_key: the hostile row's later key-mates wait behind it for good.
-  const bool park_key = options_.hostile_row && options_.ordering == "per_key" && options_.key_failure_policy == "park_key";
+  const bool park_key = options_.hostile_row && options_.ordering == "per_key" &&
+                        options_.key_failure_policy == "park_key";
   std::unordered_set<std::string> expected(before.begin(), before.end()), held;
-  for (int i = 0; i < n; ++i)
-    (park_key && (n + i) % options_.keys == kHostileKey ? held : expected).insert(after[i]);
+  for (int i = 0; i < n; ++i) (park_key && (n + i) % options_.keys == kHostileKey ? held : expected).insert(after[i]);
 
   ScenarioResult r;
   r.good_expected = expected.size();
@@ -159,8 +163,7 @@ ScenarioResult HostileScenario::run() {
   ArrivalLog log(broker, expected);
   // Give the relays time to connect (and per_key relays to share the lanes: the
   // rebalance interval is 300 ms), so the drain is measured at its steady pace.
-  std::this_thread::sleep_until(relays_started +
-                                std::chrono::milliseconds(options_.ordering == "per_key" ? 800 : 300));
+  std::this_thread::sleep_until(relays_started + std::chrono::milliseconds(options_.ordering == "per_key" ? 800 : 300));
   tx.commit();
   const auto committed = Clock::now();
 
@@ -171,8 +174,10 @@ ScenarioResult HostileScenario::run() {
   auto parked_seen = committed;
   while (Clock::now() - committed < options_.limit) {
     if (options_.hostile_row && !r.parked) {
-      r.parked = watch.exec("SELECT parked_at IS NOT NULL FROM " + table + " WHERE id = " +
-                            std::to_string(hostile_id))[0][0].as<bool>();
+      r.parked = watch
+                     .exec("SELECT parked_at IS NOT NULL FROM " + table +
+                           " WHERE id = " + std::to_string(hostile_id))[0][0]
+                     .as<bool>();
       if (r.parked) parked_seen = Clock::now();
     }
     if ((r.parked || !options_.hostile_row) && log.expected_arrived() >= expected.size()) break;
@@ -207,9 +212,10 @@ ScenarioResult HostileScenario::run() {
     r.last_error = row[2].c_str();
   }
   r.held_published = held.empty() ? 0
-                                  : watch.exec("SELECT count(*) FROM " + table + " WHERE ordering_key = '" +
-                                               key_of(kHostileKey, options_.keys) + "' AND id > " +
-                                               std::to_string(hostile_id) + " AND published_at IS NOT NULL")[0][0]
+                                  : watch
+                                        .exec("SELECT count(*) FROM " + table + " WHERE ordering_key = '" +
+                                              key_of(kHostileKey, options_.keys) + "' AND id > " +
+                                              std::to_string(hostile_id) + " AND published_at IS NOT NULL")[0][0]
                                         .as<std::size_t>();
 
   std::vector<Clock::time_point> firsts;

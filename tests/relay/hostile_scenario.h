@@ -12,7 +12,7 @@
 namespace hostile {
 
 struct ScenarioOptions {
-  std::string ordering = "unordered";         // relay.ordering
+  std::string ordering = "unordered";           // relay.ordering
   std::string key_failure_policy = "park_key";  // per_key only
   int relays = 2;
   // Good rows before and after the hostile row (by id). See hostile_rows_rmqtest.cpp
@@ -34,8 +34,8 @@ struct ScenarioResult {
   bool in_dead_list = false;
   // Good rows: expected to arrive (all, less the ones park_key holds back).
   std::size_t good_expected = 0, good_received = 0, missing = 0;
-  std::size_t extra_copies = 0;       // deliveries beyond the first of a good row
-  std::size_t hostile_deliveries = 0; // copies of the hostile row at the consumer
+  std::size_t extra_copies = 0;        // deliveries beyond the first of a good row
+  std::size_t hostile_deliveries = 0;  // copies of the hostile row at the consumer
   // park_key: rows of the hostile row's key behind it.
   std::size_t held_back = 0, held_published = 0, held_received = 0;
   double longest_stall_ms = 0;  // longest gap between consecutive good-row arrivals
@@ -46,7 +46,7 @@ struct ScenarioResult {
   bool rate_measurable = false;
   double rate_before = 0, rate_after = 0, rate_window_ms = 0;
   double isolation_ms = 0, rate_during = 0;
-  double drain_s = 0;  // commit of the backlog to the last good arrival
+  double drain_s = 0;     // commit of the backlog to the last good arrival
   double scenario_s = 0;  // the whole scenario, setup to teardown
   int relays_running = 0;
   std::size_t channel_closes_logged = 0;  // log lines of all relays naming a channel close

@@ -10,11 +10,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <atomic>
 #include <future>
 #include <string>
 #include <thread>
@@ -96,8 +96,8 @@ bool closed_by_server(int fd, std::chrono::milliseconds limit) {
 void check_probes(const testenv::ProbeStats& probes) {
   MESSAGE("probes: " << probes.probes << ", failed: " << probes.failures << ", p50 " << probes.quantile_ms(0.5)
                      << " ms, p99 " << probes.quantile_ms(0.99) << " ms, max " << probes.max_ms() << " ms");
-  INFO("probes: " << probes.probes << ", failed: " << probes.failures << " (" << probes.first_failure
-                  << "), p50 " << probes.quantile_ms(0.5) << " ms, max " << probes.max_ms() << " ms");
+  INFO("probes: " << probes.probes << ", failed: " << probes.failures << " (" << probes.first_failure << "), p50 "
+                  << probes.quantile_ms(0.5) << " ms, max " << probes.max_ms() << " ms");
   CHECK(probes.probes >= 100);
   CHECK(probes.failures == 0);
   CHECK(probes.max_ms() < kProbeLimitMs);
@@ -105,7 +105,9 @@ void check_probes(const testenv::ProbeStats& probes) {
 
 }  // namespace
 
-TEST_CASE("500 idle connections (450 under a 1024 open-file limit), reopened as fast as they are closed, never delay /healthz past 100 ms") {
+TEST_CASE(
+    "500 idle connections (450 under a 1024 open-file limit), reopened as fast as they are closed, never delay "
+    "/healthz past 100 ms") {
   // Both ends live in this process: two open files a connection. Past the server's
   // cap of 64 either way.
   const int connections = testenv::connections_within_fd_limit(500, 2);
@@ -157,8 +159,8 @@ TEST_CASE("a slowloris sending a header byte every 100 ms is cut off at the head
   slowloris.byte_interval = 100ms;  // a per-byte timeout would never fire
   auto stats = testenv::hostile_clients(server.address(), slowloris);
 
-  INFO("opened " << stats.opened << ", closed " << stats.closed_by_server << ", longest lived "
-                 << stats.max_lifetime_ms << " ms, still open " << stats.still_open);
+  INFO("opened " << stats.opened << ", closed " << stats.closed_by_server << ", longest lived " << stats.max_lifetime_ms
+                 << " ms, still open " << stats.still_open);
   CHECK(stats.closed_by_server >= 10);
   CHECK(stats.still_open == 0);
   CHECK(stats.max_lifetime_ms < kHeaderTimeout.count() + kSlackMs);
@@ -192,14 +194,15 @@ TEST_CASE("a keep-alive connection is served request after request, and closed o
   CHECK(waited < kIdleTimeout + 300ms);
 }
 
-TEST_CASE("a client pipelining 200 GET /metrics and reading no answer gets one rendered, and is cut off at the write timeout") {
+TEST_CASE(
+    "a client pipelining 200 GET /metrics and reading no answer gets one rendered, and is cut off at the write "
+    "timeout") {
   std::atomic<int> renders{0};
   CountingRenders server(renders);
   const auto opened = std::chrono::steady_clock::now();
   const int fd = pipeline_without_reading(server.address(), 200);
-  auto probes = std::async(std::launch::async, [&] {
-    return testenv::probe_series(server.address(), "/healthz", 20ms, 2500ms);
-  });
+  auto probes = std::async(std::launch::async,
+                           [&] { return testenv::probe_series(server.address(), "/healthz", 20ms, 2500ms); });
   const bool closed = closed_by_server(fd, 5s);
   const auto lived = std::chrono::steady_clock::now() - opened;
   ::close(fd);
@@ -219,9 +222,8 @@ TEST_CASE("150 clients pipelining GET /metrics without reading, past the connect
   REQUIRE(testenv::raise_open_file_limit(1000));
   std::atomic<int> renders{0};
   CountingRenders server(renders);
-  auto probes = std::async(std::launch::async, [&] {
-    return testenv::probe_series(server.address(), "/healthz", 20ms, 2500ms);
-  });
+  auto probes = std::async(std::launch::async,
+                           [&] { return testenv::probe_series(server.address(), "/healthz", 20ms, 2500ms); });
   // 100 a second, each stuck for the 1 s write timeout: more than the cap of 64 at once,
   // so new connections, probes among them, arrive while the cap is full of these.
   std::vector<int> clients;
@@ -249,10 +251,11 @@ TEST_CASE("a client that pipelines 1000 requests and reads the answers gets ever
   ServedOnLoopback server;
   BeastClient client(server.address());
   auto& stream = client.stream;
-  const std::vector<std::pair<std::string, http::status>> asked = {
-      {"GET /metrics", http::status::ok},       {"GET /healthz", http::status::ok},
-      {"GET /nowhere", http::status::not_found}, {"POST /metrics", http::status::method_not_allowed},
-      {"GET /readyz", http::status::ok}};
+  const std::vector<std::pair<std::string, http::status>> asked = {{"GET /metrics", http::status::ok},
+                                                                   {"GET /healthz", http::status::ok},
+                                                                   {"GET /nowhere", http::status::not_found},
+                                                                   {"POST /metrics", http::status::method_not_allowed},
+                                                                   {"GET /readyz", http::status::ok}};
   std::string pipelined;
   for (int round = 0; round < 200; ++round)
     for (const auto& [line, status] : asked) pipelined += line + " HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n";

@@ -39,8 +39,8 @@ TEST_CASE("a relay's /healthz answers within 100 ms while 500 idle and 100 slowl
   MESSAGE("probes: " << probes.probes << ", failed: " << probes.failures << ", p50 " << probes.quantile_ms(0.5)
                      << " ms, p99 " << probes.quantile_ms(0.99) << " ms, max " << probes.max_ms()
                      << " ms; idle flood opened " << idle_stats.opened << ", slowloris opened " << slow_stats.opened);
-  INFO("probes: " << probes.probes << ", failed: " << probes.failures << " (" << probes.first_failure
-                  << "), p50 " << probes.quantile_ms(0.5) << " ms, max " << probes.max_ms() << " ms");
+  INFO("probes: " << probes.probes << ", failed: " << probes.failures << " (" << probes.first_failure << "), p50 "
+                  << probes.quantile_ms(0.5) << " ms, max " << probes.max_ms() << " ms");
   INFO("idle flood: opened " << idle_stats.opened << ", longest lived " << idle_stats.max_lifetime_ms
                              << " ms, still open " << idle_stats.still_open);
   INFO("slowloris: opened " << slow_stats.opened << ", longest lived " << slow_stats.max_lifetime_ms

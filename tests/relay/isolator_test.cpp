@@ -1,6 +1,6 @@
-#include <doctest/doctest.h>
-
 #include "loop/isolator.h"
+
+#include <doctest/doctest.h>
 
 using relay::ClaimedRow;
 using relay::Isolator;

@@ -36,7 +36,8 @@ std::unique_ptr<OutboxStore> per_key_store(const std::string& schema, bool park_
 // `events` rows for each of `keys` keys k0, k1, ..., written round-robin, so the ids
 // of one key interleave with the others'.
 void write_rows(const std::string& schema, int keys, int events) {
-  testenv::sql_exec("INSERT INTO \"" + schema + "\".outbox (message_id, exchange, routing_key, message_type, "
+  testenv::sql_exec("INSERT INTO \"" + schema +
+                    "\".outbox (message_id, exchange, routing_key, message_type, "
                     "ordering_key, payload) SELECT gen_random_uuid(), 'x', 'rk', 'T', 'k' || (g % " +
                     std::to_string(keys) + "), convert_to(g::text, 'UTF8') FROM generate_series(0, " +
                     std::to_string(keys * events - 1) + ") g ORDER BY g");
@@ -44,8 +45,10 @@ void write_rows(const std::string& schema, int keys, int events) {
 
 // The lowest pending id of a key: its head.
 std::string head_of(const std::string& schema, const std::string& key) {
-  return testenv::sql_value("SELECT min(id) FROM \"" + schema + "\".outbox WHERE published_at IS NULL AND "
-                            "ordering_key = '" + key + "'");
+  return testenv::sql_value("SELECT min(id) FROM \"" + schema +
+                            "\".outbox WHERE published_at IS NULL AND "
+                            "ordering_key = '" +
+                            key + "'");
 }
 
 std::vector<std::string> keys_of(const std::vector<ClaimedRow>& rows) {
@@ -86,8 +89,7 @@ TEST_CASE("a per_key claim takes one head per key in key order, goes on after th
   CHECK(claim_and_publish(*store, schema.name(), 4, cursor) == Keys{"k4", "k5"});
   CHECK(claim_and_publish(*store, schema.name(), 100, cursor).size() == 6);  // the third events
   CHECK(claim_and_publish(*store, schema.name(), 100, cursor).empty());
-  CHECK(testenv::sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox WHERE published_at IS NULL") ==
-        "0");
+  CHECK(testenv::sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox WHERE published_at IS NULL") == "0");
 }
 
 TEST_CASE("a head another batch holds keeps its whole key back; the other keys flow") {
@@ -112,7 +114,8 @@ TEST_CASE("heads behind a long run of keys in backoff are reached in the same cl
   write_rows(schema.name(), 20, 2);
   // Every key but the last waits an hour: with limit 1 a walk covers two keys, so
   // the claim has to walk on several times before it finds k9 (k10..k19 sort first).
-  testenv::sql_exec("UPDATE \"" + schema.name() + "\".outbox SET next_attempt_at = now() + interval '1 hour' "
+  testenv::sql_exec("UPDATE \"" + schema.name() +
+                    "\".outbox SET next_attempt_at = now() + interval '1 hour' "
                     "WHERE ordering_key <> 'k9'");
   auto store = per_key_store(schema.name());
   KeyCursor cursor;
@@ -125,9 +128,10 @@ TEST_CASE("park_key: a parked head blocks its key; park_message: the key's next 
   testenv::ScopedSchema schema("keyheads");
   write_rows(schema.name(), 3, 4);
   // k1's first two rows are parked.
-  testenv::sql_exec("UPDATE \"" + schema.name() + "\".outbox SET parked_at = now(), attempts = 3, "
-                    "last_error = 'x' WHERE id IN (SELECT id FROM \"" + schema.name() +
-                    "\".outbox WHERE ordering_key = 'k1' ORDER BY id LIMIT 2)");
+  testenv::sql_exec("UPDATE \"" + schema.name() +
+                    "\".outbox SET parked_at = now(), attempts = 3, "
+                    "last_error = 'x' WHERE id IN (SELECT id FROM \"" +
+                    schema.name() + "\".outbox WHERE ordering_key = 'k1' ORDER BY id LIMIT 2)");
   const std::string third_of_k1 = testenv::sql_value(
       "SELECT id FROM \"" + schema.name() + "\".outbox WHERE ordering_key = 'k1' ORDER BY id OFFSET 2 LIMIT 1");
   SUBCASE("park_key") {
@@ -146,7 +150,8 @@ TEST_CASE("park_key: a parked head blocks its key; park_message: the key's next 
   }
 }
 
-TEST_CASE("park_message: a walk with the table's statistics unknown stays on the key index (no sort of all pending rows)") {
+TEST_CASE(
+    "park_message: a walk with the table's statistics unknown stays on the key index (no sort of all pending rows)") {
   testenv::ScopedSchema schema("keyheads");
   write_rows(schema.name(), 50, 120);  // 6,000 pending rows, never analyzed
   auto store = per_key_store(schema.name(), false);

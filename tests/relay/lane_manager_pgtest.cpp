@@ -31,9 +31,9 @@ void check_exclusive(const std::vector<Member*>& members) {
     for (int lane : m->lanes.owned()) {
       CHECK_MESSAGE(seen.insert(lane).second, "lane " << lane << " owned twice");
     }
-  auto held = testenv::sql_value(
-      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = " +
-      std::to_string(members.front()->lanes.lane_class()) + " AND objsubid = 2");
+  auto held =
+      testenv::sql_value("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = " +
+                         std::to_string(members.front()->lanes.lane_class()) + " AND objsubid = 2");
   CHECK(held == std::to_string(seen.size()));
 }
 

@@ -1,8 +1,8 @@
 // ListenArmPolicy: an armed relay keeps the waiting lock at a low rate and gives it
 // back when it is busy.
-#include <doctest/doctest.h>
-
 #include "policy/listen_arm_policy.h"
+
+#include <doctest/doctest.h>
 
 using relay::ListenArmPolicy;
 using std::chrono::milliseconds;

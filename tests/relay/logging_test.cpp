@@ -1,13 +1,13 @@
 // The JSON-lines log format: every message becomes a valid JSON string body.
-#include <doctest/doctest.h>
+#include "ops/logging.h"
 
+#include <doctest/doctest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "ops/logging.h"
 #include "outbox/json_log.h"
 #include "outbox/log_fields.h"
 
@@ -34,15 +34,16 @@ nlohmann::json logged_line(const std::string& message) {
 
 TEST_CASE("quotes, backslashes and control bytes are escaped and read back unchanged") {
   for (const std::string& text : {std::string("plain"), std::string("say \"hi\" \\ there"),
-                                 std::string("tab\there\nline\x01\x1f\x7f"), std::string("")})
+                                  std::string("tab\there\nline\x01\x1f\x7f"), std::string("")})
     CHECK(round_trip(text) == text);
 }
 
 TEST_CASE("valid UTF-8 is kept and stray bytes become U+FFFD, so the line stays valid JSON") {
   CHECK(round_trip("Grüße, 東京, 🚀") == "Grüße, 東京, 🚀");
-  CHECK(json_escaped("a\xff" "b") == "a\\ufffdb");
-  CHECK(json_escaped("\xc3") == "\\ufffd");                  // truncated sequence
-  CHECK(json_escaped("\xc0\xaf") == "\\ufffd\\ufffd");       // overlong '/'
+  CHECK(json_escaped("a\xff"
+                     "b") == "a\\ufffdb");
+  CHECK(json_escaped("\xc3") == "\\ufffd");                        // truncated sequence
+  CHECK(json_escaped("\xc0\xaf") == "\\ufffd\\ufffd");             // overlong '/'
   CHECK(json_escaped("\xed\xa0\x80") == "\\ufffd\\ufffd\\ufffd");  // a surrogate
   nlohmann::json parsed;
   CHECK_NOTHROW(parsed = nlohmann::json::parse("\"" + json_escaped("x\xfe\xc3(\xe2\x82") + "\""));

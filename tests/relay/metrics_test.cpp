@@ -1,13 +1,14 @@
 // The metrics registry and its Prometheus text rendering; durations; RelayMetrics'
 // readiness and confirm-latency bookkeeping.
+#include "outbox/metrics.h"
+
 #include <doctest/doctest.h>
 
 #include <thread>
 #include <vector>
 
-#include "outbox/duration.h"
-#include "outbox/metrics.h"
 #include "metrics/relay_metrics.h"
+#include "outbox/duration.h"
 #include "test_text.h"
 
 using namespace relay;
@@ -115,9 +116,9 @@ TEST_CASE("publish-to-confirm latency is observed once per acked tag, multiple a
   Registry r;
   RelayMetrics m(r, "test");
   for (std::uint64_t tag = 1; tag <= 5; ++tag) m.on_published(tag);
-  m.on_acked(3, /*multiple=*/true);   // 1, 2, 3
-  m.on_unconfirmed(4, false);         // nacked: no latency sample
-  m.on_acked(4, false);               // already settled: ignored
+  m.on_acked(3, /*multiple=*/true);  // 1, 2, 3
+  m.on_unconfirmed(4, false);        // nacked: no latency sample
+  m.on_acked(4, false);              // already settled: ignored
   m.on_acked(5, false);
   auto text = r.render();
   CHECK(contains(text, "outbox_relay_publish_to_confirm_seconds_count 4\n"));

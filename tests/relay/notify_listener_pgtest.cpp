@@ -6,8 +6,8 @@
 #include <pqxx/pqxx>
 #include <thread>
 
-#include "pg/notify_listener.h"
 #include "outbox/outbox_writer.h"
+#include "pg/notify_listener.h"
 #include "test_env.h"
 
 using namespace outbox;
@@ -139,21 +139,23 @@ struct TwoRelays {
 
 }  // namespace
 
-TEST_CASE_FIXTURE(TwoRelays,
-                  "the holder giving the lock back with a handover wakes the other relays, not itself, and frees the lock") {
+TEST_CASE_FIXTURE(
+    TwoRelays,
+    "the holder giving the lock back with a handover wakes the other relays, not itself, and frees the lock") {
   first.disarm(NotifyListener::Release::kHandOver);
   const auto woken = wake_of(second, std::chrono::milliseconds(500));
   CHECK(woken.handover);
   CHECK_FALSE(woken.producer);  // a handover is not an insert
   const auto own = wake_of(first, std::chrono::milliseconds(100));
-  CHECK_FALSE(own.any());  // its own handover is left out
+  CHECK_FALSE(own.any());              // its own handover is left out
   CHECK(second.arm() == Arm::kArmed);  // the lock was free when the notification came
 
   second.disarm(NotifyListener::Release::kQuiet);  // a quiet release wakes nobody
   CHECK_FALSE(wake_of(first, std::chrono::milliseconds(300)).any());
 }
 
-TEST_CASE_FIXTURE(TwoRelays, "both listeners receive an insert's notification; only the holder's relay loop answers it") {
+TEST_CASE_FIXTURE(TwoRelays,
+                  "both listeners receive an insert's notification; only the holder's relay loop answers it") {
   enqueue(schema);
   bool first_woken = false, second_woken = false;
   for (int i = 0; i < 100 && !(first_woken && second_woken); ++i) {
@@ -174,8 +176,10 @@ TEST_CASE("the lock goes with the listener's session: a relay that dies stops th
     REQUIRE(relay.arm() == Arm::kArmed);
   }  // session closed without disarm()
   // The server releases the lock when the backend has exited.
-  const std::string held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1868724338 "
-                           "AND objid = hashtext('" + schema.name() + "')::oid";
+  const std::string held =
+      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1868724338 "
+      "AND objid = hashtext('" +
+      schema.name() + "')::oid";
   for (int i = 0; i < 500 && testenv::sql_value(held) != "0"; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   REQUIRE(testenv::sql_value(held) == "0");

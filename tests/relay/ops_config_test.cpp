@@ -62,13 +62,16 @@ TEST_CASE("an http.listen without a host binds loopback, not every interface") {
 }
 
 TEST_CASE("bad operations settings name the key and the value") {
-  CHECK(contains(config_error(kPlain + "http:\n  listen: 'db.internal:'\n"), "t.yaml:6: http.listen: expected host:port or a port"));
-  CHECK(contains(config_error(kPlain + "http:\n  listen: example.com:80\n"), "http.listen: host must be an IP address"));
+  CHECK(contains(config_error(kPlain + "http:\n  listen: 'db.internal:'\n"),
+                 "t.yaml:6: http.listen: expected host:port or a port"));
+  CHECK(contains(config_error(kPlain + "http:\n  listen: example.com:80\n"),
+                 "http.listen: host must be an IP address"));
   CHECK(contains(config_error(kPlain + "http:\n  listen: 127.0.0.1:99999\n"), "http.listen: port must be a number"));
   CHECK(contains(config_error(kPlain + "http:\n  lisen: 1\n"), "http.lisen: unknown key"));
   CHECK(contains(config_error(kPlain + "retention:\n  keep: 7w\n"), "retention.keep: '7w' is not a duration"));
   CHECK(contains(config_error(kPlain + "retention:\n  keep: 30s\n"), "retention.keep: must be at least 1m, got '30s'"));
-  CHECK(contains(config_error(kPlain + "retention:\n  enabled: maybe\n"), "retention.enabled: expected true or false, got 'maybe'"));
+  CHECK(contains(config_error(kPlain + "retention:\n  enabled: maybe\n"),
+                 "retention.enabled: expected true or false, got 'maybe'"));
 }
 
 TEST_CASE("require_tls refuses plain connections in the configuration") {
@@ -118,9 +121,10 @@ TEST_CASE("a password written inline is a warning that names the key and line, n
     CHECK_FALSE(contains(warnings[0], "hunter2"));
   }
   setenv("OPS_TEST_PW", "from-env", 1);
-  auto clean = parse_config("postgres:\n  dsn: host=db password=${OPS_TEST_PW}\n"
-                            "amqp:\n  uri: amqp://u:${OPS_TEST_PW}@mq/%2f\n",
-                            "t.yaml");
+  auto clean = parse_config(
+      "postgres:\n  dsn: host=db password=${OPS_TEST_PW}\n"
+      "amqp:\n  uri: amqp://u:${OPS_TEST_PW}@mq/%2f\n",
+      "t.yaml");
   CHECK(inline_warnings(clean).empty());
 }
 

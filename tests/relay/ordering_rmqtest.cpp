@@ -11,8 +11,8 @@
 #include <random>
 #include <thread>
 
-#include "pg/lane_manager.h"
 #include "outbox/outbox_writer.h"
+#include "pg/lane_manager.h"
 #include "relay_process.h"
 #include "test_env.h"
 
@@ -27,18 +27,20 @@ namespace {
 constexpr int kLanes = 16;
 
 std::string per_key_yaml(const std::string& schema, const std::string& extra = "") {
-  return testenv::relay_config_yaml(
-      schema, "  ordering: per_key\n  lanes: 16\n  rebalance_interval_ms: 300\n" + extra);
+  return testenv::relay_config_yaml(schema, "  ordering: per_key\n  lanes: 16\n  rebalance_interval_ms: 300\n" + extra);
 }
 
 // keys × events rows; row (key k, sequence s) has body "k:s" and ids in sequence order per key.
 void enqueue_keyed(const ScopedSchema& schema, const TestBroker& broker, int keys, int events) {
-  testenv::sql_exec("INSERT INTO \"" + schema.name() + "\".outbox "
+  testenv::sql_exec("INSERT INTO \"" + schema.name() +
+                    "\".outbox "
                     "(message_id, exchange, routing_key, message_type, ordering_key, payload) "
-                    "SELECT gen_random_uuid(), '" + broker.exchange() + "', '" + broker.routing_key() +
+                    "SELECT gen_random_uuid(), '" +
+                    broker.exchange() + "', '" + broker.routing_key() +
                     "', 'Step', 'key-' || k, convert_to(k || ':' || s, 'UTF8') "
-                    "FROM generate_series(0, " + std::to_string(events - 1) + ") s, generate_series(0, " +
-                    std::to_string(keys - 1) + ") k ORDER BY s, k");
+                    "FROM generate_series(0, " +
+                    std::to_string(events - 1) + ") s, generate_series(0, " + std::to_string(keys - 1) +
+                    ") k ORDER BY s, k");
 }
 
 std::string pending(const ScopedSchema& schema) {
@@ -49,9 +51,10 @@ std::string pending(const ScopedSchema& schema) {
 std::vector<int> lane_holdings(const std::string& schema) {
   pqxx::connection conn(testenv::pg_dsn());
   pqxx::nontransaction tx(conn);
-  auto r = tx.exec("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 "
-                   "AND classid = " + std::to_string(relay::LaneManager(schema, kLanes).lane_class()) +
-                   " GROUP BY pid ORDER BY 1 DESC");
+  auto r = tx.exec(
+      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 "
+      "AND classid = " +
+      std::to_string(relay::LaneManager(schema, kLanes).lane_class()) + " GROUP BY pid ORDER BY 1 DESC");
   std::vector<int> out;
   for (const auto& row : r) out.push_back(row[0].as<int>());
   return out;
@@ -100,8 +103,8 @@ TEST_CASE("three relays killed and restarted at random never reorder a key and l
   MESSAGE(kills << " relays killed during the drain");
 
   auto got = broker.receive(static_cast<std::size_t>(keys) * events * 2, std::chrono::milliseconds(3000));
-  std::map<int, int> last_seen;                 // key -> highest sequence received so far
-  std::map<int, std::vector<bool>> seen;        // key -> sequences received
+  std::map<int, int> last_seen;           // key -> highest sequence received so far
+  std::map<int, std::vector<bool>> seen;  // key -> sequences received
   std::size_t reordered = 0, duplicates = 0;
   for (const auto& m : got) {
     int k = std::stoi(m.body.substr(0, m.body.find(':')));
@@ -117,7 +120,8 @@ TEST_CASE("three relays killed and restarted at random never reorder a key and l
   }
   std::size_t missing = 0;
   for (int k = 0; k < keys; ++k)
-    for (int s = 0; s < events; ++s) missing += (seen[k].size() == static_cast<std::size_t>(events) && seen[k][s]) ? 0 : 1;
+    for (int s = 0; s < events; ++s)
+      missing += (seen[k].size() == static_cast<std::size_t>(events) && seen[k][s]) ? 0 : 1;
   MESSAGE(got.size() << " deliveries, " << duplicates << " duplicates");
   CHECK(reordered == 0);
   CHECK(missing == 0);
@@ -143,24 +147,31 @@ TEST_CASE("a failing key holds back its own later messages and no one else's, th
   for (int i = 0; i < 20; ++i) make("good-" + std::to_string(i), broker.routing_key());
   tx.commit();
 
-  RelayProcess relay(per_key_yaml(schema.name(), "  max_attempts: 3\n  backoff_initial_ms: 100\n  backoff_max_ms: 200\n"));
+  RelayProcess relay(per_key_yaml(schema.name(),
+                                  "  max_attempts: 3\n  backoff_initial_ms: 100\n  backoff_max_ms: 200\n"));
   const std::string t = "\"" + schema.name() + "\".outbox";
-  auto parked = [&] { return sql_value("SELECT parked_at IS NOT NULL FROM " + t + " WHERE message_id = '" + stuck.to_string() + "'") == "t"; };
+  auto parked = [&] {
+    return sql_value("SELECT parked_at IS NOT NULL FROM " + t + " WHERE message_id = '" + stuck.to_string() + "'") ==
+           "t";
+  };
   CHECK(seconds_until(parked, 30) < 30);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   relay.signal(SIGTERM);
   CHECK(relay.wait() == 0);
 
   // Every other key went through; the message behind the stuck one was never sent.
-  CHECK(sql_value("SELECT count(*) FROM " + t + " WHERE ordering_key LIKE 'good-%' AND published_at IS NOT NULL") == "20");
-  CHECK(sql_value("SELECT published_at IS NULL AND attempts = 0 FROM " + t + " WHERE message_id = '" + held.to_string() + "'") == "t");
+  CHECK(sql_value("SELECT count(*) FROM " + t + " WHERE ordering_key LIKE 'good-%' AND published_at IS NOT NULL") ==
+        "20");
+  CHECK(sql_value("SELECT published_at IS NULL AND attempts = 0 FROM " + t + " WHERE message_id = '" +
+                  held.to_string() + "'") == "t");
   CHECK(sql_value("SELECT attempts FROM " + t + " WHERE message_id = '" + stuck.to_string() + "'") == "3");
   // Policy park_key (the default): the key stays blocked behind its parked head.
   auto got = broker.receive(100, std::chrono::milliseconds(500));
   CHECK(got.size() == 20);
   for (const auto& m : got) CHECK(m.body != "bad");
   // The operator sees the blocked key and what waits behind it.
-  auto list = testenv::run_relay_command({"dead", "list", "--config", testenv::write_temp_file(per_key_yaml(schema.name()))});
+  auto list = testenv::run_relay_command({"dead", "list", "--config",
+                                          testenv::write_temp_file(per_key_yaml(schema.name()))});
   CHECK(list.exit_code == 0);
   CHECK(list.output.find("1 key(s) blocked behind a parked message") != std::string::npos);
   CHECK(list.output.find("key bad") != std::string::npos);
@@ -185,8 +196,9 @@ TEST_CASE("with policy park_message the rest of a failing key flows after the pa
   make("unbound.route", "first");
   make(broker.routing_key(), "second");
   tx.commit();
-  RelayProcess relay(per_key_yaml(schema.name(), "  max_attempts: 2\n  backoff_initial_ms: 100\n  backoff_max_ms: 200\n"
-                                                 "  key_failure_policy: park_message\n"));
+  RelayProcess relay(per_key_yaml(schema.name(),
+                                  "  max_attempts: 2\n  backoff_initial_ms: 100\n  backoff_max_ms: 200\n"
+                                  "  key_failure_policy: park_message\n"));
   auto got = broker.receive(1, std::chrono::milliseconds(15000));
   relay.signal(SIGTERM);
   CHECK(relay.wait() == 0);
@@ -201,11 +213,17 @@ TEST_CASE("a joining relay gets its lanes, and a killed relay's lanes are taken 
   // small batch), measured with a margin for a loaded machine.
   const double bound_s = 3.0;
   RelayProcess a(per_key_yaml(schema.name()));
-  auto a_has_all = [&] { auto h = lane_holdings(schema.name()); return h.size() == 1 && h[0] == kLanes; };
+  auto a_has_all = [&] {
+    auto h = lane_holdings(schema.name());
+    return h.size() == 1 && h[0] == kLanes;
+  };
   REQUIRE(seconds_until(a_has_all, 15) < 15);
 
   auto b = std::make_unique<RelayProcess>(per_key_yaml(schema.name()));
-  auto balanced = [&] { auto h = lane_holdings(schema.name()); return h.size() == 2 && h[0] == kLanes / 2 && h[1] == kLanes / 2; };
+  auto balanced = [&] {
+    auto h = lane_holdings(schema.name());
+    return h.size() == 2 && h[0] == kLanes / 2 && h[1] == kLanes / 2;
+  };
   // The newcomer first has to start and connect; measure from its first lane-free moment.
   double join_s = seconds_until(balanced, 15);
   MESSAGE("rebalance after a join took " << join_s << " s (includes process start)");

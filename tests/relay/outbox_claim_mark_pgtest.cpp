@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "pg/outbox_store.h"
 #include "outbox_store_fixture.h"
+#include "pg/outbox_store.h"
 #include "test_env.h"
 
 using relay::ClaimedRow;
@@ -31,17 +31,24 @@ std::vector<std::int64_t> ids_of(const std::vector<ClaimedRow>& rows) {
 // PostgreSQL's per-transaction counters, summed over the outbox's indexes:
 // `counter` is numscans (index scans) or tuples_fetched (heap tuples fetched through them).
 long index_counter(relay::BatchTransaction& tx, const std::string& schema, const std::string& counter) {
-  return tx.exec("SELECT sum(pg_stat_get_xact_" + counter + "(indexrelid))::bigint FROM pg_index WHERE indrelid = "
-                 "$1::regclass", {"\"" + schema + "\".outbox"})
+  return tx
+      .exec("SELECT sum(pg_stat_get_xact_" + counter +
+                "(indexrelid))::bigint FROM pg_index WHERE indrelid = "
+                "$1::regclass",
+            {"\"" + schema + "\".outbox"})
       .int8(0, 0);
 }
 
 // "id:state" of every row, in id order: pending, published or (absent) deleted.
 std::string states(const std::string& schema, int n) {
-  return testenv::sql_value("SELECT string_agg(g || ':' || CASE WHEN o.id IS NULL THEN 'deleted' "
-                            "WHEN o.published_at IS NULL THEN 'pending' ELSE 'published' END, ' ' ORDER BY g) "
-                            "FROM generate_series(1, " + std::to_string(n) + ") g "
-                            "LEFT JOIN \"" + schema + "\".outbox o ON o.id = g");
+  return testenv::sql_value(
+      "SELECT string_agg(g || ':' || CASE WHEN o.id IS NULL THEN 'deleted' "
+      "WHEN o.published_at IS NULL THEN 'pending' ELSE 'published' END, ' ' ORDER BY g) "
+      "FROM generate_series(1, " +
+      std::to_string(n) +
+      ") g "
+      "LEFT JOIN \"" +
+      schema + "\".outbox o ON o.id = g");
 }
 
 }  // namespace
@@ -50,7 +57,8 @@ TEST_CASE("a claim around a batch in flight takes due rows below its range, then
   testenv::ScopedSchema schema("claim");
   write_rows(schema.name(), 400);
   // Row 3 is in backoff: not due, so not claimed from below either.
-  testenv::sql_exec("UPDATE \"" + schema.name() + "\".outbox SET next_attempt_at = now() + interval '1 hour' "
+  testenv::sql_exec("UPDATE \"" + schema.name() +
+                    "\".outbox SET next_attempt_at = now() + interval '1 hour' "
                     "WHERE id = 3");
   auto inflight = store_for(schema.name());
   auto next = store_for(schema.name());
@@ -141,7 +149,8 @@ TEST_CASE("on an outbox with inheritance children the mark never touches a child
       auto add_child = [&] {
         testenv::sql_exec("CREATE TABLE \"" + schema.name() + "\".outbox_child () INHERITS (" + t + ")");
         // The child's row sits at (0,1), as the parent's first row does; it is not due.
-        testenv::sql_exec("INSERT INTO \"" + schema.name() + "\".outbox_child (id, message_id, exchange, routing_key, "
+        testenv::sql_exec("INSERT INTO \"" + schema.name() +
+                          "\".outbox_child (id, message_id, exchange, routing_key, "
                           "message_type, payload, next_attempt_at) VALUES (1001, gen_random_uuid(), 'x', 'rk', 'T', "
                           "'\\x00', now() + interval '1 day')");
       };
@@ -166,7 +175,8 @@ TEST_CASE("whether a row goes alone is the column refused_by_broker, set by mark
   write_rows(schema.name(), 3);
   const std::string t = "\"" + schema.name() + "\".outbox";
   // Row 1 says so in words only, row 2 in the column only (any wording), row 3 neither.
-  testenv::sql_exec("UPDATE " + t + " SET last_error = 'refused by broker: channel closed by broker: 404' WHERE id = 1");
+  testenv::sql_exec("UPDATE " + t +
+                    " SET last_error = 'refused by broker: channel closed by broker: 404' WHERE id = 1");
   testenv::sql_exec("UPDATE " + t + " SET last_error = 'reworded', refused_by_broker = true WHERE id = 2");
   auto store = store_for(schema.name());
   {

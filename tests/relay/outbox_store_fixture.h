@@ -23,9 +23,11 @@ inline std::unique_ptr<relay::OutboxStore> store_for(const std::string& schema, 
 
 // `n` pending rows with ids 1..n in a fresh schema (payload: the row's number).
 inline void write_rows(const std::string& schema, int n) {
-  sql_exec("INSERT INTO \"" + schema + "\".outbox (message_id, exchange, routing_key, message_type, payload) "
+  sql_exec("INSERT INTO \"" + schema +
+           "\".outbox (message_id, exchange, routing_key, message_type, payload) "
            "SELECT gen_random_uuid(), 'x', 'rk', 'T', convert_to(g::text, 'UTF8') "
-           "FROM generate_series(1, " + std::to_string(n) + ") g");
+           "FROM generate_series(1, " +
+           std::to_string(n) + ") g");
 }
 
 }  // namespace testenv

@@ -127,7 +127,8 @@ TEST_CASE("a prepared statement returns integers, doubles, booleans, tids and te
                   "$4::text AS s, NULL::int AS missing, '(4294967295,65535)'::tid AS far, "
                   "'(0,1)'::tid AS first");
   session.exec("BEGIN");
-  const auto q = session.exec_prepared("binary_kinds", {"-2147483648", "2026-12-01 12:00:00.25+00", "true", "caf\xC3\xA9"});
+  const auto q = session.exec_prepared("binary_kinds",
+                                       {"-2147483648", "2026-12-01 12:00:00.25+00", "true", "caf\xC3\xA9"});
   REQUIRE(q.rows() == 1);
   CHECK(q.int4(0, q.column("n")) == -2147483648LL);
   CHECK(q.float8(0, q.column("t")) == doctest::Approx(1796126400.25).epsilon(1e-12));

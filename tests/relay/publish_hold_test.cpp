@@ -1,6 +1,6 @@
-#include <doctest/doctest.h>
-
 #include "loop/publish_hold.h"
+
+#include <doctest/doctest.h>
 
 using relay::PublishHold;
 using namespace std::chrono_literals;

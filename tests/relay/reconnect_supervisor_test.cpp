@@ -1,6 +1,6 @@
-#include <doctest/doctest.h>
-
 #include "loop/reconnect_supervisor.h"
+
+#include <doctest/doctest.h>
 
 using relay::ReconnectSupervisor;
 using namespace std::chrono_literals;
@@ -26,7 +26,8 @@ TEST_CASE("failed attempts wait a growing backoff, and each distinct error warns
   CHECK(b.wait >= 320ms);
   CHECK(r.failed("AMQP: certificate verify failed").first_of_its_kind);  // a new one still shows
   CHECK(r.failed_attempts() == 3);
-  CHECK(r.connected("PostgreSQL a and AMQP b", t0) == "connected again to PostgreSQL a and AMQP b after 3 failed attempt(s)");
+  CHECK(r.connected("PostgreSQL a and AMQP b", t0) ==
+        "connected again to PostgreSQL a and AMQP b after 3 failed attempt(s)");
   CHECK(r.failed_attempts() == 0);
   CHECK(r.failed("PostgreSQL: connection refused").first_of_its_kind);  // a new outage
 }

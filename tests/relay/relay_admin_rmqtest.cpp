@@ -2,9 +2,9 @@
 // republishes with the same message id, cleanup deletes only old published rows.
 #include <doctest/doctest.h>
 
-#include <nlohmann/json.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <sstream>
 
@@ -31,8 +31,8 @@ std::string config_file(const ScopedSchema& s) {
   return testenv::write_temp_file(testenv::relay_config_yaml(s.name()));
 }
 
-std::vector<std::string> enqueue(const ScopedSchema& schema, const std::string& exchange,
-                                 const std::string& key, const std::string& type, int n) {
+std::vector<std::string> enqueue(const ScopedSchema& schema, const std::string& exchange, const std::string& key,
+                                 const std::string& type, int n) {
   OutboxWriter writer({schema.name(), {}});
   pqxx::connection conn(testenv::pg_dsn());
   pqxx::work tx(conn);
@@ -74,12 +74,17 @@ TEST_CASE("status reports pending, parked, oldest pending age and published in t
   ScopedSchema schema;
   enqueue(schema, "ex", "rk", "OrderPlaced", 4);
   enqueue(schema, "ex", "rk", "RefundIssued", 3);
-  sql_exec("UPDATE " + table(schema) + " SET created_at = now() - interval '90 seconds' "
+  sql_exec("UPDATE " + table(schema) +
+           " SET created_at = now() - interval '90 seconds' "
            "WHERE message_type = 'OrderPlaced'");
-  sql_exec("UPDATE " + table(schema) + " SET published_at = now() WHERE id IN "
-           "(SELECT id FROM " + table(schema) + " WHERE message_type = 'OrderPlaced' ORDER BY id LIMIT 2)");
-  sql_exec("UPDATE " + table(schema) + " SET parked_at = now(), attempts = 10 WHERE id = "
-           "(SELECT max(id) FROM " + table(schema) + " WHERE message_type = 'RefundIssued')");
+  sql_exec("UPDATE " + table(schema) +
+           " SET published_at = now() WHERE id IN "
+           "(SELECT id FROM " +
+           table(schema) + " WHERE message_type = 'OrderPlaced' ORDER BY id LIMIT 2)");
+  sql_exec("UPDATE " + table(schema) +
+           " SET parked_at = now(), attempts = 10 WHERE id = "
+           "(SELECT max(id) FROM " +
+           table(schema) + " WHERE message_type = 'RefundIssued')");
 
   auto r = run_relay_command({"status", "--config", config_file(schema), "--json"});
   REQUIRE(r.exit_code == 0);
@@ -161,8 +166,8 @@ TEST_CASE("replay --since selects by publication time and type, honours --max an
   enqueue(schema, "ex", "rk", "OrderPlaced", 3);
   enqueue(schema, "ex", "rk", "RefundIssued", 2);
   sql_exec("UPDATE " + table(schema) + " SET published_at = now() - interval '3 hours'");
-  sql_exec("UPDATE " + table(schema) + " SET published_at = now() WHERE id IN (SELECT id FROM " +
-           table(schema) + " WHERE message_type = 'OrderPlaced' ORDER BY id LIMIT 2)");
+  sql_exec("UPDATE " + table(schema) + " SET published_at = now() WHERE id IN (SELECT id FROM " + table(schema) +
+           " WHERE message_type = 'OrderPlaced' ORDER BY id LIMIT 2)");
   const auto cfg = config_file(schema);
 
   auto dry = run_relay_command({"replay", "--config", cfg, "--since", "1h", "--dry-run", "--json"});
@@ -174,8 +179,8 @@ TEST_CASE("replay --since selects by publication time and type, honours --max an
   CHECK(too_many.exit_code == 2);
   CHECK(contains(too_many.output, "5 rows match, more than --max 4"));
 
-  auto typed = run_relay_command({"replay", "--config", cfg, "--since", "2000-01-01T00:00:00Z",
-                                  "--type", "RefundIssued", "--expect", "2", "--json"});
+  auto typed = run_relay_command({"replay", "--config", cfg, "--since", "2000-01-01T00:00:00Z", "--type",
+                                  "RefundIssued", "--expect", "2", "--json"});
   REQUIRE(typed.exit_code == 0);
   CHECK(json_of(typed)["replayed"] == 2);
   CHECK(sql_value("SELECT string_agg(DISTINCT message_type, ',') FROM " + table(schema) +
@@ -188,13 +193,17 @@ TEST_CASE("replay --since changes nothing until --expect confirms the count it p
   enqueue(schema, "ex", "rk", "RefundIssued", 2);
   sql_exec("UPDATE " + table(schema) + " SET published_at = now() - interval '1 hour'");
   const auto cfg = config_file(schema);
-  const auto pending = [&] { return sql_value("SELECT count(*) FROM " + table(schema) + " WHERE published_at IS NULL"); };
+  const auto pending = [&] {
+    return sql_value("SELECT count(*) FROM " + table(schema) + " WHERE published_at IS NULL");
+  };
 
   // A whole-table range, as a tired operator types it: shown, not replayed.
   auto blind = run_relay_command({"replay", "--config", cfg, "--since", "3650d"});
   CHECK_MESSAGE(blind.exit_code == 2, blind.output);
-  CHECK_MESSAGE(contains(blind.output, "5 published row(s) match; nothing changed. To replay them run again with "
-                                       "--expect 5"), blind.output);
+  CHECK_MESSAGE(contains(blind.output,
+                         "5 published row(s) match; nothing changed. To replay them run again with "
+                         "--expect 5"),
+                blind.output);
   CHECK_MESSAGE(contains(blind.output, "by type: OrderPlaced 3, RefundIssued 2; published "), blind.output);
   CHECK(pending() == "0");
 
@@ -215,13 +224,17 @@ TEST_CASE("dead requeue --type and --all change nothing until --expect confirms 
   const auto refunds = enqueue(schema, "ex", "rk", "RefundIssued", 2);
   sql_exec("UPDATE " + table(schema) + " SET parked_at = now(), attempts = 10");
   const auto cfg = config_file(schema);
-  const auto parked = [&] { return sql_value("SELECT count(*) FROM " + table(schema) + " WHERE parked_at IS NOT NULL"); };
+  const auto parked = [&] {
+    return sql_value("SELECT count(*) FROM " + table(schema) + " WHERE parked_at IS NOT NULL");
+  };
 
   // Every parked payment, when the operator fixed the cause of one batch: shown, not requeued.
   auto blind = run_relay_command({"dead", "requeue", "--config", cfg, "--all"});
   CHECK_MESSAGE(blind.exit_code == 2, blind.output);
-  CHECK_MESSAGE(contains(blind.output, "5 parked row(s) match; nothing changed. To requeue them run again with "
-                                       "--expect 5"), blind.output);
+  CHECK_MESSAGE(contains(blind.output,
+                         "5 parked row(s) match; nothing changed. To requeue them run again with "
+                         "--expect 5"),
+                blind.output);
   CHECK_MESSAGE(contains(blind.output, "by type: OrderPlaced 3, RefundIssued 2"), blind.output);
   CHECK(parked() == "5");
 
@@ -275,14 +288,14 @@ TEST_CASE("cleanup deletes only rows published before the cutoff, in batches, ke
   sql_exec("UPDATE " + t + " SET published_at = now() WHERE id BETWEEN 21 AND 25");
   sql_exec("UPDATE " + t + " SET parked_at = now() WHERE id >= 29");
 
-  auto dry = run_relay_command({"cleanup", "--config", config_file(schema), "--older-than", "7d",
-                                "--dry-run", "--json"});
+  auto dry = run_relay_command({"cleanup", "--config", config_file(schema), "--older-than", "7d", "--dry-run",
+                                "--json"});
   REQUIRE(dry.exit_code == 0);
   CHECK(json_of(dry)["matched"] == 20);
   CHECK(sql_value("SELECT count(*) FROM " + t) == "30");
 
-  auto r = run_relay_command({"cleanup", "--config", config_file(schema), "--older-than", "7d",
-                              "--batch", "3", "--json"});
+  auto r = run_relay_command({"cleanup", "--config", config_file(schema), "--older-than", "7d", "--batch", "3",
+                              "--json"});
   REQUIRE(r.exit_code == 0);
   CHECK(json_of(r)["deleted"] == 20);
   CHECK(sql_value("SELECT count(*) FROM " + t) == "10");
@@ -294,12 +307,13 @@ TEST_CASE("cleanup deletes only rows published before the cutoff, in batches, ke
 TEST_CASE("cleanup shows progress and an ETA on a terminal") {
   ScopedSchema schema;
   enqueue(schema, "ex", "rk", "OrderPlaced", 50);
-  sql_exec("UPDATE " + table(schema) + " SET created_at = now() - interval '2 days', "
+  sql_exec("UPDATE " + table(schema) +
+           " SET created_at = now() - interval '2 days', "
            "published_at = now() - interval '2 days'");
   // script(1) gives the command a pseudo-terminal.
   const auto out = testenv::write_temp_file("", ".out");
-  const std::string cmd = "script -qec '" + std::string(OUTBOX_RELAY_BIN) + " cleanup --config " +
-                          config_file(schema) + " --older-than 1d --batch 10' /dev/null >" + out + " 2>&1";
+  const std::string cmd = "script -qec '" + std::string(OUTBOX_RELAY_BIN) + " cleanup --config " + config_file(schema) +
+                          " --older-than 1d --batch 10' /dev/null >" + out + " 2>&1";
   REQUIRE(std::system(cmd.c_str()) == 0);
   auto text = read_file(out);
   CHECK(contains(text, "deleted 50 of 50 (100%)"));
@@ -310,11 +324,12 @@ TEST_CASE("cleanup shows progress and an ETA on a terminal") {
 TEST_CASE("cleanup exits 1 while the retention lock is held elsewhere, and deletes nothing") {
   ScopedSchema schema;
   enqueue(schema, "ex", "rk", "OrderPlaced", 5);
-  sql_exec("UPDATE " + table(schema) + " SET created_at = now() - interval '9 days', "
+  sql_exec("UPDATE " + table(schema) +
+           " SET created_at = now() - interval '9 days', "
            "published_at = now() - interval '9 days'");
   pqxx::connection holder(testenv::pg_dsn());
-  pqxx::nontransaction(holder).exec("SELECT pg_advisory_lock(hashtextextended('outbox-retention:" +
-                                    schema.name() + "', 0))");
+  pqxx::nontransaction(holder).exec("SELECT pg_advisory_lock(hashtextextended('outbox-retention:" + schema.name() +
+                                    "', 0))");
   auto r = run_relay_command({"cleanup", "--config", config_file(schema), "--older-than", "7d"});
   CHECK(r.exit_code == 1);
   CHECK(contains(r.output, "retention or another cleanup is running on schema '" + schema.name() + "'"));
@@ -336,7 +351,8 @@ TEST_CASE("each admin command has --help with its exit codes, and bad usage exit
   CHECK(contains(r.output, "--older-than must be at least 1m"));
 }
 
-TEST_CASE("migrate and the admin commands refuse an unencrypted session when postgres.require_tls is set, as run does") {
+TEST_CASE(
+    "migrate and the admin commands refuse an unencrypted session when postgres.require_tls is set, as run does") {
   ScopedSchema schema;
   // Over a Unix socket libpq uses no TLS whatever sslmode says: only the session check catches it.
   auto dirs = sql_value("SHOW unix_socket_directories");
@@ -346,15 +362,19 @@ TEST_CASE("migrate and the admin commands refuse an unencrypted session when pos
   const auto yaml = "postgres:\n  dsn: " + dsn + "\n  schema: " + schema.name() +
                     "\n  require_tls: true\namqp:\n  uri: ${OUTBOX_AMQP_URI}\n";
   const auto cfg = testenv::write_temp_file(yaml);
-  for (const auto& args : {std::vector<std::string>{"status", "-c", cfg}, {"dead", "list", "-c", cfg},
+  for (const auto& args : {std::vector<std::string>{"status", "-c", cfg},
+                           {"dead", "list", "-c", cfg},
                            {"replay", "-c", cfg, "--since", "1h", "--dry-run"},
-                           {"cleanup", "-c", cfg, "--older-than", "7d", "--dry-run"}, {"migrate", "-c", cfg}}) {
+                           {"cleanup", "-c", cfg, "--older-than", "7d", "--dry-run"},
+                           {"migrate", "-c", cfg}}) {
     auto r = run_relay_command(args);
     CHECK_MESSAGE(r.exit_code == 1, r.output);
-    CHECK_MESSAGE(contains(r.output, "postgres.require_tls is true but the PostgreSQL session is not encrypted"), r.output);
+    CHECK_MESSAGE(contains(r.output, "postgres.require_tls is true but the PostgreSQL session is not encrypted"),
+                  r.output);
   }
   // The same file without require_tls works: the session itself is fine.
-  auto plain = testenv::write_temp_file(yaml.substr(0, yaml.find("  require_tls")) + "amqp:\n  uri: ${OUTBOX_AMQP_URI}\n");
+  auto plain = testenv::write_temp_file(yaml.substr(0, yaml.find("  require_tls")) +
+                                        "amqp:\n  uri: ${OUTBOX_AMQP_URI}\n");
   auto ok = run_relay_command({"status", "-c", plain});
   CHECK_MESSAGE(ok.exit_code == 0, ok.output);
 }

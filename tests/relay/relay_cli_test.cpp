@@ -44,7 +44,8 @@ TEST_CASE("bad configuration files exit 2 and name the key, never the secret") {
       {kGood + "relay:\n  batch_size: ten\n", "relay.batch_size: expected an integer, got 'ten'"},
       {kGood + "relay:\n  batch_size: 0\n", "relay.batch_size: must be between 1 and 100000, got 0"},
       {kGood + "relay:\n  poll_interval_ms: -1\n", "relay.poll_interval_ms: must be between"},
-      {"postgres:\n  dsn: x\n  schema: \"a;drop\"\namqp:\n  uri: amqp://h/\n", "postgres.schema: 'a;drop' is not a plain identifier"},
+      {"postgres:\n  dsn: x\n  schema: \"a;drop\"\namqp:\n  uri: amqp://h/\n",
+       "postgres.schema: 'a;drop' is not a plain identifier"},
       {kGood + "amqp2:\n  x: 1\n", "amqp2: unknown section"},
       {"postgres:\n  dsn: x\namqp:\n  uri: amqp://h/\n  heartbeat_s: 60\n  confirm_timeout_ms: 1000\n",
        "amqp.confirm_timeout_ms: must be at least amqp.heartbeat_s"},
@@ -161,8 +162,9 @@ TEST_CASE("dead: unknown subcommands, flags and selectors exit 2 before anything
   }
   auto help = run_relay_command({"dead", "--help"});
   CHECK(help.exit_code == 0);
-  CHECK(contains(help.output, "outbox-relay dead requeue --config FILE (--type T | --all)\n"
-                              "                                 (--dry-run | --expect N)"));
+  CHECK(contains(help.output,
+                 "outbox-relay dead requeue --config FILE (--type T | --all)\n"
+                 "                                 (--dry-run | --expect N)"));
 }
 
 TEST_CASE("check-config takes one file and only --connect") {
@@ -213,9 +215,10 @@ TEST_CASE("admin commands exit 2 naming the argument they cannot use, before con
 }
 
 TEST_CASE("check-config refuses a key given twice, so a second require_tls cannot be ignored") {
-  auto r = check_config("postgres:\n  dsn: host=127.0.0.1 user=postgres password=pg-secret-1\n"
-                        "  require_tls: false\n  require_tls: true\n"
-                        "amqp:\n  uri: amqp://guest:amqp-secret-2@127.0.0.1:5672/\n");
+  auto r = check_config(
+      "postgres:\n  dsn: host=127.0.0.1 user=postgres password=pg-secret-1\n"
+      "  require_tls: false\n  require_tls: true\n"
+      "amqp:\n  uri: amqp://guest:amqp-secret-2@127.0.0.1:5672/\n");
   CHECK(r.exit_code == 2);
   CHECK_MESSAGE(contains(r.output, ":4: postgres.require_tls: given twice (first at line 3)"), r.output);
   CHECK_FALSE(contains(r.output, "pg-secret-1"));
@@ -255,7 +258,8 @@ TEST_CASE("-c FILE and --config=FILE are --config FILE, for every command") {
   // A bad file is read, and refused naming its key, whichever spelling named it.
   const auto bad = write_temp_file(kGood + "relay:\n  batch_size: 0\n");
   for (const std::string cmd : {"run", "migrate"}) {
-    for (const auto& args : {std::vector<std::string>{cmd, "-c", bad}, std::vector<std::string>{cmd, "--config=" + bad}}) {
+    for (const auto& args :
+         {std::vector<std::string>{cmd, "-c", bad}, std::vector<std::string>{cmd, "--config=" + bad}}) {
       const auto r = run_relay_command(args);
       CHECK_MESSAGE(r.exit_code == 2, r.output);
       CHECK_MESSAGE(contains(r.output, "relay.batch_size"), r.output);
@@ -309,16 +313,20 @@ TEST_CASE("--config given twice is refused by every command, in any spelling, as
   CHECK(run_relay_command({"check-config", "--config", a, "--config", b}).exit_code == 2);
 }
 
-TEST_CASE("an encrypted amqp.key_file fails check-config --connect at once, naming the file, without a passphrase prompt") {
+TEST_CASE(
+    "an encrypted amqp.key_file fails check-config --connect at once, naming the file, without a passphrase prompt") {
   const auto dir = write_temp_file("", ".d");
   const auto key = dir + ".key.pem", cert = dir + ".crt.pem";
   // Encrypted with a passphrase (no -nodes).
   REQUIRE(std::system(("openssl req -x509 -newkey rsa:2048 -days 1 -subj /CN=relay -passout pass:TOPSECRETPASS"
-                       " -keyout " + key + " -out " + cert + " >/dev/null 2>&1").c_str()) == 0);
+                       " -keyout " +
+                       key + " -out " + cert + " >/dev/null 2>&1")
+                          .c_str()) == 0);
   auto path = write_temp_file(
       "postgres:\n  dsn: host=127.0.0.1 port=1 user=postgres\n  connect_timeout_s: 2\n"
       "amqp:\n  uri: amqps://guest:amqp-secret-2@127.0.0.1:1/\n  connect_timeout_ms: 2000\n"
-      "  cert_file: " + cert + "\n  key_file: " + key + "\n");
+      "  cert_file: " +
+      cert + "\n  key_file: " + key + "\n");
   auto r = run_relay_command({"check-config", path, "--connect"});
   CHECK(r.exit_code == 1);
   CHECK_MESSAGE(contains(r.output, "amqp: FAILED: amqp.key_file: '" + key +

@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
-
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
@@ -11,7 +11,6 @@
 #include <regex>
 #include <set>
 #include <thread>
-#include <unistd.h>
 
 #include "config/config.h"
 #include "config/rfc3339.h"
@@ -63,12 +62,12 @@ TEST_CASE("a valid file is parsed with defaults for what it leaves out and ${ENV
   CHECK(c.amqp.heartbeat_s == 10);
   CHECK(c.relay.batch_size == 250);
   CHECK(c.relay.backoff_factor == doctest::Approx(1.5));
-  CHECK(c.relay.max_attempts == 10);          // default
-  CHECK(c.relay.max_payload_bytes == 16 * 1024 * 1024);  // default
-  CHECK(c.amqp.publish_window == 1024);       // default
+  CHECK(c.relay.max_attempts == 10);                       // default
+  CHECK(c.relay.max_payload_bytes == 16 * 1024 * 1024);    // default
+  CHECK(c.amqp.publish_window == 1024);                    // default
   CHECK(c.amqp.publish_window_bytes == 64 * 1024 * 1024);  // default
-  CHECK(c.log.level == relay::LogLevel::kInfo);    // default
-  CHECK(c.log.format == relay::LogFormat::kText);  // default
+  CHECK(c.log.level == relay::LogLevel::kInfo);            // default
+  CHECK(c.log.format == relay::LogFormat::kText);          // default
 }
 
 TEST_CASE("malformed YAML names the file and line") {
@@ -111,7 +110,8 @@ TEST_CASE("a confirm timeout shorter than the heartbeat is refused") {
 
 TEST_CASE("an idle-in-transaction timeout not above the confirm timeout is refused") {
   SecretEnv env;
-  auto e = config_error(replace(kValid, "  schema: outbox\n", "  schema: outbox\n  idle_in_transaction_timeout_ms: 20000\n"));
+  auto e = config_error(replace(kValid, "  schema: outbox\n",
+                                "  schema: outbox\n  idle_in_transaction_timeout_ms: 20000\n"));
   CHECK(contains(e, "postgres.idle_in_transaction_timeout_ms: must exceed amqp.confirm_timeout_ms"));
 }
 
@@ -177,7 +177,7 @@ TEST_CASE("a malformed AMQP URI is refused without showing it") {
 TEST_CASE("backoff maximum below the initial delay is refused") {
   SecretEnv env;
   auto e = config_error(replace(kValid, "  batch_size: 250\n",
-                            "  batch_size: 250\n  backoff_initial_ms: 5000\n  backoff_max_ms: 100\n"));
+                                "  batch_size: 250\n  backoff_initial_ms: 5000\n  backoff_max_ms: 100\n"));
   CHECK(contains(e, "relay.backoff_max_ms: must be at least relay.backoff_initial_ms"));
 }
 
@@ -204,7 +204,8 @@ TEST_CASE("an unknown log.level or log.format is refused naming the key, the lin
   SecretEnv env;
   CHECK(config_error(kValid + "log:\n  level: loud\n") ==
         "relay.yaml:12: log.level: must be one of debug, error, info, trace, warn, got 'loud'");
-  CHECK(config_error(kValid + "log:\n  format: xml\n") == "relay.yaml:12: log.format: must be one of json, text, got 'xml'");
+  CHECK(config_error(kValid + "log:\n  format: xml\n") ==
+        "relay.yaml:12: log.format: must be one of json, text, got 'xml'");
   // The spellings are exact: no other case, no spdlog synonym.
   CHECK(contains(config_error(kValid + "log:\n  level: INFO\n"), "log.level: must be one of"));
   CHECK(contains(config_error(kValid + "log:\n  level: INFO\n"), "got 'INFO'"));
@@ -222,7 +223,8 @@ TEST_CASE("pipelining and listening settings have defaults, ranges and a type ch
   CHECK(c.relay.listen_poll_interval_ms == 5000);
   CHECK_FALSE(c.postgres.synchronous_commit);
   CHECK(parse_config(replace(kValid, "  schema: outbox\n", "  schema: outbox\n  synchronous_commit: true\n"),
-                     "relay.yaml").postgres.synchronous_commit);
+                     "relay.yaml")
+            .postgres.synchronous_commit);
   auto set = replace(kValid, "  batch_size: 250\n",
                      "  batch_size: 250\n  pipeline_depth: 1\n  listen: false\n  listen_poll_interval_ms: 900\n");
   c = parse_config(set, "relay.yaml");
@@ -241,12 +243,14 @@ TEST_CASE("a key given twice is an error naming the key and both lines, at the t
   SecretEnv env;
   // The TLS bypass: the first copy (false) would win, and TLS would not be enforced.
   CHECK(contains(config_error("postgres:\n  dsn: host=db\n  require_tls: false\n  require_tls: true\n"
-                          "amqp:\n  uri: amqp://mq/\n"),
+                              "amqp:\n  uri: amqp://mq/\n"),
                  "relay.yaml:4: postgres.require_tls: given twice (first at line 3)"));
-  CHECK(contains(config_error(kValid + "relay:\n  batch_size: 1\n"), "relay.yaml:11: relay: given twice (first at line 8)"));
+  CHECK(contains(config_error(kValid + "relay:\n  batch_size: 1\n"),
+                 "relay.yaml:11: relay: given twice (first at line 8)"));
   CHECK(contains(config_error(replace(kValid, "  heartbeat_s: 10\n", "  heartbeat_s: 10\n  heartbeat_s: 0\n")),
                  "relay.yaml:7: amqp.heartbeat_s: given twice (first at line 6)"));
-  CHECK(contains(config_error(kValid + "  batch_size: 100\n"), "relay.yaml:11: relay.batch_size: given twice (first at line 9)"));
+  CHECK(contains(config_error(kValid + "  batch_size: 100\n"),
+                 "relay.yaml:11: relay.batch_size: given twice (first at line 9)"));
   CHECK(contains(config_error(kValid + "log:\n  level: info\n  level: debug\n"),
                  "relay.yaml:13: log.level: given twice (first at line 12)"));
   CHECK(contains(config_error(kValid + "http:\n  listen: 127.0.0.1:0\n  listen: 0.0.0.0:9187\n"),
@@ -309,15 +313,36 @@ std::string one_more(const std::string& max) {
 }  // namespace
 
 TEST_CASE("every count and duration accepts its documented maximum and refuses one more") {
-  const std::set<std::string> numeric_keys = {
-      "postgres.statement_timeout_ms", "postgres.idle_in_transaction_timeout_ms", "postgres.connect_timeout_s",
-      "postgres.keepalives_idle_s", "amqp.heartbeat_s", "amqp.confirm_timeout_ms", "amqp.publish_window",
-      "amqp.publish_window_bytes", "amqp.frame_max", "relay.stall_after_s",
-      "amqp.connect_timeout_ms", "relay.batch_size", "relay.pipeline_depth", "relay.poll_interval_ms",
-      "relay.listen_poll_interval_ms", "relay.max_attempts", "relay.max_payload_bytes", "relay.backoff_initial_ms", "relay.backoff_max_ms",
-      "relay.backoff_factor", "relay.summary_interval_s", "relay.lanes", "relay.rebalance_interval_ms",
-      "http.stats_interval_s", "http.ready_max_claim_age_s", "http.live_stall_s", "retention.keep",
-      "retention.batch_size", "retention.pause_ms", "retention.interval_s"};
+  const std::set<std::string> numeric_keys = {"postgres.statement_timeout_ms",
+                                              "postgres.idle_in_transaction_timeout_ms",
+                                              "postgres.connect_timeout_s",
+                                              "postgres.keepalives_idle_s",
+                                              "amqp.heartbeat_s",
+                                              "amqp.confirm_timeout_ms",
+                                              "amqp.publish_window",
+                                              "amqp.publish_window_bytes",
+                                              "amqp.frame_max",
+                                              "relay.stall_after_s",
+                                              "amqp.connect_timeout_ms",
+                                              "relay.batch_size",
+                                              "relay.pipeline_depth",
+                                              "relay.poll_interval_ms",
+                                              "relay.listen_poll_interval_ms",
+                                              "relay.max_attempts",
+                                              "relay.max_payload_bytes",
+                                              "relay.backoff_initial_ms",
+                                              "relay.backoff_max_ms",
+                                              "relay.backoff_factor",
+                                              "relay.summary_interval_s",
+                                              "relay.lanes",
+                                              "relay.rebalance_interval_ms",
+                                              "http.stats_interval_s",
+                                              "http.ready_max_claim_age_s",
+                                              "http.live_stall_s",
+                                              "retention.keep",
+                                              "retention.batch_size",
+                                              "retention.pause_ms",
+                                              "retention.interval_s"};
   std::set<std::string> documented;
   for (const auto& r : documented_ranges()) {
     CAPTURE(r.key);
@@ -415,10 +440,13 @@ TEST_CASE("a ${file:} that is a directory or missing is an error naming the path
 
 TEST_CASE("an integer with a leading zero or in hex or octal is refused, naming the key and value") {
   SecretEnv env;
-  CHECK(contains(config_error(replace(kValid, "batch_size: 250", "batch_size: 0o17")), "relay.batch_size: expected an"));
+  CHECK(contains(config_error(replace(kValid, "batch_size: 250", "batch_size: 0o17")),
+                 "relay.batch_size: expected an"));
   for (const std::string bad : {"011", "0x1F", "-01", "00"}) {
     auto e = config_error(replace(kValid, "batch_size: 250", "batch_size: " + bad));
-    CHECK_MESSAGE(e == "relay.yaml:9: relay.batch_size: expected a decimal integer without leading zeros, got '" + bad + "'", e);
+    CHECK_MESSAGE(e == "relay.yaml:9: relay.batch_size: expected a decimal integer without leading zeros, got '" + bad +
+                           "'",
+                  e);
   }
   CHECK(parse_config(replace(kValid, "batch_size: 250", "batch_size: 10"), "relay.yaml").relay.batch_size == 10);
   CHECK(parse_config(replace(kValid, "heartbeat_s: 10", "heartbeat_s: 0"), "relay.yaml").amqp.heartbeat_s == 0);
@@ -485,8 +513,10 @@ TEST_CASE("a ${file:} secret over 64 KiB is refused naming the path and the limi
         relay::kMaxSecretFileBytes);
   std::ofstream(path) << "TOPSECRET" << std::string(relay::kMaxSecretFileBytes, 'S');
   auto e = config_error(yaml);
-  CHECK_MESSAGE(e == "relay.yaml:2: postgres.dsn: secret file '" + path + "' is larger than 64 KiB, the most a "
-                     "${file:} reference reads", e);
+  CHECK_MESSAGE(e == "relay.yaml:2: postgres.dsn: secret file '" + path +
+                         "' is larger than 64 KiB, the most a "
+                         "${file:} reference reads",
+                e);
   CHECK(!contains(e, "TOPSECRET"));
   std::remove(path.c_str());
 }

@@ -43,8 +43,9 @@ struct TwoNodes {
     std::string yaml = testenv::relay_config_yaml(schema);
     const std::string from = "  uri: ${OUTBOX_AMQP_URI}\n";
     yaml.replace(yaml.find(from), from.size(),
-                 "  uris:\n    - " + uri(node0) + "\n    - " + uri(node1) + "\n  endpoint_order: in_order\n"
-                 "  connect_timeout_ms: 1000\n");
+                 "  uris:\n    - " + uri(node0) + "\n    - " + uri(node1) +
+                     "\n  endpoint_order: in_order\n"
+                     "  connect_timeout_ms: 1000\n");
     return yaml;
   }
   std::string endpoint(const testenv::TcpProxy& p) const { return "AMQP 127.0.0.1:" + std::to_string(p.port()) + "/"; }

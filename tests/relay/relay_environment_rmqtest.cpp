@@ -4,7 +4,6 @@
 // A private RabbitMQ node: the test suspends a queue's process, which must not
 // touch the shared broker.
 #include <doctest/doctest.h>
-
 #include <signal.h>
 
 #include <pqxx/pqxx>
@@ -104,9 +103,9 @@ struct Link {
 std::string yaml(const ScopedSchema& schema, const std::string& relay_extra, const Link& link = {}) {
   return "postgres:\n  dsn: ${OUTBOX_PG_DSN}\n  schema: " + schema.name() +
          "\n  idle_in_transaction_timeout_ms: " + std::to_string(link.idle_in_transaction_timeout_ms) +
-         "\namqp:\n  uri: " + link.uri + "\n  heartbeat_s: 1\n  confirm_timeout_ms: " +
-         std::to_string(link.confirm_timeout_ms) + "\n" + link.amqp_extra +
-         "relay:\n  batch_size: 50\n  poll_interval_ms: 50\n" + relay_extra +
+         "\namqp:\n  uri: " + link.uri +
+         "\n  heartbeat_s: 1\n  confirm_timeout_ms: " + std::to_string(link.confirm_timeout_ms) + "\n" +
+         link.amqp_extra + "relay:\n  batch_size: 50\n  poll_interval_ms: 50\n" + relay_extra +
          "log:\n  level: info\nhttp:\n  listen: 127.0.0.1:0\n";
 }
 
@@ -132,11 +131,11 @@ TEST_CASE("a row its queue never confirms times out alone: its batch commits and
     std::this_thread::sleep_for(100ms);
     if (!checked && std::chrono::steady_clock::now() > until - 2s) {
       checked = true;  // 5 s in, traffic still flowing: the first batch committed
-      CHECK_MESSAGE(count(schema, "routing_key = 'stuck' AND last_error LIKE 'no broker confirm%'") == 1,
-                    relay.log());
+      CHECK_MESSAGE(count(schema, "routing_key = 'stuck' AND last_error LIKE 'no broker confirm%'") == 1, relay.log());
       CHECK(count(schema, "routing_key = 'stuck' AND attempts = 0 AND published_at IS NULL") == 1);
-      CHECK_MESSAGE(count(schema, "routing_key <> 'stuck' AND published_at IS NULL AND "
-                                  "created_at < now() - interval '2500 ms'") == 0,
+      CHECK_MESSAGE(count(schema,
+                          "routing_key <> 'stuck' AND published_at IS NULL AND "
+                          "created_at < now() - interval '2500 ms'") == 0,
                     relay.log());
     }
   }
@@ -151,8 +150,9 @@ TEST_CASE("a row its queue never confirms times out alone: its batch commits and
   CHECK(relay.log().find("reconnecting") == std::string::npos);  // the connection stayed
   // Every good row once: nothing was republished for the stuck one's sake.
   const auto good = count(schema, "routing_key <> 'stuck'");
-  CHECK_MESSAGE(testenv::eventually(10s, [&] { return count(schema, "routing_key <> 'stuck' AND published_at IS NULL") == 0; }),
-                relay.log());
+  CHECK_MESSAGE(
+      testenv::eventually(10s, [&] { return count(schema, "routing_key <> 'stuck' AND published_at IS NULL") == 0; }),
+      relay.log());
   CHECK(broker.receive(static_cast<std::size_t>(good) * 2, 1500ms).size() == static_cast<std::size_t>(good));
   relay.signal(SIGTERM);
   CHECK(relay.wait() == 0);
@@ -170,8 +170,9 @@ TEST_CASE("a full reject-publish queue nacks: each retry waits longer, no attemp
   const auto address = testenv::wait_for_http_address([&] { return relay.log(); }, 20s);
   std::this_thread::sleep_for(8s);
   enqueue(schema, broker.exchange(), broker.routing_key(), 5);  // other rows are not held up
-  CHECK_MESSAGE(testenv::eventually(5s, [&] { return count(schema, "routing_key <> 'full' AND published_at IS NULL") == 0; }),
-                relay.log());
+  CHECK_MESSAGE(
+      testenv::eventually(5s, [&] { return count(schema, "routing_key <> 'full' AND published_at IS NULL") == 0; }),
+      relay.log());
   const auto metrics = testenv::parse_prometheus(testenv::http_request(address, "/metrics").body);
   const double nacks = metrics.at("outbox_relay_publish_failures_total{reason=\"nack\"}");
   // At step 1 for ever (100 ms), 20 rows are nacked about 1 600 times in 8 s; a step

@@ -1,9 +1,8 @@
 // The relay under faults it must survive, against the real servers: a TCP proxy of
 // the test's own sits between the relay and PostgreSQL or RabbitMQ and refuses,
 // cuts or stalls the connections (the servers themselves are shared and untouched).
-#include <doctest/doctest.h>
-
 #include "outbox/rabbitmq_c.h"
+#include <doctest/doctest.h>
 #include <signal.h>
 
 #include <chrono>
@@ -14,10 +13,10 @@
 #include <thread>
 
 #include "outbox/outbox_writer.h"
+#include "outbox/pqxx_compat.h"
 #include "relay_process.h"
 #include "tcp_proxy.h"
 #include "test_env.h"
-#include "outbox/pqxx_compat.h"
 
 using namespace outbox;
 using namespace std::chrono_literals;
@@ -202,7 +201,8 @@ TEST_CASE("a hung relay's row locks are freed by the server's idle-in-transactio
   enqueue(schema, broker, 50);
   const std::string holding =
       "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'outbox-relay' "
-      "AND state = 'idle in transaction' AND query LIKE '%" + schema.name() + "%'";
+      "AND state = 'idle in transaction' AND query LIKE '%" +
+      schema.name() + "%'";
   REQUIRE_MESSAGE(testenv::eventually(10s, [&] { return sql_value(holding) != "0"; }), relay.log());
   relay.signal(SIGSTOP);  // hung: holds its claim transaction, answers nothing
 
@@ -210,7 +210,8 @@ TEST_CASE("a hung relay's row locks are freed by the server's idle-in-transactio
     pqxx::connection conn(testenv::pg_dsn());
     pqxx::work tx(conn);
     return outbox::pgx::exec1(tx, "SELECT count(*) FROM (SELECT id FROM \"" + schema.name() +
-                    "\".outbox FOR UPDATE SKIP LOCKED) x")[0].as<int>();
+                                      "\".outbox FOR UPDATE SKIP LOCKED) x")[0]
+        .as<int>();
   };
   CHECK(lockable() < 50);  // the hung relay holds them
   const auto t0 = std::chrono::steady_clock::now();
@@ -226,7 +227,9 @@ TEST_CASE("a hung relay's row locks are freed by the server's idle-in-transactio
   CHECK(relay.wait() == 0);
 }
 
-TEST_CASE("a broker that stops reading mid-publish: the relay gives up the connection, obeys SIGTERM, and publishes once it reads again") {
+TEST_CASE(
+    "a broker that stops reading mid-publish: the relay gives up the connection, obeys SIGTERM, and publishes once it "
+    "reads again") {
   ScopedSchema schema;
   TestBroker broker;
   TcpProxy amqp("127.0.0.1", amqp_port());
@@ -241,8 +244,12 @@ TEST_CASE("a broker that stops reading mid-publish: the relay gives up the conne
   auto sent = enqueue(schema, broker, 400, big);  // 26 MB
   // amqp.confirm_timeout_ms is 3 s: the connection ends within it and is logged,
   // the rows stay pending (no attempt charged).
-  CHECK_MESSAGE(testenv::eventually(20s, [&] { return relay.log().find("connection lost while publishing") != std::string::npos ||
-                                                      relay.log().find("confirm timeout") != std::string::npos; }),
+  CHECK_MESSAGE(testenv::eventually(20s,
+                                    [&] {
+                                      return relay.log().find("connection lost while publishing") !=
+                                                 std::string::npos ||
+                                             relay.log().find("confirm timeout") != std::string::npos;
+                                    }),
                 relay.log());
   CHECK(count(schema, "attempts > 0") == 0);
   amqp.set_stalled(false);
@@ -251,10 +258,12 @@ TEST_CASE("a broker that stops reading mid-publish: the relay gives up the conne
 
   amqp.set_stalled(true);  // stuck again: SIGTERM still ends the relay, with exit 0
   enqueue(schema, broker, 400, big);
-  REQUIRE(testenv::eventually(20s, [&] { return count(schema, "published_at IS NULL") < 400 ||
-                                                sql_value("SELECT count(*) FROM pg_stat_activity WHERE state = "
-                                                          "'idle in transaction' AND query LIKE '%" + schema.name() +
-                                                          "%'") != "0"; }));
+  REQUIRE(testenv::eventually(20s, [&] {
+    return count(schema, "published_at IS NULL") < 400 || sql_value(
+                                                              "SELECT count(*) FROM pg_stat_activity WHERE state = "
+                                                              "'idle in transaction' AND query LIKE '%" +
+                                                              schema.name() + "%'") != "0";
+  }));
   std::this_thread::sleep_for(1s);
   relay.signal(SIGTERM);
   const bool ended = testenv::eventually(15s, [&] { return !relay.running(); });
@@ -291,7 +300,7 @@ TEST_CASE("errors in last_error and the log are single lines, without the payloa
   CHECK(error.find("404") != std::string::npos);
   CHECK(error.find('\n') == std::string::npos);
   CHECK(error.find("missing\\nx'; DROP TABLE outbox") != std::string::npos);  // escaped, inert
-  CHECK(count(schema, "true") == 2);                                           // the table is intact
+  CHECK(count(schema, "true") == 2);                                          // the table is intact
   CHECK(count(schema, "published_at IS NOT NULL") == 1);
   const auto log = relay.log();
   CHECK(log.find("pg-Secret-7") == std::string::npos);
@@ -306,8 +315,10 @@ TEST_CASE("a row AMQP cannot carry is parked and does not hold up the rows behin
   TestBroker broker;
   auto sent = enqueue(schema, broker, 10);
   // Written around the SDK (which refuses it): a routing key over AMQP's 255 bytes.
-  testenv::sql_exec("UPDATE \"" + schema.name() + "\".outbox SET routing_key = repeat('k', 300) WHERE id = "
-                    "(SELECT min(id) + 3 FROM \"" + schema.name() + "\".outbox)");
+  testenv::sql_exec("UPDATE \"" + schema.name() +
+                    "\".outbox SET routing_key = repeat('k', 300) WHERE id = "
+                    "(SELECT min(id) + 3 FROM \"" +
+                    schema.name() + "\".outbox)");
   schema.migrate();
   Yaml y(schema.name());
   y.relay_extra = "  max_attempts: 2\n";
@@ -322,7 +333,9 @@ TEST_CASE("a row AMQP cannot carry is parked and does not hold up the rows behin
   CHECK(relay.wait() == 0);
 }
 
-TEST_CASE("rows for a missing exchange among steady traffic: after the first, each is refused alone, without isolating its neighbours") {
+TEST_CASE(
+    "rows for a missing exchange among steady traffic: after the first, each is refused alone, without isolating its "
+    "neighbours") {
   ScopedSchema schema;
   TestBroker broker;
   Yaml y(schema.name());
@@ -337,14 +350,15 @@ TEST_CASE("rows for a missing exchange among steady traffic: after the first, ea
   for (int t = 0; t < 30; ++t) {
     pqxx::work tx(conn);
     for (int i = 0; i < 10; ++i) {
-      const auto id = writer.enqueue(
-          tx, fault_message(i == 5 ? broker.exchange() + "_missing" : broker.exchange(), broker.routing_key()));
+      const auto id = writer.enqueue(tx, fault_message(i == 5 ? broker.exchange() + "_missing" : broker.exchange(),
+                                                       broker.routing_key()));
       if (i != 5) good.insert(id.to_string());
     }
     tx.commit();
     std::this_thread::sleep_for(50ms);
   }
-  CHECK_MESSAGE(testenv::eventually(20s, [&] { return count(schema, "published_at IS NULL AND parked_at IS NULL") == 0; }),
+  CHECK_MESSAGE(testenv::eventually(20s,
+                                    [&] { return count(schema, "published_at IS NULL AND parked_at IS NULL") == 0; }),
                 relay.log());
   CHECK(count(schema, "parked_at IS NOT NULL") == 30);
   // An isolation (republishing the rows outstanding around a refused one, in halving
@@ -357,7 +371,9 @@ TEST_CASE("rows for a missing exchange among steady traffic: after the first, ea
   CHECK(relay.wait() == 0);
 }
 
-TEST_CASE("a missing exchange named in non-ASCII: its row is parked with the 404 (541 on RabbitMQ 4.0), the good rows around it are published, no loop") {
+TEST_CASE(
+    "a missing exchange named in non-ASCII: its row is parked with the 404 (541 on RabbitMQ 4.0), the good rows around "
+    "it are published, no loop") {
   ScopedSchema schema;
   TestBroker broker;
   // RabbitMQ cuts its 404 reply text ("NOT_FOUND - no exchange '...' in vhost '/'") at
@@ -393,7 +409,9 @@ TEST_CASE("a missing exchange named in non-ASCII: its row is parked with the 404
   CHECK(relay.wait() == 0);
 }
 
-TEST_CASE("over a slow link, rows that must go alone one round trip at a time: each batch commits before the session's idle timeout, every bad row is parked") {
+TEST_CASE(
+    "over a slow link, rows that must go alone one round trip at a time: each batch commits before the session's idle "
+    "timeout, every bad row is parked") {
   ScopedSchema schema;
   TestBroker broker;
   // 100 ms each way: a row published alone waits for the acks before it (a round
@@ -443,7 +461,8 @@ TEST_CASE("over a slow link, rows that must go alone one round trip at a time: e
 
 TEST_CASE("check-config --connect passes against running servers") {
   ScopedSchema schema;
-  auto r = testenv::run_relay_command({"check-config", testenv::write_temp_file(Yaml(schema.name()).text()), "--connect"});
+  auto r = testenv::run_relay_command({"check-config", testenv::write_temp_file(Yaml(schema.name()).text()),
+                                       "--connect"});
   CHECK_MESSAGE(r.exit_code == 0, r.output);
   CHECK(r.output.find("postgres: ok") != std::string::npos);
   CHECK(r.output.find("amqp: ok") != std::string::npos);

@@ -40,8 +40,7 @@ void enqueue(const ScopedSchema& schema, const std::string& exchange, const std:
 }
 
 std::string http_yaml(const std::string& schema, const std::string& extra_relay = "") {
-  return testenv::relay_config_yaml(schema, extra_relay) +
-         "http:\n  listen: 127.0.0.1:0\n  stats_interval_s: 1\n";
+  return testenv::relay_config_yaml(schema, extra_relay) + "http:\n  listen: 127.0.0.1:0\n  stats_interval_s: 1\n";
 }
 
 // Scrapes until `done(metrics)` or the time is up; returns the last scrape.

@@ -1,8 +1,7 @@
 // An idle relay: woken by producers' notifications, quiet on the database, and
 // never stranding a row behind a long fallback poll.
-#include <doctest/doctest.h>
-
 #include "outbox/rabbitmq_c.h"
+#include <doctest/doctest.h>
 
 #include <chrono>
 #include <csignal>
@@ -13,11 +12,11 @@
 
 #include "http_scrape.h"
 #include "outbox/outbox_writer.h"
+#include "outbox/pqxx_compat.h"
 #include "policy/listen_arm_policy.h"
 #include "relay_process.h"
 #include "tcp_proxy.h"
 #include "test_env.h"
-#include "outbox/pqxx_compat.h"
 
 using namespace outbox;
 using testenv::RelayProcess;
@@ -47,24 +46,28 @@ std::string enqueue(const ScopedSchema& schema, const Message& m) {
 
 // True once some relay of the schema holds the "waiting" lock of migration 0004.
 bool relay_armed(const ScopedSchema& schema) {
-  return sql_value("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                   "AND mode = 'ExclusiveLock' AND classid = 1868724338 AND objid = hashtext('" +
-                   schema.name() + "')::oid") == "1";
+  return sql_value(
+             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+             "AND mode = 'ExclusiveLock' AND classid = 1868724338 AND objid = hashtext('" +
+             schema.name() + "')::oid") == "1";
 }
 
 // The session holding that lock and when it last started a statement ("" if none holds it).
 std::string lock_holder_and_last_statement(const ScopedSchema& schema) {
-  return sql_value("SELECT coalesce(max(a.pid || ' ' || a.query_start::text), '') FROM pg_locks l "
-                   "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
-                   "AND l.mode = 'ExclusiveLock' AND l.classid = 1868724338 AND l.objid = hashtext('" +
-                   schema.name() + "')::oid");
+  return sql_value(
+      "SELECT coalesce(max(a.pid || ' ' || a.query_start::text), '') FROM pg_locks l "
+      "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+      "AND l.mode = 'ExclusiveLock' AND l.classid = 1868724338 AND l.objid = hashtext('" +
+      schema.name() + "')::oid");
 }
 
 // The application_name of the session holding the waiting lock ("" if none).
 std::string lock_holder_app(const ScopedSchema& schema) {
-  return sql_value("SELECT coalesce(max(a.application_name), '') FROM pg_locks l JOIN pg_stat_activity a "
-                   "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.mode = "
-                   "'ExclusiveLock' AND l.classid = 1868724338 AND l.objid = hashtext('" + schema.name() + "')::oid");
+  return sql_value(
+      "SELECT coalesce(max(a.application_name), '') FROM pg_locks l JOIN pg_stat_activity a "
+      "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.mode = "
+      "'ExclusiveLock' AND l.classid = 1868724338 AND l.objid = hashtext('" +
+      schema.name() + "')::oid");
 }
 
 void wait_armed(const ScopedSchema& schema, RelayProcess& relay) {
@@ -80,8 +83,9 @@ std::string quiet_yaml(const ScopedSchema& schema, const std::string& app, const
              : " application_name=" + app;
   return "postgres:\n  dsn: \"" + dsn + "\"\n  schema: " + schema.name() +
          "\namqp:\n  uri: ${OUTBOX_AMQP_URI}\n  heartbeat_s: 5\n  confirm_timeout_ms: 10000\n"
-         "relay:\n" + (relay_lines.find("batch_size:") == std::string::npos ? "  batch_size: 500\n" : "") +
-         relay_lines + "log:\n  level: debug\n";
+         "relay:\n" +
+         (relay_lines.find("batch_size:") == std::string::npos ? "  batch_size: 500\n" : "") + relay_lines +
+         "log:\n  level: debug\n";
 }
 
 }  // namespace
@@ -138,8 +142,10 @@ TEST_CASE("an idle relay starts at most one statement per second") {
   const auto t0 = Clock::now();
   while (Clock::now() - t0 < std::chrono::seconds(6)) {
     pqxx::nontransaction q(conn);
-    for (const auto& r : outbox::pgx::exec_params(q, "SELECT pid, query_start::text FROM pg_stat_activity "
-                                       "WHERE application_name = $1", app)) {
+    for (const auto& r : outbox::pgx::exec_params(q,
+                                                  "SELECT pid, query_start::text FROM pg_stat_activity "
+                                                  "WHERE application_name = $1",
+                                                  app)) {
       auto [it, added] = last.emplace(r[0].as<int>(), r[1].is_null() ? "" : r[1].c_str());
       if (!added && it->second != (r[1].is_null() ? "" : r[1].c_str())) {
         it->second = r[1].c_str();
@@ -174,8 +180,8 @@ TEST_CASE("a relay publishing rows one at a time keeps its waiting lock and clai
                      "http:\n  listen: 127.0.0.1:0\n");
   const auto address = testenv::wait_for_http_address([&] { return relay.log(); }, std::chrono::seconds(20));
   auto claims = [&] {
-    return testenv::parse_prometheus(testenv::http_request(address, "/metrics").body)
-        ["outbox_relay_claim_duration_seconds_count"];
+    return testenv::parse_prometheus(
+        testenv::http_request(address, "/metrics").body)["outbox_relay_claim_duration_seconds_count"];
   };
   wait_armed(schema, relay);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its claim after arming
@@ -232,16 +238,16 @@ TEST_CASE("of two idle relays only the lock holder claims each row, and the othe
     addresses[i] = testenv::wait_for_http_address([&] { return relays[i]->log(); }, std::chrono::seconds(20));
   }
   auto claims = [&](int i) {
-    return testenv::parse_prometheus(testenv::http_request(addresses[i], "/metrics").body)
-        ["outbox_relay_claim_duration_seconds_count"];
+    return testenv::parse_prometheus(
+        testenv::http_request(addresses[i], "/metrics").body)["outbox_relay_claim_duration_seconds_count"];
   };
   wait_armed(schema, *relays[0]);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // both have claimed after starting
   const int holder = lock_holder_app(schema) == apps[0] ? 0 : 1, other = 1 - holder;
   REQUIRE(lock_holder_app(schema) == apps[holder]);
   auto role = [&](int i, const char* name) {
-    return testenv::parse_prometheus(testenv::http_request(addresses[i], "/metrics").body)
-        [std::string("outbox_relay_listen_role{role=\"") + name + "\"}"];
+    return testenv::parse_prometheus(testenv::http_request(addresses[i], "/metrics")
+                                         .body)[std::string("outbox_relay_listen_role{role=\"") + name + "\"}"];
   };
   CHECK(role(holder, "holder") == 1);
   CHECK(role(holder, "bystander") == 0);
@@ -292,7 +298,8 @@ struct HolderBehindProxy {
     const std::string var = "${OUTBOX_AMQP_URI}";
     yaml.replace(yaml.find(var), var.size(), "amqp://guest:guest@127.0.0.1:" + std::to_string(proxy->port()) + "/%2f");
     holder = std::make_unique<RelayProcess>(yaml);
-    REQUIRE_MESSAGE(testenv::eventually(std::chrono::seconds(10), [&] { return lock_holder_app(schema) == holder_app; }),
+    REQUIRE_MESSAGE(testenv::eventually(std::chrono::seconds(10),
+                                        [&] { return lock_holder_app(schema) == holder_app; }),
                     holder->log());
     other = std::make_unique<RelayProcess>(quiet_yaml(schema, other_app, lines));
     std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // it claimed, found the lock taken, sleeps
@@ -313,7 +320,8 @@ struct HolderBehindProxy {
 
 }  // namespace
 
-TEST_CASE_FIXTURE(HolderBehindProxy, "a lock holder that loses its broker hands the lock over, and the other relay publishes at once") {
+TEST_CASE_FIXTURE(HolderBehindProxy,
+                  "a lock holder that loses its broker hands the lock over, and the other relay publishes at once") {
   proxy->set_refusing(true);
   REQUIRE(proxy->cut_all() >= 1);
   CHECK_MESSAGE(testenv::eventually(std::chrono::seconds(5), [&] { return lock_holder_app(schema) == other_app; }),
@@ -321,7 +329,9 @@ TEST_CASE_FIXTURE(HolderBehindProxy, "a lock holder that loses its broker hands 
   CHECK_MESSAGE(published_within(std::chrono::milliseconds(3000)), other->log());  // not at its 30 s poll
 }
 
-TEST_CASE_FIXTURE(HolderBehindProxy, "a lock holder whose batch waits for confirms hands the lock over, and rows committed meanwhile go out") {
+TEST_CASE_FIXTURE(
+    HolderBehindProxy,
+    "a lock holder whose batch waits for confirms hands the lock over, and rows committed meanwhile go out") {
   proxy->set_stalled(true);  // its publish goes nowhere, and no confirm comes back
   auto stuck = enqueue(schema, event_for(broker));
   CHECK_MESSAGE(testenv::eventually(std::chrono::seconds(5), [&] { return lock_holder_app(schema) == other_app; }),
@@ -345,8 +355,8 @@ TEST_CASE("a relay answers producers itself once it finds that the lock holder d
                      "http:\n  listen: 127.0.0.1:0\n");
   const auto address = testenv::wait_for_http_address([&] { return relay.log(); }, std::chrono::seconds(20));
   auto role = [&](const char* name) {
-    return testenv::parse_prometheus(testenv::http_request(address, "/metrics").body)
-        [std::string("outbox_relay_listen_role{role=\"") + name + "\"}"];
+    return testenv::parse_prometheus(testenv::http_request(address, "/metrics")
+                                         .body)[std::string("outbox_relay_listen_role{role=\"") + name + "\"}"];
   };
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // it found the lock taken
   CHECK(role("bystander") == 1);

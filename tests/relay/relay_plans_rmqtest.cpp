@@ -38,10 +38,11 @@ void publish_one(const ScopedSchema& schema, const TestBroker& broker, const Rel
   const auto id = writer.enqueue(tx, m);
   tx.commit();
   // By its unique message id: an index lookup in this session whatever the statistics.
-  REQUIRE_MESSAGE(testenv::eventually(10s, [&] {
-                    return sql_value("SELECT published_at IS NOT NULL FROM " + table(schema) +
-                                     " WHERE message_id = '" + id.to_string() + "'") == "t";
-                  }),
+  REQUIRE_MESSAGE(testenv::eventually(10s,
+                                      [&] {
+                                        return sql_value("SELECT published_at IS NOT NULL FROM " + table(schema) +
+                                                         " WHERE message_id = '" + id.to_string() + "'") == "t";
+                                      }),
                   relay.log());
 }
 
@@ -63,7 +64,8 @@ TEST_CASE("a relay started on a small outbox never scans it whole once it has gr
   for (int i = 0; i < 8; ++i) publish_one(schema, broker, relay);
 
   // 100 000 rows of history, written by hand (relay state set: the row checks exempt them).
-  sql_exec("INSERT INTO " + table(schema) + " (exchange, routing_key, message_type, payload, published_at) "
+  sql_exec("INSERT INTO " + table(schema) +
+           " (exchange, routing_key, message_type, payload, published_at) "
            "SELECT 'x', 'rk', 'History', '\\x7b7d', now() FROM generate_series(1, 100000)");
   // Statistics are flushed by each backend within about a second of going idle.
   std::this_thread::sleep_for(1500ms);

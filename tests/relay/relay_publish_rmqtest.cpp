@@ -1,8 +1,8 @@
 // The relay against real PostgreSQL and RabbitMQ: what arrives, and what stays pending.
 #include <doctest/doctest.h>
 
-#include <pqxx/pqxx>
 #include <csignal>
+#include <pqxx/pqxx>
 #include <set>
 #include <thread>
 
@@ -95,7 +95,8 @@ TEST_CASE("an unroutable message stays pending with the return as its last error
   REQUIRE(drain(schema, "  backoff_initial_ms: 60000\n  backoff_max_ms: 60000\n") == 0);
 
   auto row = [&](const MessageId& id, const std::string& column) {
-    return sql_value("SELECT " + column + " FROM " + outbox_of(schema) + " WHERE message_id = '" + id.to_string() + "'");
+    return sql_value("SELECT " + column + " FROM " + outbox_of(schema) + " WHERE message_id = '" + id.to_string() +
+                     "'");
   };
   CHECK(row(routed, "published_at IS NOT NULL") == "t");
   CHECK(row(unroutable, "published_at IS NULL") == "t");
@@ -120,9 +121,11 @@ TEST_CASE("a missing exchange closes the channel: that row stays pending, the ot
   REQUIRE(drain(schema) == 0);
 
   CHECK(sql_value("SELECT count(*) FROM " + outbox_of(schema) + " WHERE published_at IS NOT NULL") == "7");
-  auto error = sql_value("SELECT last_error FROM " + outbox_of(schema) + " WHERE message_id = '" + lost.to_string() + "'");
+  auto error = sql_value("SELECT last_error FROM " + outbox_of(schema) + " WHERE message_id = '" + lost.to_string() +
+                         "'");
   CHECK(error.find("404") != std::string::npos);
-  CHECK(sql_value("SELECT attempts FROM " + outbox_of(schema) + " WHERE message_id = '" + lost.to_string() + "'") == "1");
+  CHECK(sql_value("SELECT attempts FROM " + outbox_of(schema) + " WHERE message_id = '" + lost.to_string() + "'") ==
+        "1");
   // Rows that were routed but whose acks died with the channel are published again:
   // duplicates are allowed (at-least-once), a missing message is not.
   std::set<std::string> distinct;
@@ -141,8 +144,8 @@ TEST_CASE("a row that keeps failing is parked after max_attempts and never claim
   m.routing_key = RoutingKey("unbound");
   writer.enqueue(tx, m);
   tx.commit();
-  RelayProcess relay(testenv::relay_config_yaml(
-      schema.name(), "  max_attempts: 3\n  backoff_initial_ms: 10\n  backoff_max_ms: 20\n"));
+  RelayProcess relay(testenv::relay_config_yaml(schema.name(),
+                                                "  max_attempts: 3\n  backoff_initial_ms: 10\n  backoff_max_ms: 20\n"));
   testenv::eventually(std::chrono::seconds(10), [&] {
     return sql_value("SELECT count(*) FROM " + outbox_of(schema) + " WHERE parked_at IS NOT NULL") == "1";
   });

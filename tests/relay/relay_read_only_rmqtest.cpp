@@ -60,6 +60,7 @@ TEST_CASE("a read-only server's session is dropped and reopened, with backoff an
   CHECK_MESSAGE(lines_with(log, "connected to PostgreSQL") >= 2, log);  // the session was reopened
   // Backing off, not spinning: at 50 ms polls a spin would log about 20 per second.
   CHECK_MESSAGE(refused < 5 * seconds, log);
-  CHECK(testenv::sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox WHERE attempts > 0 OR parked_at IS NOT NULL OR published_at IS NOT NULL") == "0");
+  CHECK(testenv::sql_value("SELECT count(*) FROM \"" + schema.name() +
+                           "\".outbox WHERE attempts > 0 OR parked_at IS NOT NULL OR published_at IS NOT NULL") == "0");
   CHECK(relay.running());
 }

@@ -23,7 +23,8 @@ using testenv::contains;
 // since 10 days, 96-100 parked since 10 days. Exchange 'ex' does not exist, but
 // nothing here is due for publishing.
 void fill(const std::string& t) {
-  sql_exec("INSERT INTO " + t + " (message_id, exchange, routing_key, message_type, payload, created_at, "
+  sql_exec("INSERT INTO " + t +
+           " (message_id, exchange, routing_key, message_type, payload, created_at, "
            "next_attempt_at) SELECT gen_random_uuid(), 'ex', 'rk', 'T', 'x', now() - interval '10 days', "
            "now() + interval '1 day' FROM generate_series(1, 100)");
   sql_exec("UPDATE " + t + " SET published_at = created_at + interval '1 second' WHERE id <= 80");
@@ -37,8 +38,8 @@ std::string retention_yaml(const ScopedSchema& schema) {
 }
 
 bool wait_for_count(const std::string& t, const std::string& count, std::chrono::seconds limit) {
-  return testenv::eventually(limit, [&] { return sql_value("SELECT count(*) FROM " + t) == count; },
-                             std::chrono::milliseconds(100));
+  return testenv::eventually(
+      limit, [&] { return sql_value("SELECT count(*) FROM " + t) == count; }, std::chrono::milliseconds(100));
 }
 
 }  // namespace

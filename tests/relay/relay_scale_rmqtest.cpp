@@ -43,8 +43,8 @@ std::set<std::string> published_ids(const ScopedSchema& schema) {
   pqxx::connection conn(testenv::pg_dsn());
   pqxx::nontransaction tx(conn);
   std::set<std::string> ids;
-  for (const auto& r : tx.exec("SELECT message_id::text FROM \"" + schema.name() +
-                               "\".outbox WHERE published_at IS NOT NULL"))
+  for (const auto& r :
+       tx.exec("SELECT message_id::text FROM \"" + schema.name() + "\".outbox WHERE published_at IS NOT NULL"))
     ids.insert(r[0].c_str());
   return ids;
 }
@@ -108,16 +108,18 @@ TEST_CASE("a row that comes due below the batches in flight goes out within a fe
   TestBroker broker;
   const std::string table = "\"" + schema.name() + "\".outbox";
   // The lowest id of all, not due yet: a retry waiting out its backoff.
-  const std::string late_id = sql_value(
-      "INSERT INTO " + table + " (message_id, exchange, routing_key, message_type, payload, next_attempt_at) "
-      "VALUES (gen_random_uuid(), '" + broker.exchange() + "', '" + broker.routing_key() +
-      "', 'Late', '\\x7b7d', now() + interval '1 hour') RETURNING message_id::text");
+  const std::string late_id = sql_value("INSERT INTO " + table +
+                                        " (message_id, exchange, routing_key, message_type, payload, next_attempt_at) "
+                                        "VALUES (gen_random_uuid(), '" +
+                                        broker.exchange() + "', '" + broker.routing_key() +
+                                        "', 'Late', '\\x7b7d', now() + interval '1 hour') RETURNING message_id::text");
   auto sent = enqueue_backlog(schema, broker, 30000);
   RelayProcess relay(testenv::relay_config_yaml(schema.name(), "  batch_size: 200\n  pipeline_depth: 2\n"),
                      /*exit_when_idle=*/true);
   const std::string published_count = "SELECT count(*) FROM " + table + " WHERE published_at IS NOT NULL";
-  REQUIRE(testenv::eventually(std::chrono::seconds(20), [&] { return std::stol(sql_value(published_count)) >= 3000; },
-                              std::chrono::milliseconds(5)));
+  REQUIRE(testenv::eventually(
+      std::chrono::seconds(20), [&] { return std::stol(sql_value(published_count)) >= 3000; },
+      std::chrono::milliseconds(5)));
   testenv::sql_exec("UPDATE " + table + " SET next_attempt_at = now() WHERE message_id = '" + late_id + "'");
   const long published_when_due = std::stol(sql_value(published_count));
   REQUIRE(relay.wait() == 0);

@@ -53,10 +53,12 @@ TEST_CASE("rows that keep failing with the links up report a stall once, with th
   CHECK(stalled_gauge(address) == 0);
 
   testenv::HttpReply ready;
-  REQUIRE_MESSAGE(testenv::eventually(15s, [&] {
-                    ready = testenv::http_request(address, "/readyz");
-                    return ready.status == 503 && ready.body.find("publishing stalled") != std::string::npos;
-                  }),
+  REQUIRE_MESSAGE(testenv::eventually(15s,
+                                      [&] {
+                                        ready = testenv::http_request(address, "/readyz");
+                                        return ready.status == 503 &&
+                                               ready.body.find("publishing stalled") != std::string::npos;
+                                      }),
                   relay.log());
   CHECK(ready.body.find("404") != std::string::npos);  // the last failure: the exchange is missing
   CHECK(ready.body.find("not connected") == std::string::npos);
@@ -74,10 +76,11 @@ TEST_CASE("rows that keep failing with the links up report a stall once, with th
   const std::string log = relay.log();
   REQUIRE(std::regex_search(log, lasted, std::regex(R"(resumed after a stall of (\d+) s)")));
   CHECK(std::stoi(lasted[1]) >= 2);
-  CHECK_MESSAGE(testenv::eventually(15s, [&] {
-                  return testenv::sql_value("SELECT count(*) FROM \"" + schema.name() +
-                                            "\".outbox WHERE published_at IS NOT NULL") == "5";
-                }),
+  CHECK_MESSAGE(testenv::eventually(15s,
+                                    [&] {
+                                      return testenv::sql_value("SELECT count(*) FROM \"" + schema.name() +
+                                                                "\".outbox WHERE published_at IS NOT NULL") == "5";
+                                    }),
                 relay.log());
   CHECK(broker.receive(5, 2000ms).size() == 5);
   CHECK(relay.running());

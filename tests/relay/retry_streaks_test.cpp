@@ -1,6 +1,6 @@
-#include <doctest/doctest.h>
-
 #include "policy/retry_streaks.h"
+
+#include <doctest/doctest.h>
 
 using relay::RetryStreaks;
 

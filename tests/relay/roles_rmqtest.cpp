@@ -100,14 +100,19 @@ bool refused(const std::string& dsn, const std::string& sql) {
 }
 
 const std::vector<std::string> kRelayStateColumns = {"attempts = attempts + 1", "next_attempt_at = now()",
-                                                     "last_error = 'x'", "refused_by_broker = true",
-                                                     "published_at = now()", "parked_at = now()"};
+                                                     "last_error = 'x'",        "refused_by_broker = true",
+                                                     "published_at = now()",    "parked_at = now()"};
 // Everything else: the producer's event, and the row's identity and creation time.
-const std::vector<std::string> kEventColumns = {
-    "payload = 'evil'",       "exchange = 'evil'",           "routing_key = 'evil'",
-    "headers = '{\"x\":\"y\"}'", "message_id = gen_random_uuid()", "message_type = 'Evil'",
-    "ordering_key = 'evil'",  "content_type = 'text/evil'",  "correlation_id = 'evil'",
-    "created_at = now()"};
+const std::vector<std::string> kEventColumns = {"payload = 'evil'",
+                                                "exchange = 'evil'",
+                                                "routing_key = 'evil'",
+                                                "headers = '{\"x\":\"y\"}'",
+                                                "message_id = gen_random_uuid()",
+                                                "message_type = 'Evil'",
+                                                "ordering_key = 'evil'",
+                                                "content_type = 'text/evil'",
+                                                "correlation_id = 'evil'",
+                                                "created_at = now()"};
 
 // A producer's INSERT with the producer's columns plus `column` = `value`.
 std::string insert_with(const std::string& table, const std::string& column, const std::string& value) {
@@ -153,13 +158,15 @@ TEST_CASE("the producer role can only insert; the relay role cannot insert, dele
   ScopedSchema schema;
   ScopedRoles roles(schema, /*retention=*/false);
   const std::string t = "\"" + schema.name() + "\".outbox";
-  sql_exec("INSERT INTO " + t + " (message_id, exchange, routing_key, message_type, payload) "
+  sql_exec("INSERT INTO " + t +
+           " (message_id, exchange, routing_key, message_type, payload) "
            "VALUES (gen_random_uuid(), 'ex', 'rk', 'T', 'x')");
   CHECK(refused(roles.producer_dsn(), "SELECT count(*) FROM " + t));
   CHECK(refused(roles.producer_dsn(), "UPDATE " + t + " SET attempts = 1"));
   CHECK(refused(roles.producer_dsn(), "DELETE FROM " + t));
-  CHECK(refused(roles.relay_dsn(), "INSERT INTO " + t + " (message_id, exchange, routing_key, message_type, "
-                                   "payload) VALUES (gen_random_uuid(), 'ex', 'rk', 'T', 'x')"));
+  CHECK(refused(roles.relay_dsn(), "INSERT INTO " + t +
+                                       " (message_id, exchange, routing_key, message_type, "
+                                       "payload) VALUES (gen_random_uuid(), 'ex', 'rk', 'T', 'x')"));
   CHECK(refused(roles.relay_dsn(), "DELETE FROM " + t));
   CHECK(refused(roles.relay_dsn(), "CREATE TABLE \"" + schema.name() + "\".evil (id int)"));
   CHECK(refused(roles.relay_dsn(), "ALTER TABLE " + t + " ADD COLUMN evil int"));
@@ -225,24 +232,27 @@ TEST_CASE("the producer role may insert only the producer's columns, not the rel
   ScopedSchema schema;
   ScopedRoles roles(schema, /*retention=*/false);
   const std::string t = "\"" + schema.name() + "\".outbox";
-  const std::vector<std::pair<std::string, std::string>> forbidden = {
-      {"published_at", "now()"}, {"parked_at", "now()"},
-      {"attempts", "99"},        {"last_error", "'x'"},       {"refused_by_broker", "true"},
-      {"next_attempt_at", "now() + interval '1 year'"}, {"created_at", "now() - interval '1 year'"}};
+  const std::vector<std::pair<std::string, std::string>> forbidden = {{"published_at", "now()"},
+                                                                      {"parked_at", "now()"},
+                                                                      {"attempts", "99"},
+                                                                      {"last_error", "'x'"},
+                                                                      {"refused_by_broker", "true"},
+                                                                      {"next_attempt_at", "now() + interval '1 year'"},
+                                                                      {"created_at", "now() - interval '1 year'"}};
   for (const auto& [column, value] : forbidden) {
     INFO(column);
     CHECK(refused(roles.producer_dsn(), insert_with(t, column, value)));
   }
-  CHECK(refused(roles.producer_dsn(), "INSERT INTO " + t + " (id, message_id, exchange, routing_key, "
-                                      "message_type, payload) OVERRIDING SYSTEM VALUE VALUES (-1, "
-                                      "gen_random_uuid(), 'ex', 'rk', 'T', 'x')"));
+  CHECK(refused(roles.producer_dsn(), "INSERT INTO " + t +
+                                          " (id, message_id, exchange, routing_key, "
+                                          "message_type, payload) OVERRIDING SYSTEM VALUE VALUES (-1, "
+                                          "gen_random_uuid(), 'ex', 'rk', 'T', 'x')"));
   CHECK(refused(roles.producer_dsn(), "DELETE FROM " + t));
   CHECK(refused(roles.producer_dsn(), "UPDATE " + t + " SET published_at = now()"));
   CHECK(refused(roles.producer_dsn(), "SELECT payload FROM " + t));
   // Every column the SDK writes is the producer's.
-  CHECK_FALSE(refused(roles.producer_dsn(),
-                      insert_with(t, "ordering_key, content_type, headers, correlation_id",
-                                  "'k', 'application/json', '{\"h\":\"v\"}', 'c'")));
+  CHECK_FALSE(refused(roles.producer_dsn(), insert_with(t, "ordering_key, content_type, headers, correlation_id",
+                                                        "'k', 'application/json', '{\"h\":\"v\"}', 'c'")));
 }
 
 TEST_CASE("re-running roles.sql narrows table-wide grants made before to the column grants") {
@@ -295,8 +305,8 @@ TEST_CASE("under the column grants the relay's admin commands work: status, dead
   REQUIRE(drain() == 0);
   CHECK(broker.receive(1, std::chrono::milliseconds(1500)).size() == 1);
 
-  sql_exec("UPDATE " + t + " SET published_at = NULL, parked_at = now(), attempts = 10 WHERE message_id = '" +
-           ids[1] + "'");
+  sql_exec("UPDATE " + t + " SET published_at = NULL, parked_at = now(), attempts = 10 WHERE message_id = '" + ids[1] +
+           "'");
   auto status = run_relay_command({"status", "--config", config});
   INFO(status.output);
   CHECK(status.exit_code == 0);
@@ -337,7 +347,8 @@ TEST_CASE("the producer role creates subject keys for field encryption but canno
   CHECK(refused(roles.producer_dsn(), "UPDATE " + keys + " SET wrapped_key = NULL"));
   CHECK(refused(roles.producer_dsn(), "DELETE FROM " + keys));
   // A tombstone planted by a producer would refuse that subject's events for good.
-  CHECK(refused(roles.producer_dsn(), "INSERT INTO " + keys + " (subject, key_id, erased_at) "
-                                      "VALUES ('customer-2', 'sk_x', now())"));
+  CHECK(refused(roles.producer_dsn(), "INSERT INTO " + keys +
+                                          " (subject, key_id, erased_at) "
+                                          "VALUES ('customer-2', 'sk_x', now())"));
   CHECK(refused(roles.relay_dsn(), "SELECT * FROM " + keys));
 }

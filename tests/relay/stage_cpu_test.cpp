@@ -1,10 +1,10 @@
 // StageCpu: the relay loop thread's CPU time charged to the stage it was spent in.
+#include "metrics/stage_cpu.h"
+
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <thread>
-
-#include "metrics/stage_cpu.h"
 
 using relay::CpuStage;
 using relay::StageCpu;
@@ -14,7 +14,8 @@ namespace {
 // Burns `ms` of this thread's CPU time (not wall time: a loaded machine only slows it).
 void burn_ms(int ms) {
   const auto until = relay::thread_cpu_ns() + static_cast<std::int64_t>(ms) * 1000000;
-  while (relay::thread_cpu_ns() < until) {}
+  while (relay::thread_cpu_ns() < until) {
+  }
 }
 
 }  // namespace

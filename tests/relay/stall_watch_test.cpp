@@ -1,6 +1,6 @@
-#include <doctest/doctest.h>
-
 #include "loop/stall_watch.h"
+
+#include <doctest/doctest.h>
 
 using relay::StallWatch;
 using namespace std::chrono_literals;

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "config/config.h"
-#include "pg/session_options.h"
 #include "outbox/pg_conninfo.h"
+#include "pg/session_options.h"
 #include "test_text.h"
 
 using relay::ConfigError;
@@ -25,7 +25,8 @@ std::string config_error(const std::string& yaml) {
 
 // postgres.require_tls on, the DSN given (YAML double-quoted), a verified amqps:// URI.
 std::string pg_tls(const std::string& dsn) {
-  return "postgres:\n  dsn: \"" + dsn + "\"\n  require_tls: true\n"
+  return "postgres:\n  dsn: \"" + dsn +
+         "\"\n  require_tls: true\n"
          "amqp:\n  uri: amqps://relay@mq/%2f\n  require_tls: true\n";
 }
 
@@ -50,7 +51,8 @@ struct ScopedPgSslMode {
 
 TEST_CASE("require_tls looks at the last sslmode of the DSN, as libpq does") {
   ScopedPgSslMode env(nullptr);
-  CHECK(contains(config_error(pg_tls("host=db sslmode=verify-full sslmode=require")), std::string(kRefused) + "require"));
+  CHECK(contains(config_error(pg_tls("host=db sslmode=verify-full sslmode=require")),
+                 std::string(kRefused) + "require"));
   CHECK(contains(config_error(pg_tls("postgresql://db/app?sslmode=verify-full&sslmode=disable")),
                  std::string(kRefused) + "disable"));
   CHECK(config_error(pg_tls("host=db sslmode=require sslmode=verify-full")).empty());
@@ -113,8 +115,9 @@ TEST_CASE("without require_tls one warning names each connection whose server is
     return all;
   };
   setenv("TLS_TEST_PW", "hunter2-secret", 1);
-  auto both = warning_of("postgres:\n  dsn: host=db password=${TLS_TEST_PW} sslmode=require\n"
-                    "amqp:\n  uri: amqp://u:${TLS_TEST_PW}@mq/%2f\n");
+  auto both = warning_of(
+      "postgres:\n  dsn: host=db password=${TLS_TEST_PW} sslmode=require\n"
+      "amqp:\n  uri: amqp://u:${TLS_TEST_PW}@mq/%2f\n");
   CHECK(std::count(both.begin(), both.end(), '\n') == 1);
   CHECK(contains(both, "postgres (sslmode=require) and amqp (plain amqp://)"));
   CHECK_FALSE(contains(both, "hunter2"));

@@ -2,7 +2,6 @@
 // this test starts with certificates it generates (the shared servers run without
 // TLS and must not be reconfigured).
 #include <doctest/doctest.h>
-
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -55,7 +54,8 @@ class TlsServers {
     std::mt19937 rng(std::random_device{}());
     for (int tries = 0; tries < 100; ++tries) {
       int p = 36000 + static_cast<int>(rng() % 9000);  // AMQP; dist port p+20000 < 65535
-      if (testenv::port_free(p) && testenv::port_free(p + 1) && testenv::port_free(p + 2) && testenv::port_free(p + 20000)) {
+      if (testenv::port_free(p) && testenv::port_free(p + 1) && testenv::port_free(p + 2) &&
+          testenv::port_free(p + 20000)) {
         amqp_port_ = p;
         break;
       }
@@ -67,7 +67,8 @@ class TlsServers {
            " OUTBOX_AMQP_PORT=" + std::to_string(amqp_port_) + " OUTBOX_TLS_DIR=" + dir_ + "/tls ";
     auto out = run_output("env " + env_ + OUTBOX_SERVERS_SH " start");
     REQUIRE_MESSAGE(contains(out, "rabbitmq: started"), out);
-    setenv("OUTBOX_PG_DSN", ("host=127.0.0.1 port=" + std::to_string(pg_port_) + " user=postgres dbname=postgres").c_str(), 1);
+    setenv("OUTBOX_PG_DSN",
+           ("host=127.0.0.1 port=" + std::to_string(pg_port_) + " user=postgres dbname=postgres").c_str(), 1);
     setenv("OUTBOX_TEST_AMQP_PASSWORD", "guest", 1);  // the relay reads it as ${...}
     setenv("OUTBOX_AMQP_URI", ("amqp://guest:guest@127.0.0.1:" + std::to_string(amqp_port_) + "/%2f").c_str(), 1);
   }
@@ -106,7 +107,8 @@ std::string tls_yaml(const ScopedSchema& schema, const TlsOptions& o = {}) {
     << " user=postgres dbname=postgres sslmode=verify-full sslrootcert=" << s.ca(o.pg_ca)
     << "\n  schema: " << schema.name() << "\n  require_tls: true\n"
     << "amqp:\n  uri: amqps://guest:${OUTBOX_TEST_AMQP_PASSWORD}@" << o.amqp_host << ":" << s.amqps_port()
-    << "/%2f\n  ca_file: " << s.ca(o.amqp_ca) << "\n"
+    << "/%2f\n  ca_file: " << s.ca(o.amqp_ca)
+    << "\n"
     // amqp.require_tls refuses verify_hostname: false.
     << "  require_tls: " << (o.verify_hostname ? "true" : "false") << "\n"
     << "  verify_hostname: " << (o.verify_hostname ? "true" : "false") << "\n"
@@ -157,7 +159,9 @@ TEST_CASE("with require_tls, the relay publishes over amqps:// and sslmode=verif
   CHECK(testenv::sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox WHERE published_at IS NULL") == "0");
 }
 
-TEST_CASE("with require_tls, a reconnect that falls back to a Unix socket (where sslmode does not apply) is refused, not used") {
+TEST_CASE(
+    "with require_tls, a reconnect that falls back to a Unix socket (where sslmode does not apply) is refused, not "
+    "used") {
   servers();
   ScopedSchema schema;
   TestBroker broker;
@@ -212,7 +216,9 @@ TEST_CASE("a broker certificate from another CA, or not naming the host, is refu
   CHECK(testenv::sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox WHERE published_at IS NULL") == "3");
 }
 
-TEST_CASE("verify_hostname: false (without require_tls) accepts the certificate for an IP address, still checks the CA, and is warned about") {
+TEST_CASE(
+    "verify_hostname: false (without require_tls) accepts the certificate for an IP address, still checks the CA, and "
+    "is warned about") {
   servers();
   ScopedSchema schema;
   TestBroker broker;
@@ -367,7 +373,8 @@ TEST_CASE("the consumer refuses a broker certificate from another CA, or not nam
   }
 }
 
-TEST_CASE("the consumer with amqp_verify_hostname false accepts the certificate for an IP address, still checks the CA") {
+TEST_CASE(
+    "the consumer with amqp_verify_hostname false accepts the certificate for an IP address, still checks the CA") {
   servers();
   ScopedSchema schema;
   testenv::ConsumerTopology topology("tlsc");

@@ -3,8 +3,8 @@
 // in place of `mandatory`. Real relay binary, real PostgreSQL and RabbitMQ.
 #include <doctest/doctest.h>
 
-#include <pqxx/pqxx>
 #include <csignal>
+#include <pqxx/pqxx>
 #include <set>
 #include <thread>
 
@@ -112,8 +112,9 @@ TEST_CASE("with send_timestamp false a row created before 1970 is published like
   ScopedSchema schema("wire");
   TestBroker broker("wire");
   const auto ids = enqueue(schema, broker.exchange(), broker.routing_key(), 3);
-  testenv::sql_exec("UPDATE " + table(schema) + " SET created_at = '1960-01-01 00:00:00+00' WHERE id = (SELECT min(id) FROM " +
-                    table(schema) + ")");
+  testenv::sql_exec("UPDATE " + table(schema) +
+                    " SET created_at = '1960-01-01 00:00:00+00' WHERE id = (SELECT min(id) FROM " + table(schema) +
+                    ")");
   REQUIRE(drain(yaml_with(schema, "  send_timestamp: false\n", "  max_attempts: 1\n")) == 0);
   std::set<std::string> got;
   for (const auto& m : broker.receive(3, std::chrono::milliseconds(1500))) {
@@ -129,8 +130,10 @@ TEST_CASE("with send_timestamp a row created before 1970 fails on its own, namin
   ScopedSchema schema("wire");
   TestBroker broker("wire");
   auto ids = enqueue(schema, broker.exchange(), broker.routing_key(), 3);
-  const auto early = sql_value("UPDATE " + table(schema) + " SET created_at = '1960-01-01 00:00:00+00' WHERE id = "
-                               "(SELECT min(id) FROM " + table(schema) + ") RETURNING message_id::text");
+  const auto early = sql_value("UPDATE " + table(schema) +
+                               " SET created_at = '1960-01-01 00:00:00+00' WHERE id = "
+                               "(SELECT min(id) FROM " +
+                               table(schema) + ") RETURNING message_id::text");
   ids.erase(early);
   REQUIRE(drain(yaml_with(schema, "", "  max_attempts: 1\n")) == 0);
   std::set<std::string> got;
@@ -140,7 +143,8 @@ TEST_CASE("with send_timestamp a row created before 1970 fails on its own, namin
   }
   CHECK(got == ids);
   CHECK(sql_value("SELECT count(*) FROM " + table(schema) + " WHERE published_at IS NOT NULL") == "2");
-  const auto error = sql_value("SELECT last_error FROM " + table(schema) + " WHERE parked_at IS NOT NULL AND attempts = 1");
+  const auto error = sql_value("SELECT last_error FROM " + table(schema) +
+                               " WHERE parked_at IS NOT NULL AND attempts = 1");
   CHECK_MESSAGE(error.find("created_at: 1960-01-01 00:00:00+00 (-315619200 s since 1970) is before 1970") !=
                     std::string::npos,
                 error);
@@ -159,8 +163,7 @@ TEST_CASE("with an alternate exchange, an unroutable message goes there and its 
   for (const auto& m : lost.receive(3, std::chrono::milliseconds(1500))) got_lost.insert(m.message_id);
   CHECK(got == routed);
   CHECK(got_lost == unroutable);
-  CHECK(sql_value("SELECT count(*) FROM " + table(schema) + " WHERE published_at IS NOT NULL AND attempts = 0") ==
-        "8");
+  CHECK(sql_value("SELECT count(*) FROM " + table(schema) + " WHERE published_at IS NOT NULL AND attempts = 0") == "8");
 }
 
 TEST_CASE("a missing alternate exchange is named by check-config --connect, and the relay publishes nothing") {

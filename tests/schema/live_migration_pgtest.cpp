@@ -14,8 +14,8 @@
 
 #include "outbox/embedded_migrations.h"
 #include "outbox/migrator.h"
-#include "test_env.h"
 #include "outbox/pqxx_compat.h"
+#include "test_env.h"
 
 using namespace outbox;
 using testenv::ScopedSchema;
@@ -32,8 +32,7 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 class SteadyProducers {
  public:
   SteadyProducers(const std::string& schema, int threads) {
-    for (int t = 0; t < threads; ++t)
-      threads_.emplace_back([this, schema, t] { run(schema, t); });
+    for (int t = 0; t < threads; ++t) threads_.emplace_back([this, schema, t] { run(schema, t); });
     while (inserts_ < 20) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ~SteadyProducers() { stop(); }
@@ -51,9 +50,10 @@ class SteadyProducers {
  private:
   void run(const std::string& schema, int t) {
     pqxx::connection conn(testenv::pg_dsn());
-    conn.prepare("ins", "INSERT INTO \"" + schema + "\".outbox (message_id, exchange, routing_key, message_type, "
-                        "ordering_key, payload) VALUES (gen_random_uuid(), 'orders', 'order.placed', "
-                        "'OrderPlaced', $1, '\\x7b7d')");
+    conn.prepare("ins", "INSERT INTO \"" + schema +
+                            "\".outbox (message_id, exchange, routing_key, message_type, "
+                            "ordering_key, payload) VALUES (gen_random_uuid(), 'orders', 'order.placed', "
+                            "'OrderPlaced', $1, '\\x7b7d')");
     for (int i = 0; !stop_; ++i) {
       const auto start = Clock::now();
       pqxx::work tx(conn);
@@ -75,7 +75,8 @@ class SteadyProducers {
 // A schema at version 4 (before the index migrations) whose outbox holds `rows`
 // pending rows over 5000 ordering keys.
 void fill(const ScopedSchema& schema, int rows) {
-  sql_exec("INSERT INTO \"" + schema.name() + "\".outbox (message_id, exchange, routing_key, message_type, "
+  sql_exec("INSERT INTO \"" + schema.name() +
+           "\".outbox (message_id, exchange, routing_key, message_type, "
            "ordering_key, payload) SELECT gen_random_uuid(), 'orders', 'order.placed', 'OrderPlaced', "
            "'order-' || (i % 5000), convert_to(repeat('x', 100), 'UTF8') FROM generate_series(1, " +
            std::to_string(rows) + ") i");
@@ -83,10 +84,11 @@ void fill(const ScopedSchema& schema, int rows) {
 }
 
 std::string index_def(const ScopedSchema& schema, const std::string& index) {
-  return sql_value("SELECT coalesce((SELECT pg_get_indexdef(i.indexrelid) || CASE WHEN i.indisvalid THEN '' "
-                   "ELSE ' INVALID' END FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-                   "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = '" + schema.name() +
-                   "' AND c.relname = '" + index + "'), 'absent')");
+  return sql_value(
+      "SELECT coalesce((SELECT pg_get_indexdef(i.indexrelid) || CASE WHEN i.indisvalid THEN '' "
+      "ELSE ' INVALID' END FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+      "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = '" +
+      schema.name() + "' AND c.relname = '" + index + "'), 'absent')");
 }
 
 // One migration 4 -> 8 of a live outbox of `rows` rows, and for comparison the same
@@ -130,11 +132,12 @@ LiveRun migrate_live(int rows) {
   CHECK(index_def(schema, "outbox_pending_key_idx") ==
         "CREATE INDEX outbox_pending_key_idx ON " + schema.name() +
             ".outbox USING btree (ordering_key, id) WHERE (published_at IS NULL)");
-  CHECK(index_def(schema, "outbox_parked_idx") ==
-        "CREATE INDEX outbox_parked_idx ON " + schema.name() + ".outbox USING btree (id) WHERE (parked_at IS NOT NULL)");
+  CHECK(index_def(schema, "outbox_parked_idx") == "CREATE INDEX outbox_parked_idx ON " + schema.name() +
+                                                      ".outbox USING btree (id) WHERE (parked_at IS NOT NULL)");
 
   const auto old_start = Clock::now();
-  sql_exec("CREATE INDEX old_way_idx ON \"" + schema.name() + "\".outbox (ordering_key, id) WHERE published_at IS NULL");
+  sql_exec("CREATE INDEX old_way_idx ON \"" + schema.name() +
+           "\".outbox (ordering_key, id) WHERE published_at IS NULL");
   run.old_build_ms = ms_since(old_start);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   run.old_max_wait_ms = producers.take_max().first;
@@ -178,8 +181,9 @@ TEST_CASE("an index build cut off by a crash is dropped and built again; a finis
       CHECK_THROWS(q.exec("CREATE UNIQUE INDEX CONCURRENTLY outbox_pending_key_idx ON \"" + schema.name() +
                           "\".outbox (exchange)"));
     }
-    REQUIRE(index_def(schema, "outbox_pending_key_idx") ==
-            "CREATE UNIQUE INDEX outbox_pending_key_idx ON " + schema.name() + ".outbox USING btree (exchange) INVALID");
+    REQUIRE(index_def(schema, "outbox_pending_key_idx") == "CREATE UNIQUE INDEX outbox_pending_key_idx ON " +
+                                                               schema.name() +
+                                                               ".outbox USING btree (exchange) INVALID");
     // A build that finished before the crash, its migration unrecorded.
     sql_exec("CREATE INDEX outbox_parked_idx ON \"" + schema.name() + "\".outbox (id) WHERE parked_at IS NOT NULL");
     const auto parked_oid = sql_value("SELECT '\"" + schema.name() + "\".outbox_parked_idx'::regclass::oid");

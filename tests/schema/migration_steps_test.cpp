@@ -1,13 +1,14 @@
 // Migration files may mark index builds to run outside the migration's transaction
 // (CREATE INDEX CONCURRENTLY); the marker is parsed strictly, so a typo fails the
 // migration loudly instead of running a blocking build or none.
+#include "outbox/migration_steps.h"
+
 #include <doctest/doctest.h>
 
 #include <regex>
 
 #include "outbox/embedded_migrations.h"
 #include "outbox/errors.h"
-#include "outbox/migration_steps.h"
 #include "test_text.h"
 
 using namespace outbox;
@@ -54,15 +55,17 @@ TEST_CASE("the rest of a migration keeps its order and text") {
 }
 
 TEST_CASE("a malformed marker or a statement other than the index it names is refused, naming the line") {
-  CHECK(steps_error("-- outbox-migrate: concurrently index=a_idx\nCREATE INDEX CONCURRENTLY IF NOT EXISTS a_idx ON {{schema}}.t (x);") ==
+  CHECK(steps_error("-- outbox-migrate: concurrently index=a_idx\nCREATE INDEX CONCURRENTLY IF NOT EXISTS a_idx ON "
+                    "{{schema}}.t (x);") ==
         "migration 0099_test: line 1: expected '-- outbox-migrate: concurrently index=NAME table=TABLE'");
-  CHECK(contains(steps_error("\n-- outbox-migrate: concurrently index=a_idx table=t\nCREATE INDEX a_idx ON {{schema}}.t (x);"),
-                 "migration 0099_test: line 3: the statement after the marker must be "
-                 "'CREATE INDEX CONCURRENTLY IF NOT EXISTS a_idx ON {{schema}}.t ...;'"));
+  CHECK(contains(
+      steps_error("\n-- outbox-migrate: concurrently index=a_idx table=t\nCREATE INDEX a_idx ON {{schema}}.t (x);"),
+      "migration 0099_test: line 3: the statement after the marker must be "
+      "'CREATE INDEX CONCURRENTLY IF NOT EXISTS a_idx ON {{schema}}.t ...;'"));
   CHECK(contains(steps_error("-- outbox-migrate: concurrently index=a_idx table=t\n"
-                          "CREATE INDEX CONCURRENTLY IF NOT EXISTS b_idx ON {{schema}}.t (x);"),
+                             "CREATE INDEX CONCURRENTLY IF NOT EXISTS b_idx ON {{schema}}.t (x);"),
                  "line 2"));
   CHECK(contains(steps_error("-- outbox-migrate: concurrently index=a_idx table=t\n"
-                          "CREATE INDEX CONCURRENTLY IF NOT EXISTS a_idx ON {{schema}}.t (x); DROP TABLE t;"),
+                             "CREATE INDEX CONCURRENTLY IF NOT EXISTS a_idx ON {{schema}}.t (x); DROP TABLE t;"),
                  "must be"));
 }

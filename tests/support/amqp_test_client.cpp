@@ -40,8 +40,8 @@ AmqpTestClient::AmqpTestClient(const AmqpEndpoint& endpoint, std::string label) 
     amqp_set_rpc_timeout(conn_, &tv);
     amqp_set_handshake_timeout(conn_, &tv);
   }
-  if (amqp_login(conn_, endpoint.vhost.c_str(), 0, endpoint.frame_max, 0, AMQP_SASL_METHOD_PLAIN,
-                 endpoint.user.c_str(), endpoint.password.c_str())
+  if (amqp_login(conn_, endpoint.vhost.c_str(), 0, endpoint.frame_max, 0, AMQP_SASL_METHOD_PLAIN, endpoint.user.c_str(),
+                 endpoint.password.c_str())
           .reply_type != AMQP_RESPONSE_NORMAL)
     fail("login failed");
   amqp_channel_open(conn_, 1);
@@ -65,10 +65,10 @@ void AmqpTestClient::check(const std::string& what) {
   if (!last_ok()) throw std::runtime_error(label_ + ": " + what + " failed");
 }
 
-void AmqpTestClient::declare_exchange(const std::string& name, const std::string& type, bool durable,
-                                      bool internal, amqp_table_t arguments) {
-  amqp_exchange_declare(conn_, 1, amqp_bytes_of(name), amqp_bytes_of(type), 0, durable ? 1 : 0, 0,
-                        internal ? 1 : 0, arguments);
+void AmqpTestClient::declare_exchange(const std::string& name, const std::string& type, bool durable, bool internal,
+                                      amqp_table_t arguments) {
+  amqp_exchange_declare(conn_, 1, amqp_bytes_of(name), amqp_bytes_of(type), 0, durable ? 1 : 0, 0, internal ? 1 : 0,
+                        arguments);
   check("exchange.declare '" + name + "'");
 }
 

@@ -31,7 +31,7 @@ AmqpEndpoint amqp_endpoint_of(const std::string& uri);
 
 // A queue's counts from queue.declare passive.
 struct QueueCounts {
-  std::uint32_t ready = 0;      // messages waiting (not delivered, not unacked)
+  std::uint32_t ready = 0;  // messages waiting (not delivered, not unacked)
   std::uint32_t consumers = 0;
 };
 
@@ -80,8 +80,6 @@ class AmqpTestClient {
 };
 
 // `s` as rabbitmq-c bytes (no copy: valid while `s` is).
-inline amqp_bytes_t amqp_bytes_of(const std::string& s) {
-  return amqp_bytes_t{s.size(), const_cast<char*>(s.data())};
-}
+inline amqp_bytes_t amqp_bytes_of(const std::string& s) { return amqp_bytes_t{s.size(), const_cast<char*>(s.data())}; }
 
 }  // namespace testenv

@@ -190,7 +190,8 @@ bool raise_open_file_limit(unsigned long n) {
 }
 
 int connections_within_fd_limit(int wanted, int fds_per_connection) {
-  const unsigned long needed = static_cast<unsigned long>(wanted) * static_cast<unsigned long>(fds_per_connection) + 128;
+  const unsigned long needed = static_cast<unsigned long>(wanted) * static_cast<unsigned long>(fds_per_connection) +
+                               128;
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
   if (limit.rlim_cur < needed) {

@@ -12,9 +12,9 @@ namespace testenv {
 
 struct ProbeStats {
   int probes = 0;
-  int failures = 0;                 // no 200 within the probe's 1 s limit
-  std::string first_failure;        // why the first failed probe failed
-  std::vector<double> latencies_ms; // connect to the whole response, per answered probe
+  int failures = 0;                  // no 200 within the probe's 1 s limit
+  std::string first_failure;         // why the first failed probe failed
+  std::vector<double> latencies_ms;  // connect to the whole response, per answered probe
   double max_ms() const;
   double quantile_ms(double q) const;
 };
@@ -25,9 +25,9 @@ ProbeStats probe_series(const std::string& address, const std::string& target, s
                         std::chrono::milliseconds duration);
 
 struct HostileOptions {
-  int connections = 500;                   // kept open at once
-  std::chrono::milliseconds duration{3000}; // reopen what the server closes for this long
-  std::chrono::milliseconds grace{2000};    // then wait this long for the server to close the rest
+  int connections = 500;                     // kept open at once
+  std::chrono::milliseconds duration{3000};  // reopen what the server closes for this long
+  std::chrono::milliseconds grace{2000};     // then wait this long for the server to close the rest
   // 0: send nothing (an idle flood). Otherwise send one byte of a request header that
   // never ends every this often (a slowloris), the first at once.
   std::chrono::milliseconds byte_interval{0};

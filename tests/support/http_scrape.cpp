@@ -37,8 +37,7 @@ HttpReply http_request(const std::string& address, const std::string& target, co
   http::read(stream, buffer, res);
   beast::error_code ignored;
   stream.socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
-  return HttpReply{static_cast<int>(res.result_int()), std::string(res[http::field::content_type]),
-                   res.body()};
+  return HttpReply{static_cast<int>(res.result_int()), std::string(res[http::field::content_type]), res.body()};
 }
 
 std::map<std::string, double> parse_prometheus(const std::string& text) {
@@ -98,7 +97,8 @@ std::string python_prometheus_check(const std::string& text) {
       "/usr/bin/python3 -c 'import sys\n"
       "from prometheus_client.parser import text_string_to_metric_families as parse\n"
       "fams = list(parse(open(sys.argv[1]).read()))\n"
-      "assert fams, \"no metric families\"\n' " + input + " >" + output + " 2>&1";
+      "assert fams, \"no metric families\"\n' " +
+      input + " >" + output + " 2>&1";
   int status = std::system(cmd.c_str());
   std::ifstream in(output);
   std::stringstream s;

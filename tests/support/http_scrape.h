@@ -16,8 +16,7 @@ struct HttpReply {
 
 // One request to "host:port" (Beast client). Throws std::runtime_error when the
 // connection fails.
-HttpReply http_request(const std::string& address, const std::string& target,
-                       const std::string& method = "GET");
+HttpReply http_request(const std::string& address, const std::string& target, const std::string& method = "GET");
 
 // Parses exposition text into "name{labels}" -> value (labels as rendered).
 // Throws std::runtime_error naming the first malformed line: a sample without a

@@ -1,6 +1,5 @@
 #include "private_rabbitmq.h"
 
-#include "amqp_test_client.h"
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,13 +11,12 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "amqp_test_client.h"
 #include "relay_process.h"
 #include "test_env.h"
 
 namespace testenv {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 PrivateRabbitMq::PrivateRabbitMq(std::string servers_sh, const std::string& rabbitmq_conf)
     : servers_sh_(std::move(servers_sh)), dir_("/tmp/" + unique_name("outbox_private_rmq")) {

@@ -32,8 +32,10 @@ std::string relay_config_yaml(const std::string& schema, const std::string& extr
     << "amqp:\n  uri: ${OUTBOX_AMQP_URI}\n  heartbeat_s: 5\n  confirm_timeout_ms: 10000\n"
     << "relay:\n";
   // A key in extra_relay replaces the default: the relay refuses a key given twice.
-  const std::pair<const char*, const char*> defaults[] = {{"batch_size", "500"},       {"poll_interval_ms", "50"},
-                                                          {"summary_interval_s", "2"}, {"backoff_initial_ms", "200"},
+  const std::pair<const char*, const char*> defaults[] = {{"batch_size", "500"},
+                                                          {"poll_interval_ms", "50"},
+                                                          {"summary_interval_s", "2"},
+                                                          {"backoff_initial_ms", "200"},
                                                           {"backoff_max_ms", "2000"}};
   for (const auto& [key, value] : defaults)
     if (("\n" + extra_relay).find(std::string("\n  ") + key + ":") == std::string::npos)

@@ -1,7 +1,5 @@
 #include "tcp_proxy.h"
 
-#include <utility>  // before Boost.Asio: its C++20 coroutine header needs std::exchange
-
 #include <array>
 #include <atomic>
 #include <boost/asio.hpp>
@@ -9,6 +7,7 @@
 #include <future>
 #include <map>
 #include <thread>
+#include <utility>  // before Boost.Asio: its C++20 coroutine header needs std::exchange
 
 namespace testenv {
 
@@ -39,16 +38,14 @@ struct Session : std::enable_shared_from_this<Session> {
     auto self = shared_from_this();
     if (closed) return;
     if (stalled) {
-      auto timer = std::make_shared<boost::asio::steady_timer>(from.get_executor(),
-                                                               std::chrono::milliseconds(10));
+      auto timer = std::make_shared<boost::asio::steady_timer>(from.get_executor(), std::chrono::milliseconds(10));
       timer->async_wait([self, timer, &from, &to, &buf](auto) { self->pump(from, to, buf); });
       return;
     }
     from.async_read_some(boost::asio::buffer(buf), [self, &from, &to, &buf](auto ec, std::size_t n) {
       if (ec) return self->close(false);
       if (const int delay = self->delay_ms; delay > 0) {
-        auto timer = std::make_shared<boost::asio::steady_timer>(from.get_executor(),
-                                                                 std::chrono::milliseconds(delay));
+        auto timer = std::make_shared<boost::asio::steady_timer>(from.get_executor(), std::chrono::milliseconds(delay));
         timer->async_wait([self, timer, &from, &to, &buf, n](auto) { self->forward(from, to, buf, n); });
         return;
       }
@@ -62,8 +59,7 @@ struct Session : std::enable_shared_from_this<Session> {
     auto self = shared_from_this();
     if (closed) return;
     if (stalled) {
-      auto timer = std::make_shared<boost::asio::steady_timer>(from.get_executor(),
-                                                               std::chrono::milliseconds(10));
+      auto timer = std::make_shared<boost::asio::steady_timer>(from.get_executor(), std::chrono::milliseconds(10));
       timer->async_wait([self, timer, &from, &to, &buf, n](auto) { self->forward(from, to, buf, n); });
       return;
     }

@@ -1,13 +1,12 @@
 #include "test_env.h"
 
+#include "outbox/rabbitmq_c.h"
 #include <netinet/in.h>
 #include <sys/socket.h>
-
-#include <cctype>
-#include "outbox/rabbitmq_c.h"
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <pqxx/pqxx>
 #include <random>
@@ -32,8 +31,7 @@ std::string required_env(const char* name) {
 std::string str(amqp_bytes_t b) { return std::string(static_cast<const char*>(b.bytes), b.len); }
 
 void check(amqp_rpc_reply_t r, const char* what) {
-  if (r.reply_type != AMQP_RESPONSE_NORMAL)
-    throw std::runtime_error(std::string("test broker: ") + what + " failed");
+  if (r.reply_type != AMQP_RESPONSE_NORMAL) throw std::runtime_error(std::string("test broker: ") + what + " failed");
 }
 
 }  // namespace
@@ -45,8 +43,7 @@ AmqpEndpoint shared_amqp_endpoint() { return amqp_endpoint_of(amqp_uri()); }
 std::string unique_name(const std::string& prefix) {
   static std::atomic<int> counter{0};
   static const unsigned salt = std::random_device{}() % 100000;
-  return prefix + "_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" +
-         std::to_string(salt);
+  return prefix + "_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" + std::to_string(salt);
 }
 
 ScopedSchema::ScopedSchema(const std::string& prefix, std::optional<int> version) : name_(unique_name(prefix)) {
@@ -81,8 +78,7 @@ void sql_exec(const std::string& sql) {
   tx.exec(sql);
 }
 
-TestBroker::TestBroker(const std::string& prefix, const std::string& routing_key,
-                       const std::string& alternate_exchange)
+TestBroker::TestBroker(const std::string& prefix, const std::string& routing_key, const std::string& alternate_exchange)
     : exchange_(unique_name(prefix + "_x")), queue_(unique_name(prefix + "_q")), routing_key_(routing_key) {
   client_.emplace(shared_amqp_endpoint());
   amqp_table_entry_t ae;
@@ -111,8 +107,7 @@ void TestBroker::start_consuming() {
   amqp_connection_state_t conn = client_->conn();
   amqp_basic_qos(conn, 1, 0, 1000, 0);
   check(amqp_get_rpc_reply(conn), "basic.qos");
-  amqp_basic_consume(conn, 1, amqp_cstring_bytes(queue_.c_str()), amqp_empty_bytes, 0, 1, 0,
-                     amqp_empty_table);
+  amqp_basic_consume(conn, 1, amqp_cstring_bytes(queue_.c_str()), amqp_empty_bytes, 0, 1, 0, amqp_empty_table);
   check(amqp_get_rpc_reply(conn), "basic.consume");
   consuming_ = true;
 }
@@ -142,8 +137,7 @@ std::vector<Received> TestBroker::receive(std::size_t count, std::chrono::millis
         const auto& e = p.headers.entries[i];
         if (e.value.kind == AMQP_FIELD_KIND_UTF8 || e.value.kind == AMQP_FIELD_KIND_BYTES)
           m.headers[str(e.key)] = str(e.value.value.bytes);
-        else if (e.value.kind == AMQP_FIELD_KIND_I64)
-          m.headers[str(e.key)] = std::to_string(e.value.value.i64);
+        else if (e.value.kind == AMQP_FIELD_KIND_I64) m.headers[str(e.key)] = std::to_string(e.value.value.i64);
       }
     }
     out.push_back(std::move(m));

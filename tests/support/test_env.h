@@ -2,14 +2,14 @@
 // Test support: connection settings for the real local servers, unique names,
 // and scoped resources that clean up after each test.
 
-#include "amqp_test_client.h"
-
 #include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "amqp_test_client.h"
 
 namespace testenv {
 

@@ -31,8 +31,7 @@ std::string error_of(Fn&& fn, std::string_view if_none) {
 // what() of the E that `fn()` throws, after `inspect(e)` (further CHECKs on it);
 // fails the test case (doctest FAIL) when it throws nothing.
 template <class E, class Fn, class Inspect>
-  requires std::invocable<Inspect&, const E&>
-std::string error_of(Fn&& fn, Inspect&& inspect) {
+requires std::invocable<Inspect&, const E&> std::string error_of(Fn&& fn, Inspect&& inspect) {
   try {
     std::forward<Fn>(fn)();
   } catch (const E& e) {

@@ -7,9 +7,9 @@
 namespace outbox {
 
 struct EmbeddedMigration {
-  int version;                 // NNNN of the file name; applied in ascending order
-  std::string_view name;       // the description part of the file name
-  std::string_view sql;        // with {{schema}} placeholders
+  int version;            // NNNN of the file name; applied in ascending order
+  std::string_view name;  // the description part of the file name
+  std::string_view sql;   // with {{schema}} placeholders
 };
 
 // All migrations, ordered by version.

@@ -17,9 +17,7 @@ namespace outbox {
 class ValidationError : public std::invalid_argument {
  public:
   ValidationError(const std::string& field, const std::string& what)
-      : std::invalid_argument(one_line(field + ": " + what)),
-        field_(one_line(field)),
-        detail_(one_line(what)) {}
+      : std::invalid_argument(one_line(field + ": " + what)), field_(one_line(field)), detail_(one_line(what)) {}
   const std::string& field() const { return field_; }
   // The message without the field name.
   const std::string& detail() const { return detail_; }

@@ -13,7 +13,7 @@
 
 namespace outbox {
 
-constexpr std::size_t kHeaderNameMax = 128;   // bytes; names are [A-Za-z0-9_.-]
+constexpr std::size_t kHeaderNameMax = 128;    // bytes; names are [A-Za-z0-9_.-]
 constexpr std::size_t kHeaderValueMax = 4096;  // bytes
 // The most bytes a row's headers may take in the AMQP header table (see
 // header_entries_bytes): the default frame_max (131072) less 1 KiB, which is more

@@ -81,8 +81,8 @@ class Registry {
 
   Counter& counter(const std::string& name, const std::string& help, const Labels& labels = {});
   Gauge& gauge(const std::string& name, const std::string& help, const Labels& labels = {});
-  Histogram& histogram(const std::string& name, const std::string& help,
-                       const std::vector<double>& upper_bounds, const Labels& labels = {});
+  Histogram& histogram(const std::string& name, const std::string& help, const std::vector<double>& upper_bounds,
+                       const Labels& labels = {});
 
   // The text exposition format: families in registration order, each with # HELP
   // and # TYPE, series in label order.
@@ -98,8 +98,8 @@ class Registry {
     std::map<Labels, std::unique_ptr<Gauge>> gauges;
     std::map<Labels, std::unique_ptr<Histogram>> histograms;
   };
-  Family& family(const std::string& name, const std::string& help, Type type,
-                 const Labels& labels, const std::vector<double>& bounds);
+  Family& family(const std::string& name, const std::string& help, Type type, const Labels& labels,
+                 const std::vector<double>& bounds);
   static void render_family(const Family& f, std::string& out);
 
   mutable std::mutex mu_;

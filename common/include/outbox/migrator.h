@@ -55,8 +55,8 @@ class Migrator {
   void apply(outbox::PgConnection& conn, int version, std::string_view name, std::string_view sql) const;
   bool builds_concurrently(outbox::PgConnection& conn, const ConcurrentIndex& index) const;
 
-  std::string schema_;         // quoted
-  std::string schema_name_;    // as given
+  std::string schema_;       // quoted
+  std::string schema_name_;  // as given
   long long concurrent_index_min_bytes_ = 1 << 20;
 };
 

@@ -3,10 +3,9 @@
 // string without letting its password out. The relay and the consumer SDK share it.
 
 #include <memory>
-#include <string>
-
 #include <pqxx/connection>
 #include <pqxx/except>
+#include <string>
 
 #include "outbox/pg_conninfo.h"
 

@@ -3,10 +3,10 @@
 // so the rest of the code names one thing whichever it is built against.
 
 #include <pqxx/connection>
-#include <pqxx/version>
 #include <pqxx/result>
 #include <pqxx/row>
 #include <pqxx/transaction_base>
+#include <pqxx/version>
 #if PQXX_VERSION_MAJOR >= 7
 #include <pqxx/params>
 #include <pqxx/prepared_statement>

@@ -32,7 +32,7 @@ struct ConsumerCounters {
     std::uint64_t processed, duplicates, failed, retried, dead_lettered, late_deliveries;
   };
   Snapshot snapshot() const {
-    return {processed.load(), duplicates.load(), failed.load(),
+    return {processed.load(), duplicates.load(),    failed.load(),
             retried.load(),   dead_lettered.load(), late_deliveries.load()};
   }
 };

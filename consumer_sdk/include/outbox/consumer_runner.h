@@ -24,7 +24,7 @@ class transaction_base;
 namespace outbox {
 
 struct QueueBinding {
-  std::string exchange;                 // declared durable with exchange_type
+  std::string exchange;  // declared durable with exchange_type
   std::string routing_key;
   std::string exchange_type = "topic";  // direct, topic, fanout or headers
 };
@@ -58,8 +58,8 @@ struct RunnerOptions {
   // application_name "outbox-consumer <consumer>", connect_timeout (below) and
   // keepalives (10 s idle, 3 probes 5 s apart), as the relay's sessions do.
   std::string pg_dsn;
-  std::string schema = "outbox";        // schema of the inbox table (and of any consumer outbox)
-  ConsumerName consumer;                // required: the inbox key and the metrics label
+  std::string schema = "outbox";  // schema of the inbox table (and of any consumer outbox)
+  ConsumerName consumer;          // required: the inbox key and the metrics label
   // amqp://user:password@host:port/vhost, or amqps:// for TLS; never logged.
   // Percent-encode @ : / % in the user name and password.
   std::string amqp_uri;
@@ -75,8 +75,8 @@ struct RunnerOptions {
   // CA file, or the system's CA store when empty.
   std::string amqp_ca_file;
   std::string amqp_cert_file, amqp_key_file;  // client certificate and key (PEM), both or neither
-  bool amqp_verify_hostname = true;     // the certificate must name the URI's host
-  std::string queue;                    // required; declared durable
+  bool amqp_verify_hostname = true;           // the certificate must name the URI's host
+  std::string queue;                          // required; declared durable
   // kQuorum declares the queue (and its dead-letter queue) with x-queue-type quorum:
   // replicated to a majority of a cluster's nodes, so it survives a node failure.
   // kClassic (one node's queue) suits a single development broker. An existing queue
@@ -88,32 +88,32 @@ struct RunnerOptions {
   // with each process). Must be at least max_attempts, so that an ordinary failing
   // handler is dead-lettered by the runner first.
   int delivery_limit = 0;
-  std::vector<QueueBinding> bindings;   // declared and bound to the queue
+  std::vector<QueueBinding> bindings;  // declared and bound to the queue
   // Required. Declared (fanout, durable) and set as the queue's x-dead-letter-exchange:
   // rejected messages go there instead of vanishing.
   std::string dead_letter_exchange;
-  std::string dead_letter_queue;        // declared and bound to it; empty: "<queue>.dead-letter"
+  std::string dead_letter_queue;  // declared and bound to it; empty: "<queue>.dead-letter"
   // Worker threads. Each owns one AMQP connection and ONE PostgreSQL connection,
   // held by an in-flight message for the whole length of its handler: size the
   // database's connection budget to at least this many connections per process.
-  int concurrency = 1;                  // 1-256
-  int prefetch = 1;                     // unacked deliveries per worker (1-1000)
+  int concurrency = 1;  // 1-256
+  int prefetch = 1;     // unacked deliveries per worker (1-1000)
   // Tries of a failing handler before the message is dead-lettered (1-1000).
   // Counted per process; a PermanentError is dead-lettered on the first try.
   int max_attempts = 5;
-  std::chrono::milliseconds retry_delay{100};      // before the 1st requeue; doubles per try
+  std::chrono::milliseconds retry_delay{100};  // before the 1st requeue; doubles per try
   std::chrono::milliseconds retry_delay_max{10000};
   RetryOrder retry_order = RetryOrder::kHoldInOrder;
   Deduplication dedup = Deduplication::kInbox;
   // When set, a message older than policy.retention on arrival is counted as a late
   // delivery and logged (its inbox row may be gone already).
   std::optional<RetentionPolicy> retention;
-  int heartbeat_s = 30;                 // AMQP heartbeat (0 = off)
+  int heartbeat_s = 30;  // AMQP heartbeat (0 = off)
   // AMQP connect, TLS handshake and every RPC; also libpq's connect_timeout (whole
   // seconds, at least 2) unless pg_dsn sets one: a server that accepts connections and
   // never answers cannot hold a worker, or stop(), longer than that.
   std::chrono::milliseconds connect_timeout{5000};
-  std::chrono::milliseconds poll_interval{200};    // how soon an idle worker notices stop()
+  std::chrono::milliseconds poll_interval{200};  // how soon an idle worker notices stop()
   // Where the runner's counters are exported (Prometheus format, labelled
   // {consumer="<consumer>"}): share one registry between several runners and the
   // application's own metrics, so one /metrics page holds them all. Empty: the

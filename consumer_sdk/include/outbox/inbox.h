@@ -6,7 +6,9 @@
 #include "outbox/consumer_name.h"
 #include "outbox/message_id.h"
 
-namespace pqxx { class transaction_base; }
+namespace pqxx {
+class transaction_base;
+}
 
 namespace outbox {
 

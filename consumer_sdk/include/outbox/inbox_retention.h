@@ -6,7 +6,6 @@
 #include <string>
 
 #include "outbox/duration.h"  // format_duration, for messages about these policies
-
 #include "outbox/pqxx_compat.h"
 
 namespace outbox {
@@ -48,8 +47,7 @@ class InboxRetention {
 
   // True when a message sent at `sent_at` arrives at `now` older than the retention:
   // its inbox row may be gone already, so a duplicate of it could go unnoticed.
-  bool is_late(std::chrono::system_clock::time_point sent_at,
-               std::chrono::system_clock::time_point now) const {
+  bool is_late(std::chrono::system_clock::time_point sent_at, std::chrono::system_clock::time_point now) const {
     return now - sent_at > policy_.retention;
   }
 

@@ -32,15 +32,15 @@ class NaturalKeyInsert {
  public:
   // Names must be plain identifiers ([a-z_][a-z0-9_]*); every key column must be one
   // of `columns`. Throws ValidationError naming the argument and value at fault.
-  NaturalKeyInsert(const std::string& schema, const std::string& table,
-                   const std::vector<std::string>& columns, const std::vector<std::string>& key_columns);
+  NaturalKeyInsert(const std::string& schema, const std::string& table, const std::vector<std::string>& columns,
+                   const std::vector<std::string>& key_columns);
 
   // One value per column, in the order given to the constructor.
   template <typename... Values>
   InsertOutcome insert(pqxx::transaction_base& tx, Values&&... values) const {
     if (sizeof...(Values) != column_count_)
-      throw ValidationError("values", "expected " + std::to_string(column_count_) + " values for " + table_ +
-                                          ", got " + std::to_string(sizeof...(Values)));
+      throw ValidationError("values", "expected " + std::to_string(column_count_) + " values for " + table_ + ", got " +
+                                          std::to_string(sizeof...(Values)));
     auto r = outbox::pgx::exec_params(tx, sql_, std::forward<Values>(values)...);
     return r.affected_rows() == 1 ? InsertOutcome::kInserted : InsertOutcome::kAlreadyExists;
   }

@@ -33,9 +33,9 @@ class FieldEnvelope {
     std::string mac;     // raw 32 bytes
   };
 
-  static FieldEnvelope seal(const SecretKey& key, KeyKind kind, const std::string& key_id,
-                            const MessageId& message_id, const std::string& path,
-                            const nlohmann::json& value, std::optional<BlindIndex> index = std::nullopt);
+  static FieldEnvelope seal(const SecretKey& key, KeyKind kind, const std::string& key_id, const MessageId& message_id,
+                            const std::string& path, const nlohmann::json& value,
+                            std::optional<BlindIndex> index = std::nullopt);
 
   // Whether `value` is meant as an envelope (an object with "$enc").
   static bool is_envelope(const nlohmann::json& value);
@@ -51,8 +51,7 @@ class FieldEnvelope {
   // The blind index of `value` under `key` for index `index_name` (raw 32 bytes):
   // HMAC-SHA-256 over "outbox.blind-index.v1", the index name and the value's JSON
   // text. A consumer computes it for the value it looks for and compares.
-  static std::string blind_index(const SecretKey& key, const std::string& index_name,
-                                 const nlohmann::json& value);
+  static std::string blind_index(const SecretKey& key, const std::string& index_name, const nlohmann::json& value);
 
   KeyKind key_kind() const { return kind_; }
   const std::string& key_id() const { return key_id_; }

@@ -2,11 +2,10 @@
 // PayloadJson: parses an event payload that will be written out again.
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace outbox {
 

@@ -11,7 +11,9 @@
 #include "outbox/keyring.h"
 #include "outbox/secret_key.h"
 
-namespace pqxx { class transaction_base; }
+namespace pqxx {
+class transaction_base;
+}
 
 namespace outbox {
 
@@ -38,8 +40,7 @@ class SubjectKeyStore {
   // A key for every subject, creating the missing ones in `tx` (so they vanish if
   // it rolls back). Throws SubjectErasedError naming the subject when one was
   // erased; existing keys are checked before any row is written.
-  std::map<std::string, DataKey> acquire(pqxx::transaction_base& tx,
-                                         const std::vector<std::string>& subjects) const;
+  std::map<std::string, DataKey> acquire(pqxx::transaction_base& tx, const std::vector<std::string>& subjects) const;
 
   // The data key named `key_id` (an envelope's "skid"), for decryption. Throws
   // DecryptionError when unknown or when its wrapping does not verify, and

@@ -12,11 +12,11 @@
 namespace outbox {
 
 struct Message {
-  Exchange exchange;            // AMQP exchange; required, at most 255 bytes
-  RoutingKey routing_key;       // required, at most 255 bytes
-  MessageType type;             // event type, e.g. "OrderPlaced"; required
-  std::string ordering_key;     // aggregate id (e.g. the order id); may be empty
-  std::string payload;          // opaque bytes, sent as the message body unchanged
+  Exchange exchange;         // AMQP exchange; required, at most 255 bytes
+  RoutingKey routing_key;    // required, at most 255 bytes
+  MessageType type;          // event type, e.g. "OrderPlaced"; required
+  std::string ordering_key;  // aggregate id (e.g. the order id); may be empty
+  std::string payload;       // opaque bytes, sent as the message body unchanged
   std::string content_type = "application/json";
   // Application headers. Names: 1-128 of [A-Za-z0-9_.-], none the relay or RabbitMQ
   // reserves (x-outbox-*, CC, BCC, x-death, ...: outbox/header_rules.h). Values: at

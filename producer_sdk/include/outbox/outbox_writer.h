@@ -9,7 +9,9 @@
 #include "outbox/message.h"
 #include "outbox/message_id.h"
 
-namespace pqxx { class transaction_base; }
+namespace pqxx {
+class transaction_base;
+}
 
 namespace outbox {
 
@@ -57,8 +59,7 @@ class OutboxWriter {
   // Validates every message first (nothing is written if any is bad; two messages
   // given one message_id are bad too), then inserts all of them with one statement.
   // Ids are returned in input order.
-  std::vector<MessageId> enqueue_batch(pqxx::transaction_base& tx,
-                                       const std::vector<Message>& messages) const;
+  std::vector<MessageId> enqueue_batch(pqxx::transaction_base& tx, const std::vector<Message>& messages) const;
 
  private:
   // Payloads after schema validation and encryption, in input order; empty

@@ -4,10 +4,10 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "outbox/one_line.h"
 #include "outbox/error_text.h"
 #include "outbox/errors.h"
 #include "outbox/message_id.h"
+#include "outbox/one_line.h"
 
 namespace relay {
 namespace {
@@ -69,7 +69,8 @@ AdminArgs::AdminArgs(const std::string& command, const Args& args, const std::ve
     }
     if (values.size() == before) throw UsageError(a + " needs a value");
     for (std::size_t v = before; v < values.size(); ++v)
-      if (!valid_utf8(values[v])) throw UsageError(a + " " + outbox::quoted_value(values[v], 60) + " is not valid UTF-8");
+      if (!valid_utf8(values[v]))
+        throw UsageError(a + " " + outbox::quoted_value(values[v], 60) + " is not valid UTF-8");
   }
   if (config_.empty() && !help()) throw UsageError(command + " needs --config FILE");
 }
@@ -86,14 +87,13 @@ std::optional<std::string> AdminArgs::value(const std::string& flag) const {
   return v.front();
 }
 
-long long AdminArgs::integer(const std::string& flag, long long fallback, long long min,
-                             long long max) const {
+long long AdminArgs::integer(const std::string& flag, long long fallback, long long min, long long max) const {
   auto v = value(flag);
   if (!v) return fallback;
-  if (v->empty() || v->size() > 12 || v->find_first_not_of("0123456789") != std::string::npos ||
-      std::stoll(*v) < min || std::stoll(*v) > max)
-    throw UsageError(flag + " must be a whole number from " + std::to_string(min) + " to " +
-                     std::to_string(max) + ", got '" + outbox::one_line(*v, 40) + "'");
+  if (v->empty() || v->size() > 12 || v->find_first_not_of("0123456789") != std::string::npos || std::stoll(*v) < min ||
+      std::stoll(*v) > max)
+    throw UsageError(flag + " must be a whole number from " + std::to_string(min) + " to " + std::to_string(max) +
+                     ", got '" + outbox::one_line(*v, 40) + "'");
   return std::stoll(*v);
 }
 

@@ -5,10 +5,9 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <pqxx/result>
 #include <string>
 #include <vector>
-
-#include <pqxx/result>
 
 #include "admin/commands.h"
 #include "config/config.h"
@@ -17,9 +16,9 @@ namespace relay {
 
 // One flag an admin command accepts.
 struct FlagSpec {
-  std::string name;        // "--older-than"
+  std::string name;  // "--older-than"
   bool takes_value = false;
-  bool many = false;       // takes every following argument up to the next --flag
+  bool many = false;  // takes every following argument up to the next --flag
 };
 
 // Parsed flags: name -> values (a boolean flag maps to an empty list).

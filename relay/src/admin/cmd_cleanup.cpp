@@ -1,6 +1,5 @@
 // outbox-relay cleanup: delete old published rows in batches, with progress.
 
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <atomic>
@@ -8,14 +7,15 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <thread>
 
 #include "admin/admin_args.h"
 #include "config/preflight.h"
+#include "ops/outbox_cleaner.h"
 #include "outbox/duration.h"
 #include "outbox/one_line.h"
-#include "ops/outbox_cleaner.h"
 #include "pg/outbox_store.h"
 #include "pg/pg_connect.h"
 
@@ -51,8 +51,8 @@ void show_progress(std::int64_t done, std::int64_t total, double elapsed_s) {
   const double rate = elapsed_s > 0 ? done / elapsed_s : 0;
   const double pct = total > 0 ? 100.0 * done / total : 100.0;
   const std::string eta = rate > 0 ? human_seconds((total - done) / rate) : "unknown";
-  std::fprintf(stderr, "\rdeleted %lld of %lld (%.0f%%), %.0f rows/s, ETA %s   ",
-               static_cast<long long>(done), static_cast<long long>(total), pct, rate, eta.c_str());
+  std::fprintf(stderr, "\rdeleted %lld of %lld (%.0f%%), %.0f rows/s, ETA %s   ", static_cast<long long>(done),
+               static_cast<long long>(total), pct, rate, eta.c_str());
   std::fflush(stderr);
 }
 
@@ -86,8 +86,9 @@ struct CleanupResult {
 void print_result(const CleanupResult& r, bool json) {
   if (json) {
     std::cout << nlohmann::json{{"dry_run", r.dry_run}, {"older_than", outbox::format_duration(r.age)},
-                                {"cutoff", r.cutoff}, {"matched", r.matched}, {"deleted", r.deleted},
-                                {"interrupted", g_interrupted.load()}, {"seconds", r.seconds}}
+                                {"cutoff", r.cutoff},   {"matched", r.matched},
+                                {"deleted", r.deleted}, {"interrupted", g_interrupted.load()},
+                                {"seconds", r.seconds}}
                      .dump()
               << "\n";
   } else if (r.dry_run) {
@@ -117,8 +118,8 @@ int cmd_cleanup(const Args& raw) {
   }
   if (age < std::chrono::minutes(1)) throw UsageError("--older-than must be at least 1m");
   if (age > outbox::kMaxAge)
-    throw UsageError("--older-than must be at most " + outbox::format_duration(outbox::kMaxAge) + ", got '" + outbox::one_line(*older, 40) +
-                     "'");
+    throw UsageError("--older-than must be at most " + outbox::format_duration(outbox::kMaxAge) + ", got '" +
+                     outbox::one_line(*older, 40) + "'");
   const int batch = static_cast<int>(args.integer("--batch", 5000, 1, 1000000));
   const auto pause = std::chrono::milliseconds(args.integer("--pause-ms", 0, 0, 60000));
   auto config = load_config_or_report(args.config_path());
@@ -133,14 +134,15 @@ int cmd_cleanup(const Args& raw) {
     auto session = open_relay_session(config->postgres);
     OutboxCleaner cleaner(*session, config->postgres.schema);
     if (!cleaner.try_lock()) {
-      std::cerr << "cleanup: retention or another cleanup is running on schema '"
-                << config->postgres.schema << "' (advisory lock held); try again later\n";
+      std::cerr << "cleanup: retention or another cleanup is running on schema '" << config->postgres.schema
+                << "' (advisory lock held); try again later\n";
       return kExitFailure;
     }
     const auto cutoff = cleaner.cutoff_for(age);
     const auto total = cleaner.count_older(cutoff);
-    const std::int64_t deleted =
-        args.has("--dry-run") || total == 0 ? 0 : delete_older(cleaner, cutoff, batch, total, pause, tty, elapsed);
+    const std::int64_t deleted = args.has("--dry-run") || total == 0
+                                     ? 0
+                                     : delete_older(cleaner, cutoff, batch, total, pause, tty, elapsed);
     cleaner.unlock();
     print_result({args.has("--dry-run"), age, cutoff, total, deleted, elapsed()}, args.json());
     return g_interrupted ? kExitFailure : kExitOk;

@@ -1,10 +1,9 @@
 // outbox-relay dead list / dead requeue: the parked rows (failed relay.max_attempts
 // times), shown and sent back to pending.
 
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <pqxx/pqxx>
 
@@ -12,10 +11,10 @@
 #include "config/preflight.h"
 #include "outbox/one_line.h"
 #include "outbox/pg_array.h"
+#include "outbox/pqxx_compat.h"
 #include "outbox/sql_identifier.h"
 #include "pg/outbox_store.h"
 #include "pg/pg_connect.h"
-#include "outbox/pqxx_compat.h"
 
 namespace relay {
 namespace {
@@ -105,12 +104,14 @@ std::vector<BlockedKey> blocked_keys(pqxx::transaction_base& tx, const RelayConf
   if (config.relay.ordering != Ordering::kPerKey || config.relay.key_failure_policy != KeyFailurePolicy::kParkKey)
     return out;
   const auto table = table_of(config);
-  auto rows = tx.exec(
-      "SELECT h.ordering_key, h.id AS head_id, (SELECT count(*) FROM " + table + " w "
-      "WHERE w.ordering_key = h.ordering_key AND w.published_at IS NULL AND w.id > h.id) AS waiting "
-      "FROM (SELECT DISTINCT ON (ordering_key) ordering_key, id, "
-      "parked_at FROM " + table + " WHERE published_at IS NULL ORDER BY ordering_key, id) h "
-      "WHERE h.parked_at IS NOT NULL ORDER BY h.id LIMIT 1000");
+  auto rows = tx.exec("SELECT h.ordering_key, h.id AS head_id, (SELECT count(*) FROM " + table +
+                      " w "
+                      "WHERE w.ordering_key = h.ordering_key AND w.published_at IS NULL AND w.id > h.id) AS waiting "
+                      "FROM (SELECT DISTINCT ON (ordering_key) ordering_key, id, "
+                      "parked_at FROM " +
+                      table +
+                      " WHERE published_at IS NULL ORDER BY ordering_key, id) h "
+                      "WHERE h.parked_at IS NOT NULL ORDER BY h.id LIMIT 1000");
   for (const auto& r : rows)
     out.push_back({r["ordering_key"].c_str(), r["head_id"].as<std::int64_t>(), r["waiting"].as<std::int64_t>()});
   return out;
@@ -123,16 +124,22 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
   auto& conn = *conn_owner;
   pqxx::read_transaction tx(conn);
   const std::string where = " WHERE parked_at IS NOT NULL AND ($1::text IS NULL OR message_type = $1::text)";
-  const auto total =
-      outbox::pgx::exec_params1(tx, "SELECT count(*) AS total FROM " + table_of(config) + where, type)["total"]
-          .as<std::int64_t>();
-  auto result = outbox::pgx::exec_params(tx,
+  const auto total = outbox::pgx::exec_params1(tx, "SELECT count(*) AS total FROM " + table_of(config) + where,
+                                               type)["total"]
+                         .as<std::int64_t>();
+  auto result = outbox::pgx::exec_params(
+      tx,
       "SELECT id, message_id::text AS message_id, message_type, attempts, "
-      "left(coalesce(last_error, ''), " + std::to_string(kLastErrorShown) + ") AS last_error, "
-      "coalesce(char_length(last_error), 0) > " + std::to_string(kLastErrorShown) + " AS last_error_cut, "
-      "CASE WHEN isfinite(created_at) THEN extract(epoch from now() - created_at)::float8 END AS age_s, "
-      "CASE WHEN isfinite(parked_at) THEN extract(epoch from now() - parked_at)::float8 END AS parked_for_s "
-      "FROM " + table_of(config) + where + " ORDER BY id LIMIT $2",
+      "left(coalesce(last_error, ''), " +
+          std::to_string(kLastErrorShown) +
+          ") AS last_error, "
+          "coalesce(char_length(last_error), 0) > " +
+          std::to_string(kLastErrorShown) +
+          " AS last_error_cut, "
+          "CASE WHEN isfinite(created_at) THEN extract(epoch from now() - created_at)::float8 END AS age_s, "
+          "CASE WHEN isfinite(parked_at) THEN extract(epoch from now() - parked_at)::float8 END AS parked_for_s "
+          "FROM " +
+          table_of(config) + where + " ORDER BY id LIMIT $2",
       type, limit);
   std::vector<ParkedRow> rows;
   rows.reserve(result.size());
@@ -140,10 +147,14 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
   if (args.json()) {
     auto list = nlohmann::json::array();
     for (const auto& r : rows)
-      list.push_back({{"id", r.id}, {"message_id", r.message_id}, {"type", r.type},
-                      {"attempts", r.attempts}, {"last_error", r.last_error},
+      list.push_back({{"id", r.id},
+                      {"message_id", r.message_id},
+                      {"type", r.type},
+                      {"attempts", r.attempts},
+                      {"last_error", r.last_error},
                       {"last_error_cut", r.last_error_cut},
-                      {"age_s", seconds_or_null(r.age_s)}, {"parked_for_s", seconds_or_null(r.parked_for_s)}});
+                      {"age_s", seconds_or_null(r.age_s)},
+                      {"parked_for_s", seconds_or_null(r.parked_for_s)}});
     auto blocked = nlohmann::json::array();
     for (const auto& b : blocked_keys(tx, config))
       blocked.push_back({{"ordering_key", b.key}, {"head_id", b.head_id}, {"waiting", b.waiting}});
@@ -162,8 +173,8 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
   std::printf("%lld parked row(s)%s\n", static_cast<long long>(total),
               static_cast<std::int64_t>(rows.size()) < total ? ", oldest shown first" : "");
   if (rows.empty()) return kExitOk;
-  std::printf("%-10s %-36s %-24s %8s %12s %12s  %s\n", "id", "message id", "type", "attempts", "age",
-              "parked for", "last error");
+  std::printf("%-10s %-36s %-24s %8s %12s %12s  %s\n", "id", "message id", "type", "attempts", "age", "parked for",
+              "last error");
   for (const auto& r : rows)
     std::printf("%-10lld %-36s %-24s %8d %12s %12s  %s\n", static_cast<long long>(r.id), r.message_id.c_str(),
                 outbox::one_line(r.type, 24).c_str(), r.attempts, age_text(r.age_s).c_str(),
@@ -175,11 +186,11 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
 
 // Every given id must name a parked row. Returns the problems, one per id.
 std::vector<std::string> check_ids(pqxx::work& tx, const std::string& table, const IdSelection& s) {
-  auto found = outbox::pgx::exec_params(
-      tx,
-      "SELECT id, message_id::text AS message_id, parked_at IS NOT NULL AS parked FROM " + table +
-          " WHERE id = ANY($1::bigint[]) OR message_id = ANY($2::uuid[])",
-      outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids));
+  auto found =
+      outbox::pgx::exec_params(tx,
+                               "SELECT id, message_id::text AS message_id, parked_at IS NOT NULL AS parked FROM " +
+                                   table + " WHERE id = ANY($1::bigint[]) OR message_id = ANY($2::uuid[])",
+                               outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids));
   std::vector<std::string> problems;
   auto describe = [&](const std::string& given, auto match) {
     for (const auto& r : found)
@@ -208,10 +219,9 @@ constexpr const char* kRequeueWhere =
     " WHERE parked_at IS NOT NULL "
     "AND ($1 OR id = ANY($2::bigint[]) OR message_id = ANY($3::uuid[]) OR message_type = $4::text)";
 
-pqxx::result exec_requeue_sql(pqxx::work& tx, const std::string& sql, const AdminArgs& args,
-                              const IdSelection& ids) {
+pqxx::result exec_requeue_sql(pqxx::work& tx, const std::string& sql, const AdminArgs& args, const IdSelection& ids) {
   return outbox::pgx::exec_params(tx, sql, args.has("--all"), outbox::pg::bigint_array(ids.ids),
-                        outbox::pg::text_array(ids.message_ids), args.value("--type"));
+                                  outbox::pg::text_array(ids.message_ids), args.value("--type"));
 }
 
 // What a selection matches: the count, and by message type (the ten largest) for the
@@ -226,7 +236,8 @@ Matches count_matches(pqxx::work& tx, const std::string& table, const AdminArgs&
   auto rows = exec_requeue_sql(tx,
                                "SELECT message_type, count(*) AS count, sum(count(*)) OVER ()::bigint AS total, "
                                "count(*) OVER () AS types "
-                               "FROM " + table + kRequeueWhere + " GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 10",
+                               "FROM " +
+                                   table + kRequeueWhere + " GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 10",
                                args, ids);
   Matches m;
   if (rows.empty()) return m;
@@ -274,11 +285,10 @@ int dead_requeue(const AdminArgs& args, const RelayConfig& config) {
     requeued = matches.count;
   }
   if (args.json())
-    std::cout << nlohmann::json{{"dry_run", dry_run}, {"matched", matches.count}, {"requeued", requeued}}.dump() << "\n";
-  else if (dry_run)
-    std::cout << matches.count << " parked row(s) would be requeued (dry run, nothing changed)\n";
-  else
-    std::cout << requeued << " row(s) back to pending; the running relay publishes them\n";
+    std::cout << nlohmann::json{{"dry_run", dry_run}, {"matched", matches.count}, {"requeued", requeued}}.dump()
+              << "\n";
+  else if (dry_run) std::cout << matches.count << " parked row(s) would be requeued (dry run, nothing changed)\n";
+  else std::cout << requeued << " row(s) back to pending; the running relay publishes them\n";
   return kExitOk;
 }
 
@@ -294,10 +304,12 @@ int cmd_dead(const Args& raw) {
   if (sub != "list" && sub != "requeue")
     throw UsageError("unknown dead subcommand '" + outbox::one_line(sub, 40) + "' (expected list or requeue)");
   const Args rest(raw.begin() + 1, raw.end());
-  const auto args = sub == "list"
-                        ? AdminArgs("dead list", rest, {{"--type", true}, {"--limit", true}, {"--json"}})
-                        : AdminArgs("dead requeue", rest, {{"--id", true, true}, {"--type", true}, {"--all"},
-                                                             {"--expect", true}, {"--dry-run"}, {"--json"}});
+  const auto args =
+      sub == "list"
+          ? AdminArgs("dead list", rest, {{"--type", true}, {"--limit", true}, {"--json"}})
+          : AdminArgs(
+                "dead requeue", rest,
+                {{"--id", true, true}, {"--type", true}, {"--all"}, {"--expect", true}, {"--dry-run"}, {"--json"}});
   if (args.help()) {
     std::cout << kDeadHelp;
     return kExitOk;

@@ -1,21 +1,20 @@
 // outbox-relay replay: publish already-published rows again, with the same message id.
 
-#include <nlohmann/json.hpp>
-
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
 #include "admin/admin_args.h"
 #include "config/preflight.h"
+#include "config/rfc3339.h"
 #include "outbox/duration.h"
-#include "outbox/one_line.h"
 #include "outbox/errors.h"
+#include "outbox/one_line.h"
 #include "outbox/pg_array.h"
+#include "outbox/pqxx_compat.h"
 #include "outbox/sql_identifier.h"
 #include "pg/outbox_store.h"
 #include "pg/pg_connect.h"
-#include "config/rfc3339.h"
-#include "outbox/pqxx_compat.h"
 
 namespace relay {
 namespace {
@@ -51,10 +50,10 @@ constexpr const char* kReplayHelp =
 
 // The rows to replay, as a WHERE clause over the outbox and its parameters.
 struct Selection {
-  std::vector<std::int64_t> ids;        // outbox ids given directly
-  std::vector<std::string> message_ids; // canonical UUIDs
-  std::optional<std::string> since;     // timestamptz text, or
-  std::optional<long long> since_age_s; // an age
+  std::vector<std::int64_t> ids;         // outbox ids given directly
+  std::vector<std::string> message_ids;  // canonical UUIDs
+  std::optional<std::string> since;      // timestamptz text, or
+  std::optional<long long> since_age_s;  // an age
   std::optional<std::string> type;
 };
 
@@ -78,7 +77,8 @@ Selection parse_selection(const AdminArgs& args) {
       } catch (const std::invalid_argument&) {
         throw UsageError(shown + "is neither an RFC 3339 time (2024-05-01T10:00:00Z) nor an age (12h, 7d)");
       }
-      if (age > outbox::kMaxAge) throw UsageError(shown + "is longer than the longest age, " + outbox::format_duration(outbox::kMaxAge));
+      if (age > outbox::kMaxAge)
+        throw UsageError(shown + "is longer than the longest age, " + outbox::format_duration(outbox::kMaxAge));
       s.since_age_s = age.count();
     }
   }
@@ -99,21 +99,20 @@ std::string where_clause() {
 
 pqxx::result exec_selection(pqxx::work& tx, const std::string& sql, const Selection& s) {
   return outbox::pgx::exec_params(tx, sql, outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids),
-                        s.since, s.since_age_s, s.type);
+                                  s.since, s.since_age_s, s.type);
 }
 
 // What a selection matches, for the operator to check before anything changes: the
 // count by message type (the ten largest) and the publication times.
-std::string describe_matches(pqxx::work& tx, const std::string& table, const std::string& where,
-                             const Selection& s) {
+std::string describe_matches(pqxx::work& tx, const std::string& table, const std::string& where, const Selection& s) {
   auto types = exec_selection(tx,
                               "SELECT message_type, count(*) AS count FROM " + table + " WHERE " + where +
                                   " GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 10",
                               s);
   auto span = exec_selection(tx,
                              "SELECT min(published_at)::text AS first_published, "
-                             "max(published_at)::text AS last_published FROM " + table +
-                                 " WHERE " + where,
+                             "max(published_at)::text AS last_published FROM " +
+                                 table + " WHERE " + where,
                              s);
   std::string out = by_type_text(types);
   if (!span[0]["first_published"].is_null())
@@ -126,11 +125,12 @@ std::string describe_matches(pqxx::work& tx, const std::string& table, const std
 // row of another type would otherwise be skipped while the rest are replayed).
 // Returns the problems.
 std::vector<std::string> check_ids(pqxx::work& tx, const std::string& table, const Selection& s) {
-  auto found = outbox::pgx::exec_params(tx, 
-      "SELECT id, message_id::text AS message_id, published_at IS NOT NULL AS published, "
-      "parked_at IS NOT NULL AS parked, message_type FROM " + table +
-          " WHERE id = ANY($1::bigint[]) OR message_id = ANY($2::uuid[])",
-      outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids));
+  auto found =
+      outbox::pgx::exec_params(tx,
+                               "SELECT id, message_id::text AS message_id, published_at IS NOT NULL AS published, "
+                               "parked_at IS NOT NULL AS parked, message_type FROM " +
+                                   table + " WHERE id = ANY($1::bigint[]) OR message_id = ANY($2::uuid[])",
+                               outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids));
   std::vector<std::string> problems;
   auto describe = [&](const std::string& given, auto match) {
     for (const auto& r : found) {
@@ -139,8 +139,7 @@ std::vector<std::string> check_ids(pqxx::work& tx, const std::string& table, con
       else if (!r["published"].as<bool>()) problems.push_back(given + " is not published yet (pending)");
       else if (s.type && *s.type != r["message_type"].c_str())
         problems.push_back(given + " is of type '" + outbox::one_line(r["message_type"].c_str(), 80) +
-                           "', not --type '" +
-                           outbox::one_line(*s.type, 80) + "'");
+                           "', not --type '" + outbox::one_line(*s.type, 80) + "'");
       return;
     }
     problems.push_back(given + " not found");
@@ -157,9 +156,10 @@ std::vector<std::string> replay_rows(pqxx::work& tx, const std::string& table, c
                                      const Selection& selection, std::int64_t count) {
   // Pending again, due now, with a fresh attempt count; the message id stays.
   auto r = exec_selection(tx,
-                          "UPDATE " + table + " SET published_at = NULL, next_attempt_at = now(), "
-                          "attempts = 0, last_error = NULL WHERE " + where +
-                          " RETURNING message_id::text AS message_id",
+                          "UPDATE " + table +
+                              " SET published_at = NULL, next_attempt_at = now(), "
+                              "attempts = 0, last_error = NULL WHERE " +
+                              where + " RETURNING message_id::text AS message_id",
                           selection);
   if (static_cast<std::int64_t>(r.size()) != count)
     throw std::runtime_error("the selection changed while replaying; nothing changed, try again");
@@ -189,8 +189,13 @@ void print_outcome(const AdminArgs& args, const Selection& selection, std::int64
 
 int cmd_replay(const Args& raw) {
   AdminArgs args("replay", raw,
-                 {{"--id", true, true}, {"--since", true}, {"--type", true}, {"--max", true},
-                  {"--expect", true}, {"--dry-run"}, {"--json"}});
+                 {{"--id", true, true},
+                  {"--since", true},
+                  {"--type", true},
+                  {"--max", true},
+                  {"--expect", true},
+                  {"--dry-run"},
+                  {"--json"}});
   if (args.help()) {
     std::cout << kReplayHelp;
     return kExitOk;
@@ -221,9 +226,9 @@ int cmd_replay(const Args& raw) {
         return kExitUsage;
       }
     }
-    const auto count =
-        exec_selection(tx, "SELECT count(*) AS count FROM " + table + " WHERE " + where, selection)[0]["count"]
-            .as<std::int64_t>();
+    const auto count = exec_selection(tx, "SELECT count(*) AS count FROM " + table + " WHERE " + where,
+                                      selection)[0]["count"]
+                           .as<std::int64_t>();
     if (count > max) {
       std::cerr << "replay: " << count << " rows match, more than --max " << max
                 << "; narrow the selection or raise --max. Nothing changed\n";

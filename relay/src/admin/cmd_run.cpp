@@ -1,5 +1,6 @@
 // outbox-relay run / migrate / check-config.
 
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -7,25 +8,24 @@
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <iostream>
-#include <malloc.h>
 #include <pqxx/pqxx>
 #include <set>
 #include <thread>
 
 #include "admin/admin_args.h"
 #include "admin/commands.h"
-#include "config/config.h"
 #include "admin/connection_check.h"
-#include "ops/housekeeper.h"
-#include "ops/http_server.h"
-#include "ops/logging.h"
-#include "outbox/one_line.h"
-#include "outbox/migrator.h"
-#include "pg/outbox_store.h"
-#include "pg/pg_connect.h"
+#include "config/config.h"
 #include "config/preflight.h"
 #include "loop/relay_loop.h"
 #include "metrics/relay_metrics.h"
+#include "ops/housekeeper.h"
+#include "ops/http_server.h"
+#include "ops/logging.h"
+#include "outbox/migrator.h"
+#include "outbox/one_line.h"
+#include "pg/outbox_store.h"
+#include "pg/pg_connect.h"
 
 namespace relay {
 namespace {
@@ -58,7 +58,8 @@ bool wait_and_preflight(const RelayConfig& config, const std::atomic<bool>& stop
       if (seen.size() < 8 && seen.insert(outbox::one_line(e.what())).second)
         spdlog::warn("cannot connect to PostgreSQL, will retry with backoff: {}", outbox::one_line(e.what()));
     }
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(200 << std::min(attempt, 6), 10000));
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(std::min(200 << std::min(attempt, 6), 10000));
     while (!stop && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -95,7 +96,8 @@ int cmd_check_config(const Args& args) {
     const auto& a = args[i];
     if (a == "--connect") connect = true;
     else if (a == "--config" && i + 1 < args.size()) files.push_back(args[++i]);  // as the other commands take it
-    else if (a.rfind("--", 0) == 0) throw UsageError("unknown argument '" + outbox::one_line(a, 80) + "' for check-config");
+    else if (a.rfind("--", 0) == 0)
+      throw UsageError("unknown argument '" + outbox::one_line(a, 80) + "' for check-config");
     else files.push_back(a);
   }
   if (files.size() != 1)

@@ -1,10 +1,9 @@
 // outbox-relay status: the backlog at a glance, overall and by message type.
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <tuple>
 
@@ -43,13 +42,18 @@ std::vector<TypeStatus> query_status(pqxx::connection& conn, const std::string& 
   pqxx::read_transaction tx(conn);
   auto rows = tx.exec(
       "SELECT message_type, "
-      "count(*) FILTER (WHERE " + OutboxStore::pending_sql() + ") AS pending, "
+      "count(*) FILTER (WHERE " +
+      OutboxStore::pending_sql() +
+      ") AS pending, "
       "count(*) FILTER (WHERE parked_at IS NOT NULL) AS parked, "
       "count(*) FILTER (WHERE published_at > now() - interval '1 minute') AS published_last_minute, "
       "coalesce(extract(epoch from now() - min(created_at) "
-      "  FILTER (WHERE " + OutboxStore::pending_sql() + " AND isfinite(created_at))), 0)::float8 "
+      "  FILTER (WHERE " +
+      OutboxStore::pending_sql() +
+      " AND isfinite(created_at))), 0)::float8 "
       "AS oldest_pending_age_s "
-      "FROM " + table + " GROUP BY message_type ORDER BY message_type");
+      "FROM " +
+      table + " GROUP BY message_type ORDER BY message_type");
   std::vector<TypeStatus> out;
   for (const auto& r : rows)
     out.push_back({r["message_type"].c_str(), r["pending"].as<std::int64_t>(), r["parked"].as<std::int64_t>(),
@@ -87,16 +91,14 @@ void print_table(const std::string& schema, const TypeStatus& total, const std::
   std::printf("  oldest pending age     %12s\n", human_seconds(total.oldest_pending_age_s).c_str());
   std::printf("  published, last minute %12lld\n", static_cast<long long>(total.published_last_minute));
   if (types.empty()) return;
-  std::printf("\n%-32s %10s %10s %14s %12s\n", "message type", "pending", "parked", "oldest pending",
-              "published/1m");
+  std::printf("\n%-32s %10s %10s %14s %12s\n", "message type", "pending", "parked", "oldest pending", "published/1m");
   for (const auto& t : types)
     std::printf("%-32s %10lld %10lld %14s %12lld\n", outbox::one_line(t.type, 32).c_str(),
                 static_cast<long long>(t.pending), static_cast<long long>(t.parked),
                 t.pending ? human_seconds(t.oldest_pending_age_s).c_str() : "-",
                 static_cast<long long>(t.published_last_minute));
   if (all_types.size() > types.size())
-    std::printf("... and %zu more types (--json lists every type)\n",
-                all_types.size() - types.size());
+    std::printf("... and %zu more types (--json lists every type)\n", all_types.size() - types.size());
 }
 
 }  // namespace
@@ -135,9 +137,10 @@ int cmd_status(const Args& raw) {
   } else {
     print_table(config->postgres.schema, total, types);
     if (config->relay.on_publish == OnPublish::kDelete)
-      std::printf("\nrelay.on_publish is delete: rows are deleted at ack, so the table holds no\n"
-                  "published history (\"published, last minute\" counts only rows marked before);\n"
-                  "the relay's /metrics (outbox_relay_published_total) counts what it publishes.\n");
+      std::printf(
+          "\nrelay.on_publish is delete: rows are deleted at ack, so the table holds no\n"
+          "published history (\"published, last minute\" counts only rows marked before);\n"
+          "the relay's /metrics (outbox_relay_published_total) counts what it publishes.\n");
   }
   return kExitOk;
 }

@@ -3,10 +3,10 @@
 #include <pqxx/pqxx>
 
 #include "broker/amqp_publisher.h"
+#include "config/preflight.h"
 #include "outbox/one_line.h"
 #include "pg/outbox_store.h"
 #include "pg/pg_connect.h"
-#include "config/preflight.h"
 
 namespace relay {
 namespace {
@@ -36,8 +36,8 @@ bool check_connections(const RelayConfig& config, std::ostream& out) {
     auto& conn = *conn_owner;
     preflight(conn, config);
     const char* host = conn.hostname();
-    out << "postgres: ok (" << (host ? host : "?") << ":" << conn.port() << "/" << conn.dbname()
-        << ", schema '" << config.postgres.schema << "' migrated, privileges sufficient)\n";
+    out << "postgres: ok (" << (host ? host : "?") << ":" << conn.port() << "/" << conn.dbname() << ", schema '"
+        << config.postgres.schema << "' migrated, privileges sufficient)\n";
   } catch (const std::exception& e) {
     out << "postgres: FAILED: " << outbox::one_line(e.what()) << "\n";
     ok = false;

@@ -11,19 +11,26 @@ namespace relay {
 const std::vector<Command>& all_commands() {
   static const std::vector<Command> commands = {
       {"run", cmd_run, "--config FILE [--exit-when-idle]   publish pending outbox rows", false},
-      {"migrate", cmd_migrate, "--config FILE                  create or upgrade the schema (safe on a live\n"
-                               "                          table: docs/UPGRADING.md)", false},
-      {"check-config", cmd_check_config, "FILE [--connect]          validate a configuration file (--connect: and\n"
-                                         "                          reach both servers once, exit 1 if either fails)", false},
+      {"migrate", cmd_migrate,
+       "--config FILE                  create or upgrade the schema (safe on a live\n"
+       "                          table: docs/UPGRADING.md)",
+       false},
+      {"check-config", cmd_check_config,
+       "FILE [--connect]          validate a configuration file (--connect: and\n"
+       "                          reach both servers once, exit 1 if either fails)",
+       false},
       {"status", cmd_status, "--config FILE [--json]             backlog: pending, parked, oldest age, by type"},
-      {"replay", cmd_replay, "--config FILE (--id ID... | --since TIME (--dry-run | --expect N)) [--type T]\n"
-                             "                          [--json]   publish published rows again, same message id"},
-      {"cleanup", cmd_cleanup, "--config FILE --older-than AGE [--batch N] [--dry-run] [--json]\n"
-                               "                          delete old published rows in batches"},
-      {"dead", cmd_dead, "list --config FILE [--type T] [--limit N] [--json]\n"
-                         "                          parked rows: id, message id, type, attempts, age, last error\n"
-                         "  outbox-relay dead requeue --config FILE (--id ID... | (--type T | --all) (--dry-run | --expect N))\n"
-                         "                          [--json]   parked rows back to pending"},
+      {"replay", cmd_replay,
+       "--config FILE (--id ID... | --since TIME (--dry-run | --expect N)) [--type T]\n"
+       "                          [--json]   publish published rows again, same message id"},
+      {"cleanup", cmd_cleanup,
+       "--config FILE --older-than AGE [--batch N] [--dry-run] [--json]\n"
+       "                          delete old published rows in batches"},
+      {"dead", cmd_dead,
+       "list --config FILE [--type T] [--limit N] [--json]\n"
+       "                          parked rows: id, message id, type, attempts, age, last error\n"
+       "  outbox-relay dead requeue --config FILE (--id ID... | (--type T | --all) (--dry-run | --expect N))\n"
+       "                          [--json]   parked rows back to pending"},
   };
   return commands;
 }

@@ -2,10 +2,10 @@
 
 #include "outbox/rabbitmq_c.h"
 #include <fmt/chrono.h>
-#include <spdlog/spdlog.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -13,10 +13,10 @@
 #include <algorithm>
 #include <ctime>
 
-#include "outbox/one_line.h"
 #include "outbox/amqp/amqp_text.h"
 #include "outbox/amqp_wire.h"
 #include "outbox/header_rules.h"
+#include "outbox/one_line.h"
 
 namespace relay {
 
@@ -144,8 +144,8 @@ static void check_short_strings(const OutboundMessage& m) {
   for (const auto& h : *m.headers) {
     check("a header name", h.first);
     if (auto reserved = outbox::reserved_header(h.first))
-      throw UnpublishableMessage("header name '" + outbox::one_line(h.first, 64) + "' is reserved: " +
-                                 std::string(reserved->why));
+      throw UnpublishableMessage("header name '" + outbox::one_line(h.first, 64) +
+                                 "' is reserved: " + std::string(reserved->why));
   }
 }
 
@@ -153,7 +153,8 @@ static void check_short_strings(const OutboundMessage& m) {
 // 1970 (a row written by hand) cannot be sent as one. Names the column and its value.
 static void check_timestamp(const OutboundMessage& m) {
   if (m.created_unix_s >= 0) return;
-  const std::string text = fmt::format("{:%Y-%m-%d %H:%M:%S}+00", fmt::gmtime(static_cast<std::time_t>(m.created_unix_s)));
+  const std::string text = fmt::format("{:%Y-%m-%d %H:%M:%S}+00",
+                                       fmt::gmtime(static_cast<std::time_t>(m.created_unix_s)));
   throw UnpublishableMessage("column created_at: " + text + " (" + std::to_string(m.created_unix_s) +
                              " s since 1970) is before 1970, which the AMQP timestamp (unsigned seconds since "
                              "1970) cannot carry; amqp.send_timestamp false publishes rows without it");
@@ -165,9 +166,9 @@ static void check_frame_size(const OutboundMessage& m, std::size_t frame_max) {
   const outbox::WireProperties wire{m.content_type, m.message_id, m.type, m.correlation_id, m.headers};
   const std::size_t bytes = outbox::content_header_frame_bytes(wire);
   if (bytes > frame_max)
-    throw UnpublishableMessage("its AMQP content header frame would be " + std::to_string(bytes) +
-                               " bytes (" + std::to_string(m.headers->size()) +
-                               " headers), above the negotiated frame_max of " + std::to_string(frame_max));
+    throw UnpublishableMessage("its AMQP content header frame would be " + std::to_string(bytes) + " bytes (" +
+                               std::to_string(m.headers->size()) + " headers), above the negotiated frame_max of " +
+                               std::to_string(frame_max));
 }
 
 // Status codes rabbitmq-c returns when it cannot encode what it was given (rather
@@ -269,8 +270,7 @@ std::optional<BrokerEvent> AmqpPublisher::decode_method(const amqp_frame_t& fram
       auto* n = static_cast<amqp_basic_nack_t*>(method.decoded);
       return BrokerEvent{Kind::kNack, n->delivery_tag, n->multiple != 0, "", "nacked by broker"};
     }
-    case AMQP_BASIC_RETURN_METHOD:
-      return read_return(frame);
+    case AMQP_BASIC_RETURN_METHOD: return read_return(frame);
     case AMQP_CHANNEL_CLOSE_METHOD: {
       // Everything read from the frame before anything is sent: the decoded method
       // lives in rabbitmq-c's buffers, which the next RPC or a disconnect frees.
@@ -329,8 +329,7 @@ std::optional<BrokerEvent> AmqpPublisher::decode_method(const amqp_frame_t& fram
       if (blocked_) spdlog::info("AMQP {} unblocked: claiming resumed", endpoint());
       blocked_ = false;
       return std::nullopt;
-    default:
-      return std::nullopt;
+    default: return std::nullopt;
   }
 }
 
@@ -338,9 +337,8 @@ BrokerEvent AmqpPublisher::read_return(const amqp_frame_t& frame) {
   auto* r = static_cast<amqp_basic_return_t*>(frame.payload.method.decoded);
   BrokerEvent ev{BrokerEvent::Kind::kReturn, 0, false, "", ""};
   ev.reason = "returned by broker: " + std::to_string(r->reply_code) + " " +
-              outbox::one_line(string_of(r->reply_text)) + " (exchange '" +
-              outbox::one_line(string_of(r->exchange)) + "', routing key '" +
-              outbox::one_line(string_of(r->routing_key)) + "')";
+              outbox::one_line(string_of(r->reply_text)) + " (exchange '" + outbox::one_line(string_of(r->exchange)) +
+              "', routing key '" + outbox::one_line(string_of(r->routing_key)) + "')";
   amqp_message_t message;
   amqp_rpc_reply_t reply = amqp_read_message(conn_.get(), frame.channel, &message, 0);
   if (reply.reply_type != AMQP_RESPONSE_NORMAL) {
@@ -348,8 +346,7 @@ BrokerEvent AmqpPublisher::read_return(const amqp_frame_t& frame) {
     return BrokerEvent{BrokerEvent::Kind::kConnectionClosed, 0, false, "",
                        "reading a returned message failed: " + describe(reply)};
   }
-  if (message.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
-    ev.message_id = string_of(message.properties.message_id);
+  if (message.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG) ev.message_id = string_of(message.properties.message_id);
   amqp_destroy_message(&message);
   return ev;
 }

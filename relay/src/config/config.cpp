@@ -13,15 +13,15 @@
 #include <set>
 #include <sstream>
 
-#include "outbox/duration.h"
 #include "config/bounded_read.h"
 #include "config/endpoint_syntax.h"
+#include "config/tls_policy.h"
 #include "outbox/amqp_wire.h"
+#include "outbox/duration.h"
 #include "outbox/errors.h"
-#include "outbox/sql_identifier.h"
 #include "outbox/pg_conninfo.h"
 #include "outbox/pg_dsn_check.h"
-#include "config/tls_policy.h"
+#include "outbox/sql_identifier.h"
 
 namespace relay {
 namespace {
@@ -55,8 +55,8 @@ class SectionReader {
     if (!plain_decimal(v.Scalar()))
       fail(v, key_path(key), "expected a decimal integer without leading zeros, got " + shown(v));
     if (n < min || n > max)
-      fail(v, key_path(key), "must be between " + std::to_string(min) + " and " +
-                                 std::to_string(max) + ", got " + std::to_string(n));
+      fail(v, key_path(key),
+           "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + std::to_string(n));
     out = static_cast<int>(n);
   }
 
@@ -67,8 +67,7 @@ class SectionReader {
     if (!v.IsScalar() || !YAML::convert<double>::decode(v, d))
       fail(v, key_path(key), "expected a number, got " + shown(v));
     if (!(d >= min && d <= max))
-      fail(v, key_path(key), "must be between " + fmt_double(min) + " and " + fmt_double(max) +
-                                 ", got " + v.Scalar());
+      fail(v, key_path(key), "must be between " + fmt_double(min) + " and " + fmt_double(max) + ", got " + v.Scalar());
     out = d;
   }
 
@@ -81,8 +80,7 @@ class SectionReader {
     }
     if (!v.IsScalar()) fail(v, key_path(key), "expected a string, got a " + kind(v));
     out = expand_env(v, key_path(key), v.Scalar());
-    if (required && out.empty())
-      fail(v, key_path(key), secret ? "must not be empty" : "must not be empty");
+    if (required && out.empty()) fail(v, key_path(key), secret ? "must not be empty" : "must not be empty");
   }
 
   // A libpq connection string (required, secret), its ${...} references expanded
@@ -92,8 +90,9 @@ class SectionReader {
     if (!v) fail(node_, key_path(key), "is required");
     if (!v.IsScalar()) fail(v, key_path(key), "expected a string, got a " + kind(v));
     try {
-      out = outbox::expand_conninfo_template(
-          v.Scalar(), [&](const std::string& name) { return reference_value(v, key_path(key), name); });
+      out = outbox::expand_conninfo_template(v.Scalar(), [&](const std::string& name) {
+        return reference_value(v, key_path(key), name);
+      });
     } catch (const std::invalid_argument& e) {
       fail(v, key_path(key), e.what());
     }
@@ -107,11 +106,12 @@ class SectionReader {
     // Each item is a secret, so is a scalar written where the list belongs (a URI
     // with its password): it is described, never shown.
     if (!v.IsSequence() || v.size() == 0)
-      fail(v, key_path(key), "expected a non-empty list of strings, got " +
-                                 (v.IsSequence() ? std::string("an empty list")
-                                  : v.IsScalar() ? "a single value (not shown: it may hold a password); write "
-                                                   "it as a list item ('- VALUE') or use the one-value key"
-                                                 : "a " + kind(v)));
+      fail(v, key_path(key),
+           "expected a non-empty list of strings, got " +
+               (v.IsSequence() ? std::string("an empty list")
+                : v.IsScalar() ? "a single value (not shown: it may hold a password); write "
+                                 "it as a list item ('- VALUE') or use the one-value key"
+                               : "a " + kind(v)));
     for (std::size_t i = 0; i < v.size(); ++i) {
       const std::string item_key = key_path(key) + "[" + std::to_string(i) + "]";
       if (!v[i].IsScalar()) fail(v[i], item_key, "expected a string, got a " + kind(v[i]));
@@ -138,11 +138,11 @@ class SectionReader {
       fail(v, key_path(key), e.what());
     }
     if (out_s < min_s)
-      fail(v, key_path(key), "must be at least " + outbox::format_duration(std::chrono::seconds(min_s)) +
-                                 ", got " + shown(v));
+      fail(v, key_path(key),
+           "must be at least " + outbox::format_duration(std::chrono::seconds(min_s)) + ", got " + shown(v));
     if (out_s > max_s)
-      fail(v, key_path(key), "must be at most " + outbox::format_duration(std::chrono::seconds(max_s)) +
-                                 ", got " + shown(v));
+      fail(v, key_path(key),
+           "must be at most " + outbox::format_duration(std::chrono::seconds(max_s)) + ", got " + shown(v));
   }
 
   // The raw YAML text of a string value, before ${...} expansion ("" when absent).
@@ -245,15 +245,17 @@ class SectionReader {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) {
       const auto type = std::filesystem::status(path, ec).type();
-      fail(at, key, "cannot read secret file '" + path + "': " +
-                        (type == std::filesystem::file_type::directory ? "it is a directory"
-                         : type == std::filesystem::file_type::not_found ? "it does not exist"
-                                                                         : "it is not a regular file"));
+      fail(at, key,
+           "cannot read secret file '" + path + "': " +
+               (type == std::filesystem::file_type::directory   ? "it is a directory"
+                : type == std::filesystem::file_type::not_found ? "it does not exist"
+                                                                : "it is not a regular file"));
     }
     auto read = read_bounded(path, kMaxSecretFileBytes);
     if (read.status == BoundedRead::Status::kTooLarge)
-      fail(at, key, "secret file '" + path + "' is larger than " + size_text(kMaxSecretFileBytes) +
-                        ", the most a ${file:} reference reads");
+      fail(at, key,
+           "secret file '" + path + "' is larger than " + size_text(kMaxSecretFileBytes) +
+               ", the most a ${file:} reference reads");
     if (read.status != BoundedRead::Status::kOk) fail(at, key, "cannot read secret file '" + path + "'");
     auto& text = read.text;
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
@@ -380,7 +382,8 @@ void read_amqp_endpoints(SectionReader& r, const YAML::Node& n, AmqpConfig& c) {
     for (std::size_t i = 0; i < c.uris.size(); ++i) {
       const std::string key = "amqp.uris[" + std::to_string(i) + "]";
       const auto& u = c.uris[i];
-      if (u.rfind("amqp://", 0) != 0 && u.rfind("amqps://", 0) != 0) r.fail(n["uris"][i], key, "must start with amqp:// or amqps://");
+      if (u.rfind("amqp://", 0) != 0 && u.rfind("amqps://", 0) != 0)
+        r.fail(n["uris"][i], key, "must start with amqp:// or amqps://");
       if ((u.rfind("amqps://", 0) == 0) != (c.uri.rfind("amqps://", 0) == 0))
         r.fail(n["uris"][i], key, "mixes amqp:// and amqps:// with amqp.uris[0]: every node must use the same scheme");
     }
@@ -390,8 +393,7 @@ void read_amqp_endpoints(SectionReader& r, const YAML::Node& n, AmqpConfig& c) {
                                                               {"shuffled", outbox::amqp::EndpointOrder::kShuffled}});
 }
 
-void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c,
-               std::vector<std::string>& warnings) {
+void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c, std::vector<std::string>& warnings) {
   SectionReader r(n, "amqp", origin);
   read_amqp_endpoints(r, n, c);
   r.integer("heartbeat_s", c.heartbeat_s, 0, 3600);
@@ -421,26 +423,23 @@ void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c,
   const bool tls = c.uri.rfind("amqps://", 0) == 0;
   std::string tls_key;
   if (c.require_tls)
-    if (auto why = TlsPolicy::amqp_refusal(c, tls_key))
-      r.fail(n[tls_key.substr(5)], tls_key, *why);
+    if (auto why = TlsPolicy::amqp_refusal(c, tls_key)) r.fail(n[tls_key.substr(5)], tls_key, *why);
   if (!tls && (!c.ca_file.empty() || !c.cert_file.empty() || !c.key_file.empty()))
     r.fail(n[c.uris.empty() ? "uri" : "uris"], c.uris.empty() ? "amqp.uri" : "amqp.uris",
            "ca_file, cert_file and key_file need an amqps:// URI");
   if (c.cert_file.empty() != c.key_file.empty())
-    r.fail(n[c.cert_file.empty() ? "key_file" : "cert_file"], "amqp.cert_file",
-           "cert_file and key_file go together");
+    r.fail(n[c.cert_file.empty() ? "key_file" : "cert_file"], "amqp.cert_file", "cert_file and key_file go together");
   const std::pair<const char*, const std::string*> files[] = {
       {"ca_file", &c.ca_file}, {"cert_file", &c.cert_file}, {"key_file", &c.key_file}};
   for (const auto& [key, path] : files)
-    if (!path->empty() && !std::ifstream(*path))
-      r.fail(n[key], r.key_path(key), "cannot read '" + *path + "'");
+    if (!path->empty() && !std::ifstream(*path)) r.fail(n[key], r.key_path(key), "cannot read '" + *path + "'");
   if (c.alternate_exchange.size() > 255)
     r.fail(n["alternate_exchange"], "amqp.alternate_exchange",
            "is " + std::to_string(c.alternate_exchange.size()) + " bytes, an AMQP exchange name holds at most 255");
   if (c.heartbeat_s > 0 && c.confirm_timeout_ms < c.heartbeat_s * 1000)
     r.fail(n["confirm_timeout_ms"], "amqp.confirm_timeout_ms",
-           "must be at least amqp.heartbeat_s (" + std::to_string(c.heartbeat_s) +
-               " s), got " + std::to_string(c.confirm_timeout_ms) + " ms");
+           "must be at least amqp.heartbeat_s (" + std::to_string(c.heartbeat_s) + " s), got " +
+               std::to_string(c.confirm_timeout_ms) + " ms");
 }
 
 void read_relay(const YAML::Node& n, const std::string& origin, RelaySettings& c) {
@@ -469,8 +468,8 @@ void read_relay(const YAML::Node& n, const std::string& origin, RelaySettings& c
   r.finish();
   if (c.backoff_max_ms < c.backoff_initial_ms)
     r.fail(n["backoff_max_ms"], "relay.backoff_max_ms",
-           "must be at least relay.backoff_initial_ms (" + std::to_string(c.backoff_initial_ms) +
-               "), got " + std::to_string(c.backoff_max_ms));
+           "must be at least relay.backoff_initial_ms (" + std::to_string(c.backoff_initial_ms) + "), got " +
+               std::to_string(c.backoff_max_ms));
 }
 
 void read_http(const YAML::Node& n, const std::string& origin, HttpConfig& c) {
@@ -546,8 +545,7 @@ RelayConfig read_config(const YAML::Node& root, const std::string& origin) {
       top.fail(kv.first, key, "unknown section (expected postgres, amqp, relay, log, http, retention)");
   }
   if (c.postgres.idle_in_transaction_timeout_ms <= c.amqp.confirm_timeout_ms)
-    top.fail(root["postgres"]["idle_in_transaction_timeout_ms"],
-             "postgres.idle_in_transaction_timeout_ms",
+    top.fail(root["postgres"]["idle_in_transaction_timeout_ms"], "postgres.idle_in_transaction_timeout_ms",
              "must exceed amqp.confirm_timeout_ms (" + std::to_string(c.amqp.confirm_timeout_ms) +
                  " ms): the claim transaction stays open while confirms are awaited");
   // Last, so that other keys' errors come first. Syntax only: whether the servers

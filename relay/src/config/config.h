@@ -1,9 +1,9 @@
 #pragma once
 // RelayConfig: the relay's YAML configuration, one plain struct per section.
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
-#include <cstddef>
 #include <string>
 #include <vector>
 

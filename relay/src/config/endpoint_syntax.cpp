@@ -30,15 +30,13 @@ ListenAddress parse_listen_address(const std::string& listen) {
                                 outbox::one_line(listen, 80) + "'");
   if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos ||
       std::stoi(port_text) > 65535)
-    throw std::invalid_argument("port must be a number from 0 to 65535, got '" +
-                                outbox::one_line(port_text, 20) + "'");
+    throw std::invalid_argument("port must be a number from 0 to 65535, got '" + outbox::one_line(port_text, 20) + "'");
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   if (host == "localhost") host = "127.0.0.1";
   boost::system::error_code ec;
   boost::asio::ip::make_address(host, ec);  // the parser HttpServer binds with
   if (ec)
-    throw std::invalid_argument("host must be an IP address (or localhost), got '" +
-                                outbox::one_line(host, 80) + "'");
+    throw std::invalid_argument("host must be an IP address (or localhost), got '" + outbox::one_line(host, 80) + "'");
   return {host, static_cast<unsigned short>(std::stoi(port_text))};
 }
 

@@ -2,8 +2,8 @@
 
 #include <pqxx/pqxx>
 
-#include "outbox/sql_identifier.h"
 #include "outbox/pqxx_compat.h"
+#include "outbox/sql_identifier.h"
 
 namespace relay {
 
@@ -11,17 +11,18 @@ namespace {
 
 // Every column the relay and its admin commands set (claim, mark published/failed,
 // park, replay, dead requeue): the UPDATE grant of schema/roles.sql, no more.
-constexpr const char* kRelayUpdatedColumns[] = {"attempts", "next_attempt_at", "last_error", "refused_by_broker", "published_at",
-                                                "parked_at"};
+constexpr const char* kRelayUpdatedColumns[] = {"attempts",          "next_attempt_at", "last_error",
+                                                "refused_by_broker", "published_at",    "parked_at"};
 
 }  // namespace
 
-std::vector<std::string> missing_privileges(outbox::PgConnection& conn, const std::string& schema,
-                                            bool retention, bool delete_on_publish) {
+std::vector<std::string> missing_privileges(outbox::PgConnection& conn, const std::string& schema, bool retention,
+                                            bool delete_on_publish) {
   const auto table = outbox::quoted_identifier(schema, "postgres.schema") + ".outbox";
   pqxx::read_transaction tx(conn);
   if (outbox::pgx::exec_params1(tx, "SELECT to_regnamespace($1) IS NULL",
-                      outbox::quoted_identifier(schema, "postgres.schema"))[0].as<bool>())
+                                outbox::quoted_identifier(schema, "postgres.schema"))[0]
+          .as<bool>())
     throw PreflightError("schema '" + schema + "' does not exist: run outbox-relay migrate first");
   if (!outbox::pgx::exec_params1(tx, "SELECT has_schema_privilege(current_user, $1, 'USAGE')", schema)[0].as<bool>())
     return {"USAGE on schema \"" + schema + "\" (to reach the outbox table)"};
@@ -36,7 +37,8 @@ std::vector<std::string> missing_privileges(outbox::PgConnection& conn, const st
   if (delete_on_publish && !retention) needs.push_back({"DELETE", "relay.on_publish: delete removes rows at ack"});
   std::vector<std::string> missing;
   for (const auto& n : needs)
-    if (!outbox::pgx::exec_params1(tx, "SELECT has_table_privilege(current_user, $1, $2)", table, n.privilege)[0].as<bool>())
+    if (!outbox::pgx::exec_params1(tx, "SELECT has_table_privilege(current_user, $1, $2)", table, n.privilege)[0]
+             .as<bool>())
       missing.push_back(std::string(n.privilege) + " on " + table + " (" + n.why + ")");
   // roles.sql grants UPDATE of these columns only (has_table_privilege would say no),
   // so each is checked: a column missing would fail the first mark, not the start.
@@ -70,8 +72,7 @@ void require_tls_session(outbox::PgConnection& conn, const PostgresConfig& postg
   if (!postgres.require_tls) return;
   pqxx::read_transaction tx(conn);
   auto r = tx.exec("SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()");
-  if (r.empty() || !r[0][0].as<bool>())
-    throw PreflightError(kNotEncryptedSession);
+  if (r.empty() || !r[0][0].as<bool>()) throw PreflightError(kNotEncryptedSession);
 }
 
 }  // namespace relay

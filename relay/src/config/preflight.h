@@ -5,9 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "outbox/pqxx_compat.h"
-
 #include "config/config.h"
+#include "outbox/pqxx_compat.h"
 
 namespace relay {
 
@@ -22,8 +21,8 @@ class PreflightError : public std::runtime_error {
 // UPDATE is checked per column: the relay needs it on its state columns only.
 // DELETE is needed only when `retention` is on or rows are deleted at ack
 // (relay.on_publish: delete). Throws PreflightError when the outbox table does not exist.
-std::vector<std::string> missing_privileges(outbox::PgConnection& conn, const std::string& schema,
-                                            bool retention, bool delete_on_publish = false);
+std::vector<std::string> missing_privileges(outbox::PgConnection& conn, const std::string& schema, bool retention,
+                                            bool delete_on_publish = false);
 
 // Throws PreflightError naming the role and each missing privilege.
 void preflight(outbox::PgConnection& conn, const RelayConfig& config);

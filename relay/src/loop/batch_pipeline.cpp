@@ -93,8 +93,8 @@ std::vector<std::uint64_t> BatchPipeline::fail_published_before(Clock::time_poin
   std::vector<std::uint64_t> all;
   for (auto& b : batches_) {
     const auto& timeline = b->timeline;
-    const auto tags =
-        b->tracker.fail_oldest_while([&](std::size_t row) { return timeline.published_at(row) <= limit; }, failure);
+    const auto tags = b->tracker.fail_oldest_while([&](std::size_t row) { return timeline.published_at(row) <= limit; },
+                                                   failure);
     all.insert(all.end(), tags.begin(), tags.end());
   }
   return all;

@@ -133,9 +133,16 @@ bool BatchPublisher::publish_suspect(InflightBatch& b) {
 // (every batch then stops publishing).
 bool BatchPublisher::publish_row(InflightBatch& b, std::size_t i) {
   auto& row = b.rows[i];
-  OutboundMessage m{row.id, &row.message_id, &row.exchange, &row.routing_key, &row.type,
-                    &row.content_type, row.correlation_id ? &*row.correlation_id : nullptr,
-                    &row.headers, &row.payload, row.created_unix_s};
+  OutboundMessage m{row.id,
+                    &row.message_id,
+                    &row.exchange,
+                    &row.routing_key,
+                    &row.type,
+                    &row.content_type,
+                    row.correlation_id ? &*row.correlation_id : nullptr,
+                    &row.headers,
+                    &row.payload,
+                    row.created_unix_s};
   try {
     const auto tag = amqp_.publish(m);
     b.tracker.on_published(i, tag, row.message_id, row.payload_bytes);
@@ -150,8 +157,10 @@ bool BatchPublisher::publish_row(InflightBatch& b, std::size_t i) {
     reader_.link_lost("connection dropped after a message the AMQP client could not encode");
     return false;
   } catch (const AmqpError& e) {  // the socket failed (or the broker read nothing for confirm_timeout_ms)
-    spdlog::warn("AMQP connection lost while publishing: {}; the unconfirmed rows stay pending and are "
-                 "published again", outbox::one_line(e.what()));
+    spdlog::warn(
+        "AMQP connection lost while publishing: {}; the unconfirmed rows stay pending and are "
+        "published again",
+        outbox::one_line(e.what()));
     reader_.link_lost(outbox::one_line(e.what()));
     return false;
   }

@@ -13,8 +13,7 @@ BatchSettler::BatchSettler(const RelaySettings& relay, RelayMetrics& metrics)
 
 SettledBatch BatchSettler::settle(const InflightBatch& b, const Failure& unsent) {
   SettledBatch out;
-  const double now_unix =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double now_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (std::size_t i = 0; i < b.rows.size(); ++i) {
     const auto& row = b.rows[i];
     const auto outcome = b.tracker.outcome(i);
@@ -50,8 +49,10 @@ void BatchSettler::fail(const ClaimedRow& row, const Settlement& s, const std::s
   if (s.action == Settlement::Action::kPark) {
     ++out.parked;
     metrics_.parked();
-    outbox::LogFields fields{{"row_id", row.id}, {"message_id", outbox::one_line(row.message_id, 64)},
-                             {"attempt", row.attempts + 1}, {"reason", f.error}};
+    outbox::LogFields fields{{"row_id", row.id},
+                             {"message_id", outbox::one_line(row.message_id, 64)},
+                             {"attempt", row.attempts + 1},
+                             {"reason", f.error}};
     spdlog::warn("row {} (message {}) parked after {} attempts: {}", row.id, outbox::one_line(row.message_id, 64),
                  row.attempts + 1, f.error);
   } else {

@@ -13,8 +13,8 @@ namespace relay {
 
 using std::chrono::milliseconds;
 
-ConfirmReader::ConfirmReader(const RelayConfig& config, AmqpPublisher& amqp, BatchPipeline& batches,
-                             Isolator& isolator, PublishHold& hold, StallWatch& stall, RelayMetrics& metrics)
+ConfirmReader::ConfirmReader(const RelayConfig& config, AmqpPublisher& amqp, BatchPipeline& batches, Isolator& isolator,
+                             PublishHold& hold, StallWatch& stall, RelayMetrics& metrics)
     : config_(config),
       amqp_(amqp),
       batches_(batches),
@@ -31,7 +31,8 @@ ConfirmReader::ConfirmReader(const RelayConfig& config, AmqpPublisher& amqp, Bat
 void ConfirmReader::pump() {
   if (!amqp_.readable_now()) return;
   const StageCpu::Scope cpu(CpuStage::kSettle);  // one scope for all the events read
-  while (amqp_.connected() && read_one(milliseconds(0))) {}
+  while (amqp_.connected() && read_one(milliseconds(0))) {
+  }
 }
 
 // Acks of other rows do not extend a tag's timeout, so one row a queue never
@@ -53,7 +54,8 @@ void ConfirmReader::await() {
     // The broker blocked the connection (resource alarm) and reads nothing until it
     // unblocks. Keep the connection: tags only grow on the channel, so a late ack
     // settles nothing of a later batch; the loop claims nothing while blocked.
-    batches_.fail_outstanding({FailureCause::kBrokerBlocked, "not confirmed: broker blocked publishing (resource alarm)"},
+    batches_.fail_outstanding({FailureCause::kBrokerBlocked,
+                               "not confirmed: broker blocked publishing (resource alarm)"},
                               ConfirmTracker::Outcome::kFailed);
     for (auto& b : batches_) b->publishing_done = true;
     return;
@@ -93,12 +95,8 @@ bool ConfirmReader::read_one(milliseconds timeout) {
       batches_.on_nack(ev->tag, ev->multiple, ev->reason);
       metrics_.on_unconfirmed(ev->tag, ev->multiple);
       break;
-    case BrokerEvent::Kind::kReturn:
-      batches_.on_return(ev->message_id, ev->reason);
-      break;
-    case BrokerEvent::Kind::kChannelClosed:
-      on_channel_closed(*ev);
-      break;
+    case BrokerEvent::Kind::kReturn: batches_.on_return(ev->message_id, ev->reason); break;
+    case BrokerEvent::Kind::kChannelClosed: on_channel_closed(*ev); break;
     case BrokerEvent::Kind::kConnectionClosed:
       spdlog::warn("AMQP {}", ev->reason);
       link_lost(ev->reason);
@@ -123,21 +121,18 @@ void ConfirmReader::on_channel_closed(const BrokerEvent& ev) {
       batches_.fail_outstanding({FailureCause::kNone, ev.reason}, ConfirmTracker::Outcome::kEnvironment);
       hold("AMQP " + ev.reason + "; no message is at fault");
       return;
-    case CloseAction::kHoldIdle:
-      hold("AMQP " + ev.reason + " with nothing outstanding");
-      return;
-    case CloseAction::kChargeSole:
-      charge_sole_outstanding(ev.reason, ev.reply_code);
-      return;
-    case CloseAction::kIsolate:
-      break;
+    case CloseAction::kHoldIdle: hold("AMQP " + ev.reason + " with nothing outstanding"); return;
+    case CloseAction::kChargeSole: charge_sole_outstanding(ev.reason, ev.reply_code); return;
+    case CloseAction::kIsolate: break;
   }
   // The culprit is among the outstanding: halve the group. They go back in front of
   // the suspects not yet probed, in their order.
   isolator_.split(n);
   if (!probing) {
-    spdlog::warn("AMQP {}; channel reopened; publishing the {} unconfirmed rows again in halving groups to "
-                 "find the one at fault", ev.reason, n);
+    spdlog::warn(
+        "AMQP {}; channel reopened; publishing the {} unconfirmed rows again in halving groups to "
+        "find the one at fault",
+        ev.reason, n);
     metrics_.isolation_started(n);
   }
   batches_.suspect_outstanding();
@@ -151,10 +146,12 @@ void ConfirmReader::charge_sole_outstanding(const std::string& reason, int reply
     if (reply_code == 404 || reply_code == 403)  // the exchange's doing: its other rows go alone
       isolator_.exchange_refused(row.exchange, Clock::now());
     const auto level = isolator_.new_refusal(reason) ? spdlog::level::warn : spdlog::level::debug;
-    outbox::LogFields fields{{"row_id", row.id}, {"message_id", outbox::one_line(row.message_id, 64)},
-                             {"attempt", row.attempts + 1}, {"reason", FailurePolicy::kRefusedPrefix + reason}};
-    spdlog::log(level, "AMQP {}; row {} (message {}) provoked it and is charged an attempt; channel reopened",
-                reason, row.id, outbox::one_line(row.message_id, 64));
+    outbox::LogFields fields{{"row_id", row.id},
+                             {"message_id", outbox::one_line(row.message_id, 64)},
+                             {"attempt", row.attempts + 1},
+                             {"reason", FailurePolicy::kRefusedPrefix + reason}};
+    spdlog::log(level, "AMQP {}; row {} (message {}) provoked it and is charged an attempt; channel reopened", reason,
+                row.id, outbox::one_line(row.message_id, 64));
     b->tracker.on_refused(i, FailurePolicy::kRefusedPrefix + reason);
   }
 }
@@ -165,15 +162,18 @@ void ConfirmReader::fail_overdue(milliseconds timeout) {
   const auto tags = batches_.fail_published_before(Clock::now() - timeout, {FailureCause::kConfirmTimeout, why});
   for (const auto tag : tags) metrics_.on_unconfirmed(tag, false);
   stall_.failure(why);
-  spdlog::warn("{} row(s) got {}; they will be published again after a backoff (a queue that cannot "
-               "confirm them: suspended, without a majority?)", tags.size(), why);
+  spdlog::warn(
+      "{} row(s) got {}; they will be published again after a backoff (a queue that cannot "
+      "confirm them: suspended, without a majority?)",
+      tags.size(), why);
 }
 
 void ConfirmReader::enforce_deadlines() {
   if (batches_.empty()) return;  // an idle relay's turn reads no clock
   const auto now = Clock::now();
   const auto limit = [this] {
-    return " (" + std::to_string(deadline_.commit_within().count()) + " ms of postgres.idle_in_transaction_timeout_ms " +
+    return " (" + std::to_string(deadline_.commit_within().count()) +
+           " ms of postgres.idle_in_transaction_timeout_ms " +
            std::to_string(config_.postgres.idle_in_transaction_timeout_ms) + ")";
   };
   for (auto& b : batches_) {
@@ -198,8 +198,8 @@ void ConfirmReader::enforce_deadlines() {
     const auto tags = b->tracker.fail_oldest_while([](std::size_t) { return true; }, {FailureCause::kBatchLate, why});
     for (const auto tag : tags) metrics_.on_unconfirmed(tag, false);
     stall_.failure(why);
-    spdlog::warn("{} row(s) got {}; the batch commits the rest, they are published again after a backoff",
-                 tags.size(), why);
+    spdlog::warn("{} row(s) got {}; the batch commits the rest, they are published again after a backoff", tags.size(),
+                 why);
   }
 }
 

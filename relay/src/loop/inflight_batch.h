@@ -10,10 +10,9 @@
 
 #include "metrics/batch_timeline.h"
 #include "pg/batch_transaction.h"
+#include "pg/outbox_store.h"
 #include "policy/confirm_tracker.h"
 #include "policy/failure_cause.h"
-#include "pg/outbox_store.h"
-
 
 namespace relay {
 
@@ -28,10 +27,10 @@ struct InflightBatch {
   OutboxStore* store = nullptr;
   std::unique_ptr<BatchTransaction> tx;
   std::vector<ClaimedRow> rows;
-  ConfirmTracker tracker;         // settles this batch's delivery tags only
-  BatchTimeline timeline;         // per row: claimed, published, acked (outbox_relay_stage_seconds)
-  std::size_t published = 0;      // rows [0, published) went to the broker
-  bool publishing_done = false;   // no more of its rows will be published
+  ConfirmTracker tracker;        // settles this batch's delivery tags only
+  BatchTimeline timeline;        // per row: claimed, published, acked (outbox_relay_stage_seconds)
+  std::size_t published = 0;     // rows [0, published) went to the broker
+  bool publishing_done = false;  // no more of its rows will be published
   // Rows that were outstanding when the broker closed the channel over one of them,
   // not saying which: published again in halving probe groups (BatchPublisher::publish_pending, Isolator) in
   // this same transaction, which still holds their locks, until the one at fault

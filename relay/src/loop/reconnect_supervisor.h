@@ -44,7 +44,7 @@ class ReconnectSupervisor {
  private:
   static constexpr std::size_t kDistinctErrors = 8;
   Backoff backoff_;
-  int attempt_ = 0;      // failed attempts in this outage
+  int attempt_ = 0;       // failed attempts in this outage
   int quick_losses_ = 0;  // connections lost within a second of being made, in a row
   Clock::time_point connected_at_{};
   bool outage_ = false;

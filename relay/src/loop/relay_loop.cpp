@@ -128,10 +128,8 @@ bool RelayLoop::ensure_connected() {
     return true;
   }
   const auto failed = reconnect_.failed(error);
-  if (failed.first_of_its_kind)
-    spdlog::warn("cannot connect, will retry with backoff: {}", error);
-  else
-    spdlog::debug("still cannot connect: {}", error);
+  if (failed.first_of_its_kind) spdlog::warn("cannot connect, will retry with backoff: {}", error);
+  else spdlog::debug("still cannot connect: {}", error);
   wake_.pause(failed.wait);
   return false;
 }
@@ -264,12 +262,9 @@ std::vector<ClaimedRow> RelayLoop::claim_rows(OutboxStore& store, BatchTransacti
   if (lanes_) return store.claim_key_heads(tx, limit, lanes_->owned(), key_cursor_);
   const auto range = batches_.id_range();
   switch (floor_policy_.next_claim(range.has_value())) {
-    case ClaimFloorPolicy::Start::kAboveRange:
-      return store.claim_above(tx, limit, range->second);
-    case ClaimFloorPolicy::Start::kAroundRange:
-      return store.claim_around(tx, limit, range->first, range->second);
-    case ClaimFloorPolicy::Start::kLowest:
-      break;
+    case ClaimFloorPolicy::Start::kAboveRange: return store.claim_above(tx, limit, range->second);
+    case ClaimFloorPolicy::Start::kAroundRange: return store.claim_around(tx, limit, range->first, range->second);
+    case ClaimFloorPolicy::Start::kLowest: break;
   }
   return store.claim(tx, limit);
 }
@@ -290,9 +285,10 @@ void RelayLoop::finish_batch(InflightBatch& b) {
       const StageCpu::Scope cpu(CpuStage::kSettle);
       // Rows left unsent while the broker blocked the connection, or by the batch's
       // time limit: say so (their metric and last_error), not "connection lost".
-      settled = settler_.settle(b, amqp_.blocked() ? Failure{FailureCause::kBrokerBlocked,
-                                                              "not published: broker blocked publishing (resource alarm)"}
-                                                   : b.withheld);
+      settled = settler_.settle(b, amqp_.blocked()
+                                       ? Failure{FailureCause::kBrokerBlocked,
+                                                 "not published: broker blocked publishing (resource alarm)"}
+                                       : b.withheld);
     }
     counters_.parked += settled.parked;
     if (!settled.last_failure.empty()) stall_.failure(settled.last_failure);
@@ -313,23 +309,28 @@ void RelayLoop::finish_batch(InflightBatch& b) {
     spdlog::debug("batch of {}: claim {:.1f} ms, publish+confirm {:.1f} ms, mark+commit {:.1f} ms", b.rows.size(),
                   b.claim_ms, ms(b.claimed_at, t2), ms(t2, Clock::now()));
   } catch (const pqxx::broken_connection& e) {
-    spdlog::warn("PostgreSQL connection lost during a batch of {} rows; they stay pending and may be published "
-                 "again: {}", b.rows.size(), outbox::one_line(e.what()));
+    spdlog::warn(
+        "PostgreSQL connection lost during a batch of {} rows; they stay pending and may be published "
+        "again: {}",
+        b.rows.size(), outbox::one_line(e.what()));
     b.tx.reset();  // before its connection goes
     b.store->disconnect();
   } catch (const pqxx::sql_error& e) {
     // The rows stay pending, acked or not, and are claimed again: at once, that would
     // publish them again and again as fast as the broker acks. So claims pause,
     // longer at each rollback in a row, as after a fault of the broker's.
-    batch_abandoned(b, "the mark of rows " + std::to_string(b.rows.front().id) + ".." +
-                           std::to_string(b.rows.back().id) + " rolled back (SQLSTATE " + e.sqlstate() +
-                           "): " + outbox::one_line(e.what()), b.store->connected());
+    batch_abandoned(b,
+                    "the mark of rows " + std::to_string(b.rows.front().id) + ".." + std::to_string(b.rows.back().id) +
+                        " rolled back (SQLSTATE " + e.sqlstate() + "): " + outbox::one_line(e.what()),
+                    b.store->connected());
   } catch (const std::exception& e) {
     // Nothing may end the relay: drop the session (the rows stay pending) and pause
     // claims, longer at each such failure in a row, so a fault that repeats does not
     // spin. A hold, not a sleep: the other batch in flight still reads its confirms.
-    batch_abandoned(b, "batch of rows " + std::to_string(b.rows.front().id) + ".." +
-                           std::to_string(b.rows.back().id) + " abandoned: " + outbox::one_line(e.what()), false);
+    batch_abandoned(b,
+                    "batch of rows " + std::to_string(b.rows.front().id) + ".." + std::to_string(b.rows.back().id) +
+                        " abandoned: " + outbox::one_line(e.what()),
+                    false);
   }
 }
 
@@ -420,7 +421,7 @@ void RelayLoop::maybe_log_summary(bool force) {
   const auto now = Clock::now();
   const double elapsed = std::chrono::duration<double>(now - last_summary_).count();
   if (!force && elapsed < config_.relay.summary_interval_s) return;
-  OutboxStore* store = free_store();  // a session with no claim transaction open
+  OutboxStore* store = free_store();                  // a session with no claim transaction open
   if (!store && !force && !batches_.empty()) return;  // after the next commit
   const double rate = elapsed > 0 ? (counters_.published - published_at_last_summary_) / elapsed : 0;
   last_summary_ = now;

@@ -100,8 +100,8 @@ class RelayLoop {
   RelayMetrics& metrics_;
   AmqpPublisher amqp_;
   std::vector<std::unique_ptr<OutboxStore>> stores_;  // one per batch in flight
-  std::unique_ptr<LaneManager> lanes_;  // relay.ordering per_key only; locks on primary()
-  KeyCursor key_cursor_;                // per_key: where the next claim's walk over the keys goes on
+  std::unique_ptr<LaneManager> lanes_;                // relay.ordering per_key only; locks on primary()
+  KeyCursor key_cursor_;                              // per_key: where the next claim's walk over the keys goes on
   Clock::time_point next_rebalance_{};
   BatchPipeline batches_;
   Isolator isolator_;

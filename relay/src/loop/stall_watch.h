@@ -21,7 +21,7 @@ class StallWatch {
 
   struct Change {
     bool stalled = false;
-    std::string why;  // stalled: the report (for the log, the gauge's reason, /readyz)
+    std::string why;                 // stalled: the report (for the log, the gauge's reason, /readyz)
     std::chrono::seconds lasted{0};  // ended: from the last progress before the stall
   };
 

@@ -59,8 +59,8 @@ bool WakeCoordinator::sleep(Clock::time_point wake_by, bool per_key) {
   // waking for them too would be N relays claiming for one row. With per_key lanes
   // the row's lane may be this relay's, so it stays woken.
   const bool bystander = fallback_poll && !listener_.armed() && !per_key;
-  metrics_.set_listen_role(listener_.armed() ? ListenRole::kHolder
-                           : !bystander       ? ListenRole::kNone
+  metrics_.set_listen_role(listener_.armed()    ? ListenRole::kHolder
+                           : !bystander         ? ListenRole::kNone
                            : answer_for_holder_ ? ListenRole::kAnswering
                                                 : ListenRole::kBystander);
   const bool notified = wait(until, bystander && !answer_for_holder_);
@@ -75,9 +75,11 @@ void WakeCoordinator::judge_holder(const std::vector<ClaimedRow>& rows) {
   if (polled && !answer_for_holder_ &&
       std::any_of(rows.begin(), rows.end(), [](const ClaimedRow& r) { return r.attempts == 0; })) {
     answer_for_holder_ = true;
-    spdlog::warn("{} new row(s) were due at the fallback poll though another relay holds the waiting lock and "
-                 "should have been woken for them: it does not answer (a session left by a partition, a hung "
-                 "process); answering producers' notifications too until it does", rows.size());
+    spdlog::warn(
+        "{} new row(s) were due at the fallback poll though another relay holds the waiting lock and "
+        "should have been woken for them: it does not answer (a session left by a partition, a hung "
+        "process); answering producers' notifications too until it does",
+        rows.size());
   } else if (notified && rows.empty() && answer_for_holder_) {
     answer_for_holder_ = false;
     spdlog::info("the relay holding the waiting lock answers producers again: leaving their notifications to it");

@@ -36,8 +36,8 @@ class WakeCoordinator {
  public:
   using Clock = std::chrono::steady_clock;
 
-  WakeCoordinator(const RelayConfig& config, AmqpPublisher& amqp, RelayMetrics& metrics,
-                  const std::atomic<bool>& stop, std::function<void()> tick);
+  WakeCoordinator(const RelayConfig& config, AmqpPublisher& amqp, RelayMetrics& metrics, const std::atomic<bool>& stop,
+                  std::function<void()> tick);
 
   // Waits for work; returns whether the next claim should ask has_due_rows() first
   // (a fallback poll: rows are unlikely) rather than claim at once (a notification,

@@ -24,7 +24,9 @@ std::optional<RowStages> BatchTimeline::stages(std::size_t row, double created_u
                                                Clock::time_point committed) const {
   const auto published = published_[row], acked = acked_[row];
   if (published == Clock::time_point{} || acked < published) return std::nullopt;
-  auto s = [](Clock::time_point from, Clock::time_point to) { return std::chrono::duration<double>(to - from).count(); };
+  auto s = [](Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
+  };
   return RowStages{std::max(0.0, claim_start_unix_ - created_unix), s(claim_start_, claim_end_),
                    s(claim_end_, published), s(published, acked), s(acked, committed)};
 }

@@ -17,9 +17,8 @@ const std::vector<double> kStatementBuckets = exponential_buckets(0.0001, 2, 17)
 // p99 of a few ms off the buckets of the per-stage latencies. Literals, so the
 // bounds render as written.
 const std::vector<double> kStageBuckets = {
-    0.0001, 0.00015, 0.0002, 0.0003, 0.0005, 0.0007, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.007,
-    0.01,   0.015,   0.02,   0.03,   0.05,   0.07,   0.1,   0.15,   0.2,   0.3,   0.5,   0.7,
-    1,      1.5,     2,      3,      5,      7,      10};
+    0.0001, 0.00015, 0.0002, 0.0003, 0.0005, 0.0007, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.007, 0.01, 0.015, 0.02, 0.03,
+    0.05,   0.07,    0.1,    0.15,   0.2,    0.3,    0.5,   0.7,    1,     1.5,   2,     3,     5,    7,     10};
 // 1 .. 65536 rows.
 const std::vector<double> kBatchBuckets = exponential_buckets(1, 2, 17);
 
@@ -36,13 +35,11 @@ outbox::metrics::Counter& failure_counter(outbox::metrics::Registry& r, const ch
 
 outbox::metrics::Counter& reconnects(outbox::metrics::Registry& r, const char* peer) {
   return r.counter("outbox_relay_reconnects_total",
-                   "Connections re-established after the first, by peer (postgres, amqp).",
-                   {{"peer", peer}});
+                   "Connections re-established after the first, by peer (postgres, amqp).", {{"peer", peer}});
 }
 
 outbox::metrics::Gauge& connected(outbox::metrics::Registry& r, const char* peer) {
-  return r.gauge("outbox_relay_connected", "1 while the relay holds a connection to the peer.",
-                 {{"peer", peer}});
+  return r.gauge("outbox_relay_connected", "1 while the relay holds a connection to the peer.", {{"peer", peer}});
 }
 
 outbox::metrics::Gauge& listen_role(outbox::metrics::Registry& r, const char* role) {
@@ -57,30 +54,33 @@ outbox::metrics::Gauge& listen_role(outbox::metrics::Registry& r, const char* ro
 template <class Stage, std::size_t N, class Name, class Make>
 auto per_stage(Name name, Make make) {
   std::array<std::remove_reference_t<decltype(make(outbox::metrics::Labels{}))>*, N> series{};
-  for (std::size_t i = 0; i < N; ++i) series[i] = &make(outbox::metrics::Labels{{"stage", name(static_cast<Stage>(i))}});
+  for (std::size_t i = 0; i < N; ++i)
+    series[i] = &make(outbox::metrics::Labels{{"stage", name(static_cast<Stage>(i))}});
   return series;
 }
 
 std::array<outbox::metrics::Histogram*, kLatencyStages> stage_histograms(outbox::metrics::Registry& r) {
-  return per_stage<LatencyStage, kLatencyStages>(latency_stage_name, [&r](const outbox::metrics::Labels& l) -> auto& {
-    return r.histogram("outbox_relay_stage_seconds",
-                       "Per row marked published, where its time from created_at to the relay's commit went: "
-                       "queued (until the claim that took it started), claim (that claim), publish (until its "
-                       "basic.publish was written), confirm (until the broker's ack), settle (until the batch "
-                       "committed). The stages add up to created_at -> commit.",
-                       kStageBuckets, l);
-  });
+  return per_stage<LatencyStage, kLatencyStages>(
+      latency_stage_name, [&r](const outbox::metrics::Labels& l) -> auto& {
+        return r.histogram("outbox_relay_stage_seconds",
+                           "Per row marked published, where its time from created_at to the relay's commit went: "
+                           "queued (until the claim that took it started), claim (that claim), publish (until its "
+                           "basic.publish was written), confirm (until the broker's ack), settle (until the batch "
+                           "committed). The stages add up to created_at -> commit.",
+                           kStageBuckets, l);
+      });
 }
 
 std::array<outbox::metrics::Counter*, kCpuStages> stage_cpu_counters(outbox::metrics::Registry& r) {
-  return per_stage<CpuStage, kCpuStages>(cpu_stage_name, [&r](const outbox::metrics::Labels& l) -> auto& {
-    return r.counter("outbox_relay_stage_cpu_seconds_total",
-                     "CPU time of the relay loop's thread by stage: claim (the claim's round trip and libpq "
-                     "reading its result), decode (turning the result into rows), publish (payload fetches, "
-                     "basic.publish), settle (reading broker acks and events, the failure policy), mark "
-                     "(marking or deleting the batch's rows, and the commit).",
-                     l);
-  });
+  return per_stage<CpuStage, kCpuStages>(
+      cpu_stage_name, [&r](const outbox::metrics::Labels& l) -> auto& {
+        return r.counter("outbox_relay_stage_cpu_seconds_total",
+                         "CPU time of the relay loop's thread by stage: claim (the claim's round trip and libpq "
+                         "reading its result), decode (turning the result into rows), publish (payload fetches, "
+                         "basic.publish), settle (reading broker acks and events, the failure policy), mark "
+                         "(marking or deleting the batch's rows, and the commit).",
+                         l);
+      });
 }
 
 }  // namespace
@@ -90,15 +90,18 @@ RelayMetrics::RelayMetrics(outbox::metrics::Registry& r, const std::string& vers
       published_(r.counter("outbox_relay_published_total",
                            "Rows acked by the broker and marked published in a committed batch.")),
       batches_(r.counter("outbox_relay_batches_total", "Batches committed.")),
-      parked_(r.counter("outbox_relay_parked_total",
-                        "Rows parked after reaching relay.max_attempts.")),
+      parked_(r.counter("outbox_relay_parked_total", "Rows parked after reaching relay.max_attempts.")),
       commit_unknown_(r.counter("outbox_relay_commit_unknown_total",
                                 "Batches whose COMMIT outcome is unknown (their rows may be "
                                 "published again).")),
-      failures_{&failure_counter(r, "nack"), &failure_counter(r, "returned"),
-                &failure_counter(r, "channel_closed"), &failure_counter(r, "connection_lost"),
-                &failure_counter(r, "confirm_timeout"), &failure_counter(r, "blocked"),
-                &failure_counter(r, "invalid"), &failure_counter(r, "batch_time_limit")},
+      failures_{&failure_counter(r, "nack"),
+                &failure_counter(r, "returned"),
+                &failure_counter(r, "channel_closed"),
+                &failure_counter(r, "connection_lost"),
+                &failure_counter(r, "confirm_timeout"),
+                &failure_counter(r, "blocked"),
+                &failure_counter(r, "invalid"),
+                &failure_counter(r, "batch_time_limit")},
       reconnects_pg_(reconnects(r, "postgres")),
       reconnects_amqp_(reconnects(r, "amqp")),
       connected_pg_(connected(r, "postgres")),
@@ -116,17 +119,16 @@ RelayMetrics::RelayMetrics(outbox::metrics::Registry& r, const std::string& vers
       lanes_owned_(r.gauge("outbox_relay_lanes_owned",
                            "Ordering lanes this relay owns (ordering: per_key; 0 otherwise).")),
       batch_size_(r.histogram("outbox_relay_batch_size_rows", "Rows per claimed batch.", kBatchBuckets)),
-      claim_seconds_(r.histogram("outbox_relay_claim_duration_seconds",
-                                 "Duration of the claim statement.", kStatementBuckets)),
-      mark_seconds_(r.histogram("outbox_relay_mark_duration_seconds",
-                                "Duration of marking a batch and committing it.", kStatementBuckets)),
+      claim_seconds_(r.histogram("outbox_relay_claim_duration_seconds", "Duration of the claim statement.",
+                                 kStatementBuckets)),
+      mark_seconds_(r.histogram("outbox_relay_mark_duration_seconds", "Duration of marking a batch and committing it.",
+                                kStatementBuckets)),
       enqueue_to_confirm_(r.histogram("outbox_relay_enqueue_to_confirm_seconds",
                                       "From the row's created_at (its producer transaction) to the "
                                       "broker's ack; includes time waiting to be claimed.",
                                       kLatencyBuckets)),
       publish_to_confirm_(r.histogram("outbox_relay_publish_to_confirm_seconds",
-                                      "From basic.publish to the broker's ack, per message.",
-                                      kLatencyBuckets)),
+                                      "From basic.publish to the broker's ack, per message.", kLatencyBuckets)),
       stage_seconds_(stage_histograms(r)),
       stage_cpu_(stage_cpu_counters(r)),
       stalled_(r.gauge("outbox_relay_publish_stalled",
@@ -140,12 +142,9 @@ RelayMetrics::RelayMetrics(outbox::metrics::Registry& r, const std::string& vers
       retention_deleted_(r.counter("outbox_relay_retention_deleted_total",
                                    "Published rows deleted by retention (this relay).")),
       retention_batch_seconds_(r.histogram("outbox_relay_retention_batch_duration_seconds",
-                                           "Duration of one retention DELETE batch.",
-                                           kStatementBuckets)),
+                                           "Duration of one retention DELETE batch.", kStatementBuckets)),
       heartbeat_ns_(now_ns()) {
-  r.gauge("outbox_relay_build_info", "Always 1; the labels name the build.",
-          {{"version", version}})
-      .set(1);
+  r.gauge("outbox_relay_build_info", "Always 1; the labels name the build.", {{"version", version}}).set(1);
 }
 
 std::int64_t RelayMetrics::now_ns() {
@@ -168,8 +167,7 @@ void RelayMetrics::connected_to(const char* peer) {
 
 void RelayMetrics::probed() {
   last_claim_ns_ = now_ns();
-  last_claim_.set(std::chrono::duration<double>(
-                      std::chrono::system_clock::now().time_since_epoch()).count());
+  last_claim_.set(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
 }
 
 void RelayMetrics::claimed(std::size_t rows, double claim_seconds) {
@@ -272,8 +270,7 @@ std::optional<std::string> RelayMetrics::not_ready(std::chrono::seconds max_clai
   auto age = std::chrono::nanoseconds(now_ns() - last);
   if (age > max_claim_age)
     return fmt::format("no claim completed for {} s (limit {} s)",
-                       std::chrono::duration_cast<std::chrono::seconds>(age).count(),
-                       max_claim_age.count());
+                       std::chrono::duration_cast<std::chrono::seconds>(age).count(), max_claim_age.count());
   return std::nullopt;
 }
 

@@ -11,10 +11,10 @@
 #include <optional>
 #include <string>
 
-#include "outbox/metrics.h"
-#include "policy/failure_cause.h"
 #include "metrics/batch_timeline.h"
 #include "metrics/stage_cpu.h"
+#include "outbox/metrics.h"
+#include "policy/failure_cause.h"
 
 namespace relay {
 
@@ -75,7 +75,7 @@ class RelayMetrics {
   void on_published(std::uint64_t tag);
   void on_acked(std::uint64_t tag, bool multiple);
   void on_unconfirmed(std::uint64_t tag, bool multiple);  // nack
-  void on_channel_reset();                                 // tags restart
+  void on_channel_reset();                                // tags restart
 
   // --- housekeeping hooks (stats and retention thread) ------------------------
   void set_backlog(std::int64_t pending, std::int64_t parked, double oldest_pending_age_s);
@@ -100,7 +100,7 @@ class RelayMetrics {
   outbox::metrics::Histogram &batch_size_, &claim_seconds_, &mark_seconds_;
   outbox::metrics::Histogram &enqueue_to_confirm_, &publish_to_confirm_;
   std::array<outbox::metrics::Histogram*, kLatencyStages> stage_seconds_;  // by LatencyStage
-  std::array<outbox::metrics::Counter*, kCpuStages> stage_cpu_;             // by CpuStage
+  std::array<outbox::metrics::Counter*, kCpuStages> stage_cpu_;            // by CpuStage
   outbox::metrics::Gauge& stalled_;
   std::array<outbox::metrics::Gauge*, 3> listen_role_;  // holder, bystander, answering
   outbox::metrics::Counter &isolations_, &isolated_rows_;

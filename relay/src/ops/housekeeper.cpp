@@ -2,15 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include "ops/outbox_cleaner.h"
 #include "outbox/duration.h"
 #include "outbox/one_line.h"
-#include "ops/outbox_cleaner.h"
 #include "pg/outbox_store.h"
 
 namespace relay {
 
-Housekeeper::Housekeeper(const RelayConfig& config, RelayMetrics& metrics)
-    : config_(config), metrics_(metrics) {}
+Housekeeper::Housekeeper(const RelayConfig& config, RelayMetrics& metrics) : config_(config), metrics_(metrics) {}
 
 Housekeeper::~Housekeeper() { stop(); }
 

@@ -56,8 +56,7 @@ struct Shared {
   std::unordered_map<HttpConnectionCap::Id, std::weak_ptr<Session>> sessions;  // the open ones, by id in cap
 };
 
-http::response<http::string_body> respond(const Shared& shared,
-                                          const http::request<http::string_body>& req) {
+http::response<http::string_body> respond(const Shared& shared, const http::request<http::string_body>& req) {
   http::response<http::string_body> res;
   res.version(req.version());
   res.keep_alive(req.keep_alive());
@@ -363,6 +362,5 @@ void HttpServer::stop() {
 }
 
 std::string HttpServer::local_address() const { return listener_->local_address(); }
-
 
 }  // namespace relay

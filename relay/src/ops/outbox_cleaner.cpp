@@ -19,27 +19,26 @@ void OutboxCleaner::unlock() {
 }
 
 std::string OutboxCleaner::cutoff_for(std::chrono::seconds age) {
-  return std::string(session_.exec("SELECT (now() - $1 * interval '1 second')::text", {std::to_string(age.count())})
-                         .bytes(0, 0));
+  return std::string(
+      session_.exec("SELECT (now() - $1 * interval '1 second')::text", {std::to_string(age.count())}).bytes(0, 0));
 }
 
 std::int64_t OutboxCleaner::count_older(const std::string& cutoff) {
-  return session_.exec("SELECT count(*) FROM " + table_ + " WHERE published_at < $1::timestamptz", {cutoff})
-      .int8(0, 0);
+  return session_.exec("SELECT count(*) FROM " + table_ + " WHERE published_at < $1::timestamptz", {cutoff}).int8(0, 0);
 }
 
-OutboxCleaner::Window OutboxCleaner::delete_window(const std::string& cutoff, std::int64_t after_id,
-                                                   int batch) {
+OutboxCleaner::Window OutboxCleaner::delete_window(const std::string& cutoff, std::int64_t after_id, int batch) {
   // The DELETE repeats the published_at test: if a replay made a row pending after
   // the window was read, the re-check on the locked row keeps it.
-  const std::string sql =
-      "WITH win AS (SELECT id, published_at, created_at FROM " + table_ +
-      " WHERE id > $2 ORDER BY id LIMIT $3), "
-      "gone AS (DELETE FROM " + table_ + " o USING win WHERE o.id = win.id "
-      "AND win.published_at < $1::timestamptz AND o.published_at < $1::timestamptz RETURNING 1) "
-      "SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM win), "
-      "coalesce((SELECT max(id) FROM win), $2), "
-      "coalesce((SELECT bool_and(created_at >= $1::timestamptz) FROM win), false)";
+  const std::string sql = "WITH win AS (SELECT id, published_at, created_at FROM " + table_ +
+                          " WHERE id > $2 ORDER BY id LIMIT $3), "
+                          "gone AS (DELETE FROM " +
+                          table_ +
+                          " o USING win WHERE o.id = win.id "
+                          "AND win.published_at < $1::timestamptz AND o.published_at < $1::timestamptz RETURNING 1) "
+                          "SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM win), "
+                          "coalesce((SELECT max(id) FROM win), $2), "
+                          "coalesce((SELECT bool_and(created_at >= $1::timestamptz) FROM win), false)";
   // One statement, its own transaction (autocommit).
   const auto r = session_.exec(sql, {cutoff, std::to_string(after_id), std::to_string(batch)});
   return Window{r.int8(0, 0), r.int8(0, 1), r.int8(0, 2), r.boolean(0, 3)};

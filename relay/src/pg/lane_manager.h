@@ -30,8 +30,8 @@ class LaneManager {
   void join(PgSession& session);
 
   struct Change {
-    int members = 0;                 // live relays in the group (this one included)
-    int fair_share = 0;              // ceil(lanes / members)
+    int members = 0;     // live relays in the group (this one included)
+    int fair_share = 0;  // ceil(lanes / members)
     std::vector<int> taken, released;
   };
   Change rebalance(PgSession& session);

@@ -1,12 +1,12 @@
 #include "pg/notify_listener.h"
 
 #include <algorithm>
-#include <utility>
 #include <pqxx/pqxx>
+#include <utility>
 
+#include "outbox/pqxx_compat.h"
 #include "pg/outbox_store.h"
 #include "pg/pg_connect.h"
-#include "outbox/pqxx_compat.h"
 
 namespace relay {
 namespace {
@@ -58,9 +58,7 @@ NotifyListener::NotifyListener(PostgresConfig config, std::chrono::milliseconds 
 
 NotifyListener::~NotifyListener() { disconnect(); }
 
-std::string NotifyListener::channel_of(const std::string& schema) {
-  return ("outbox_" + schema).substr(0, 63);
-}
+std::string NotifyListener::channel_of(const std::string& schema) { return ("outbox_" + schema).substr(0, 63); }
 
 bool NotifyListener::connected() const { return conn_ && conn_->is_open(); }
 
@@ -88,8 +86,8 @@ void NotifyListener::connect() {
   conn->prepare("notify_lock", std::string("SELECT pg_advisory_lock(") + kLockKey + ")");
   conn->prepare("notify_unlock", std::string("SELECT pg_advisory_unlock(") + kLockKey + ")");
   // One statement: the notification goes out when the lock is already free.
-  conn->prepare("notify_hand_over", std::string("SELECT pg_advisory_unlock(") + kLockKey + "), pg_notify($2, '" +
-                                        kHandoverPayload + "')");
+  conn->prepare("notify_hand_over",
+                std::string("SELECT pg_advisory_unlock(") + kLockKey + "), pg_notify($2, '" + kHandoverPayload + "')");
   conn->prepare("notify_other_relay",
                 "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
                 "AND mode = 'ExclusiveLock' AND objsubid = 2 AND classid = 1868724338 "
@@ -128,7 +126,8 @@ void NotifyListener::disarm(Release how) {
   if (!armed_) return;
   armed_ = false;
   pqxx::nontransaction tx(*conn_);
-  if (how == Release::kHandOver) outbox::pgx::exec_prepared(tx, "notify_hand_over", config_.schema, channel_of(config_.schema));
+  if (how == Release::kHandOver)
+    outbox::pgx::exec_prepared(tx, "notify_hand_over", config_.schema, channel_of(config_.schema));
   else outbox::pgx::exec_prepared(tx, "notify_unlock", config_.schema);
 }
 

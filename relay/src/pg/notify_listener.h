@@ -3,11 +3,10 @@
 
 #include <chrono>
 #include <memory>
+#include <pqxx/connection>
 #include <string>
 
 #include "config/config.h"
-
-#include <pqxx/connection>
 
 namespace relay {
 
@@ -41,9 +40,9 @@ class NotifyListener {
   void disconnect();
 
   enum class Arm {
-    kArmed,           // this relay holds the lock: every insert from now on notifies
-    kOtherRelay,      // another idle relay holds it and answers the inserts
-    kProducerBusy,    // a producer transaction that did not notify is still open
+    kArmed,         // this relay holds the lock: every insert from now on notifies
+    kOtherRelay,    // another idle relay holds it and answers the inserts
+    kProducerBusy,  // a producer transaction that did not notify is still open
   };
   // Takes the lock, waiting at most `lock_wait` for producer transactions still open.
   // REQUIRES: connected(). Throws pqxx errors when the session fails.

@@ -1,18 +1,18 @@
 #include "pg/outbox_store.h"
 
-#include <nlohmann/json.hpp>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <optional>
-#include <unordered_map>
 #include <pqxx/except>
+#include <unordered_map>
 
+#include "metrics/stage_cpu.h"
 #include "outbox/one_line.h"
 #include "outbox/pg_array.h"
 #include "outbox/sql_identifier.h"
+#include "pg/lane_manager.h"
 #include "pg/pg_connect.h"
 #include "policy/failure_policy.h"
-#include "pg/lane_manager.h"
-#include "metrics/stage_cpu.h"
 
 namespace relay {
 
@@ -26,7 +26,9 @@ StoreOptions StoreOptions::of(const RelaySettings& relay) {
 }
 
 OutboxStore::OutboxStore(PostgresConfig config, StoreOptions options)
-    : config_(std::move(config)), options_(options), schema_(outbox::quoted_identifier(config_.schema, "postgres.schema")),
+    : config_(std::move(config)),
+      options_(options),
+      schema_(outbox::quoted_identifier(config_.schema, "postgres.schema")),
       payloads_sql_("SELECT id, payload FROM " + schema_ + ".outbox WHERE id = ANY($1::bigint[])") {}
 
 OutboxStore::~OutboxStore() = default;
@@ -72,8 +74,9 @@ void OutboxStore::connect() {
   // not the start of the claim transaction.
   auto mark = [&](const std::string& target) {
     return options_.delete_on_publish ? "DELETE FROM " + target + " WHERE "
-                              : "UPDATE " + target + " SET published_at = clock_timestamp() "
-                                "WHERE published_at IS NULL AND ";
+                                      : "UPDATE " + target +
+                                            " SET published_at = clock_timestamp() "
+                                            "WHERE published_at IS NULL AND ";
   };
   // By address (a TID scan): 500 index probes a batch fewer than by id, about
   // 1.5 us of PostgreSQL CPU per row (docs/perf/NOTEBOOK.md, "Round five"). ONLY: a
@@ -85,27 +88,34 @@ void OutboxStore::connect() {
   statements_.push_back({"outbox_mark_published_by_id", mark_by_id_sql_});
   // The same mark as the first, sent with the batch's COMMIT (mark_published_and_commit).
   statements_.push_back({"outbox_mark_then_commit", mark("ONLY " + schema_ + ".outbox") + "ctid = ANY($1::tid[])"});
-  statements_.push_back({"outbox_due", "SELECT EXISTS (SELECT 1 FROM " + schema_ + ".outbox "
-                                       "WHERE " + pending_sql() + " AND next_attempt_at <= now())"});
-  statements_.push_back({"outbox_mark_failed",
-                // attempts as written by hand may be anything: from below 0 it counts
-                // from 0, and at the int maximum it stays there (an overflow would
-                // fail the statement, and with it every row of the batch).
-                "UPDATE " + schema_ + ".outbox o "
-                "SET attempts = LEAST(GREATEST(o.attempts, 0), 2147483646) + f.counted, "
-                "next_attempt_at = now() + f.retry_in_ms * interval '1 millisecond', "
-                "last_error = f.error, "
-                "parked_at = CASE WHEN f.counted = 1 AND GREATEST(o.attempts, 0) >= $5 - 1 THEN now() END, "
-                "refused_by_broker = f.refused "
-                "FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::int[], $6::bool[]) "
-                "AS f(id, error, retry_in_ms, counted, refused) "
-                "WHERE o.id = f.id"});
+  statements_.push_back({"outbox_due", "SELECT EXISTS (SELECT 1 FROM " + schema_ +
+                                           ".outbox "
+                                           "WHERE " +
+                                           pending_sql() + " AND next_attempt_at <= now())"});
   statements_.push_back(
-      {"outbox_stats",
-       "SELECT count(*) FILTER (WHERE parked_at IS NULL), "
-       "coalesce(extract(epoch from now() - min(created_at) FILTER (WHERE parked_at IS NULL AND isfinite(created_at))), "
-       "0)::float8, (SELECT count(*) FROM " + schema_ + ".outbox WHERE parked_at IS NOT NULL) "
-       "FROM " + schema_ + ".outbox WHERE " + pending_sql()});
+      {"outbox_mark_failed",
+       // attempts as written by hand may be anything: from below 0 it counts
+       // from 0, and at the int maximum it stays there (an overflow would
+       // fail the statement, and with it every row of the batch).
+       "UPDATE " + schema_ +
+           ".outbox o "
+           "SET attempts = LEAST(GREATEST(o.attempts, 0), 2147483646) + f.counted, "
+           "next_attempt_at = now() + f.retry_in_ms * interval '1 millisecond', "
+           "last_error = f.error, "
+           "parked_at = CASE WHEN f.counted = 1 AND GREATEST(o.attempts, 0) >= $5 - 1 THEN now() END, "
+           "refused_by_broker = f.refused "
+           "FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::int[], $6::bool[]) "
+           "AS f(id, error, retry_in_ms, counted, refused) "
+           "WHERE o.id = f.id"});
+  statements_.push_back({"outbox_stats",
+                         "SELECT count(*) FILTER (WHERE parked_at IS NULL), "
+                         "coalesce(extract(epoch from now() - min(created_at) FILTER (WHERE parked_at IS NULL AND "
+                         "isfinite(created_at))), "
+                         "0)::float8, (SELECT count(*) FROM " +
+                             schema_ +
+                             ".outbox WHERE parked_at IS NOT NULL) "
+                             "FROM " +
+                             schema_ + ".outbox WHERE " + pending_sql()});
   session_ = std::move(setup);
 }
 
@@ -178,33 +188,37 @@ void OutboxStore::add_key_walk(const std::string& select_list) {
     return "WITH RECURSIVE walk(wkey, wid, wparked, step) AS ((SELECT k.*, 1 FROM (" + next +
            (cursor.empty() ? "" : "AND ordering_key > " + cursor + " ") +
            "ORDER BY ordering_key, id LIMIT 1) k) UNION ALL SELECT n.*, w.step + 1 "
-           "FROM walk w CROSS JOIN LATERAL (" + next +
+           "FROM walk w CROSS JOIN LATERAL (" +
+           next +
            "AND (ordering_key, id) > (w.wkey, CASE WHEN w.wparked THEN w.wid ELSE 9223372036854775807 END) "
-           "ORDER BY ordering_key, id LIMIT 1) n WHERE w.step < " + steps + ") ";
+           "ORDER BY ordering_key, id LIMIT 1) n WHERE w.step < " +
+           steps + ") ";
   };
   const std::string lane = LaneManager::lane_sql("o.ordering_key", std::to_string(options_.key_lanes));
   for (bool from_cursor : {false, true}) {
     const std::string suffix = from_cursor ? "_from" : "_start";
     // $1 keys to walk, $2 limit, $3 lanes, $4 cursor.
-    statements_.push_back({"outbox_key_heads" + suffix,
-                 walk("$1", from_cursor ? "$4" : "") + select_list + "FROM walk w JOIN " + schema_ +
-                     ".outbox o ON o.id = w.wid WHERE " + lane + " = ANY($3::int[]) AND " + pending_sql("o.") +
-                     " AND o.next_attempt_at <= now() "
-                     "ORDER BY w.wkey LIMIT $2 FOR UPDATE OF o SKIP LOCKED"});
+    statements_.push_back({"outbox_key_heads" + suffix, walk("$1", from_cursor ? "$4" : "") + select_list +
+                                                            "FROM walk w JOIN " + schema_ +
+                                                            ".outbox o ON o.id = w.wid WHERE " + lane +
+                                                            " = ANY($3::int[]) AND " + pending_sql("o.") +
+                                                            " AND o.next_attempt_at <= now() "
+                                                            "ORDER BY w.wkey LIMIT $2 FOR UPDATE OF o SKIP LOCKED"});
     // Where a walk of $1 keys (after $2) ends, and whether it reached the last key.
-    statements_.push_back({"outbox_key_walk_end" + suffix, walk("$1", from_cursor ? "$2" : "") +
-                                                                 "SELECT wkey, step FROM walk ORDER BY step DESC LIMIT 1"});
+    statements_.push_back({"outbox_key_walk_end" + suffix,
+                           walk("$1", from_cursor ? "$2" : "") +
+                               "SELECT wkey, step FROM walk ORDER BY step DESC LIMIT 1"});
   }
 }
 
-std::vector<ClaimedRow> OutboxStore::claim_key_heads(BatchTransaction& tx, int limit,
-                                                     const std::vector<int>& lanes, KeyCursor& cursor) {
+std::vector<ClaimedRow> OutboxStore::claim_key_heads(BatchTransaction& tx, int limit, const std::vector<int>& lanes,
+                                                     KeyCursor& cursor) {
   if (lanes.empty()) return {};
   std::vector<std::int64_t> lane_ids(lanes.begin(), lanes.end());
   const std::string lane_array = outbox::pg::bigint_array(lane_ids);
   // Enough keys for a full batch when keys spread evenly over the lanes.
-  const long keys_per_walk = std::min<long>(
-      1'000'000, std::max<long>(limit, 2L * limit * options_.key_lanes / static_cast<long>(lanes.size())));
+  const long keys_per_walk = std::min<long>(1'000'000, std::max<long>(limit, 2L * limit * options_.key_lanes /
+                                                                                 static_cast<long>(lanes.size())));
   bool wrapped = cursor.at_start;
   // Bounded, so a claim returns in bounded time; a pass left unfinished resumes at
   // the next claim from the cursor.
@@ -241,9 +255,12 @@ std::string OutboxStore::pending_sql(const std::string& alias) {
 // The claim's columns, named: the SELECT list and the decoder use the same names.
 // Both claims call the outbox `o` (the key walk joins it to its steps).
 std::string OutboxStore::claim_select_list() {
-  return "SELECT id, o.ctid AS ctid, message_id::text AS message_id, exchange, routing_key, message_type, ordering_key, "
+  return "SELECT id, o.ctid AS ctid, message_id::text AS message_id, exchange, routing_key, message_type, "
+         "ordering_key, "
          "content_type, headers::text AS headers, correlation_id, "
-         "CASE WHEN octet_length(payload) <= " + std::to_string(kInlinePayloadBytes) + " THEN payload END "
+         "CASE WHEN octet_length(payload) <= " +
+         std::to_string(kInlinePayloadBytes) +
+         " THEN payload END "
          "AS inline_payload, attempts, date_part('epoch', created_at) AS created_epoch, "
          "octet_length(payload) AS payload_bytes, "
          "refused_by_broker AS refused_before ";
@@ -252,12 +269,21 @@ std::string OutboxStore::claim_select_list() {
 // Column numbers of claim_select_list() in a result, looked up once per result.
 struct OutboxStore::ClaimColumns {
   explicit ClaimColumns(const PgResult& q)
-      : id(q.column("id")), ctid(q.column("ctid")), message_id(q.column("message_id")), exchange(q.column("exchange")),
-        routing_key(q.column("routing_key")), message_type(q.column("message_type")),
-        ordering_key(q.column("ordering_key")), content_type(q.column("content_type")), headers(q.column("headers")),
-        correlation_id(q.column("correlation_id")), inline_payload(q.column("inline_payload")),
-        attempts(q.column("attempts")), created_epoch(q.column("created_epoch")),
-        payload_bytes(q.column("payload_bytes")), refused_before(q.column("refused_before")) {}
+      : id(q.column("id")),
+        ctid(q.column("ctid")),
+        message_id(q.column("message_id")),
+        exchange(q.column("exchange")),
+        routing_key(q.column("routing_key")),
+        message_type(q.column("message_type")),
+        ordering_key(q.column("ordering_key")),
+        content_type(q.column("content_type")),
+        headers(q.column("headers")),
+        correlation_id(q.column("correlation_id")),
+        inline_payload(q.column("inline_payload")),
+        attempts(q.column("attempts")),
+        created_epoch(q.column("created_epoch")),
+        payload_bytes(q.column("payload_bytes")),
+        refused_before(q.column("refused_before")) {}
   int id, ctid, message_id, exchange, routing_key, message_type, ordering_key, content_type, headers, correlation_id,
       inline_payload, attempts, created_epoch, payload_bytes, refused_before;
 };
@@ -283,7 +309,8 @@ std::vector<ClaimedRow> OutboxStore::decode_claim(const PgResult& q) {
       decode_message_columns(q, i, c, row);
       if (!row.invalid && row.payload_bytes > options_.max_payload_bytes) {
         row.invalid = "column payload: " + std::to_string(row.payload_bytes) +
-                      " bytes, above relay.max_payload_bytes (" + std::to_string(options_.max_payload_bytes) + "): not fetched";
+                      " bytes, above relay.max_payload_bytes (" + std::to_string(options_.max_payload_bytes) +
+                      "): not fetched";
         row.payload.clear();
         row.payload_loaded = true;  // nothing to fetch: it will not be sent
       }
@@ -342,8 +369,8 @@ void OutboxStore::decode_message_columns(const PgResult& q, int i, const ClaimCo
   row.created_unix_s = static_cast<std::int64_t>(std::floor(created));  // 1969-12-31 23:59:59.5 is -1
 }
 
-std::size_t OutboxStore::load_payloads(BatchTransaction& tx, std::vector<ClaimedRow>& rows,
-                                       std::size_t first, std::size_t max_bytes) {
+std::size_t OutboxStore::load_payloads(BatchTransaction& tx, std::vector<ClaimedRow>& rows, std::size_t first,
+                                       std::size_t max_bytes) {
   std::vector<std::int64_t> ids;
   std::unordered_map<std::int64_t, std::size_t> index;
   std::size_t bytes = 0, end = first;
@@ -405,8 +432,7 @@ void OutboxStore::mark_published_and_commit(BatchTransaction& tx, const std::vec
   }
 }
 
-void OutboxStore::mark_failed(BatchTransaction& tx, const std::vector<FailedRow>& rows,
-                              int max_attempts) {
+void OutboxStore::mark_failed(BatchTransaction& tx, const std::vector<FailedRow>& rows, int max_attempts) {
   if (rows.empty()) return;
   std::vector<std::int64_t> ids, delays, counted;
   std::vector<std::string> errors;

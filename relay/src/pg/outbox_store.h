@@ -41,7 +41,7 @@ struct ClaimedRow {
   // sent; it fails on its own as an attempt, and the rest of the claim goes on.
   std::optional<std::string> invalid;
   std::int64_t created_unix_s = 0;  // created_at, floored to seconds; negative before 1970
-  double created_unix = 0;  // created_at with sub-second precision (latency metrics)
+  double created_unix = 0;          // created_at with sub-second precision (latency metrics)
 };
 
 // A row that was not published, with why, and when to try it again.
@@ -59,7 +59,7 @@ struct FailedRow {
 };
 
 struct PendingStats {
-  std::int64_t pending = 0;         // neither published nor parked
+  std::int64_t pending = 0;  // neither published nor parked
   std::int64_t parked = 0;
   double oldest_pending_age_s = 0;  // 0 when none pending
 };
@@ -118,8 +118,7 @@ class OutboxStore {
   // PostgreSQL's CPU in a drain: docs/perf/NOTEBOOK.md, "Round five"). Rows below the
   // range are claimed first, as always; a row inside it that is not in that batch
   // (a late commit) waits until the batch ends. REQUIRES: skip_from <= skip_to.
-  std::vector<ClaimedRow> claim_around(BatchTransaction& tx, int limit, std::int64_t skip_from,
-                                       std::int64_t skip_to);
+  std::vector<ClaimedRow> claim_around(BatchTransaction& tx, int limit, std::int64_t skip_from, std::int64_t skip_to);
   // Only the part above the range: deep in a backlog, where below it are mostly the
   // dead rows of the last batch (ClaimFloorPolicy says when).
   std::vector<ClaimedRow> claim_above(BatchTransaction& tx, int limit, std::int64_t skip_to);
@@ -175,7 +174,7 @@ class OutboxStore {
  private:
   PostgresConfig config_;
   const StoreOptions options_;
-  std::string schema_;  // quoted
+  std::string schema_;        // quoted
   std::string payloads_sql_;  // load_payloads(): binary results
   // The mark may find rows by ctid: the outbox is one plain table. A ctid names a
   // row version within one table only, so with inheritance children or partitions

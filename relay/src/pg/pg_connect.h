@@ -3,7 +3,6 @@
 // password out.
 
 #include <memory>
-
 #include <pqxx/connection>
 
 #include "config/config.h"

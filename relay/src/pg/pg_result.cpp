@@ -4,7 +4,6 @@
 
 #include <cstdlib>
 #include <cstring>
-
 #include <pqxx/except>
 
 namespace relay {

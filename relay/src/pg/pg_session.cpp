@@ -1,12 +1,11 @@
 #include "pg/pg_session.h"
 
 #include <libpq-fe.h>
+#include <spdlog/spdlog.h>
 
 #include <functional>
 #include <optional>
-
 #include <pqxx/except>
-#include <spdlog/spdlog.h>
 
 #include "outbox/one_line.h"
 #include "outbox/pg_conninfo.h"
@@ -155,12 +154,12 @@ PgResult PgSession::begin_then(const std::string& name, const Params& params) {
 std::size_t PgSession::exec_then_commit(const std::string& name, const Params& params) {
   PGconn* pg = open_session(conn_);
   const auto values = c_strings(params);
-  const std::size_t queued = send_pipeline(
-      pg, {[&] {
-             return PQsendQueryPrepared(pg, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
-                                        nullptr, 0);
-           },
-           [&] { return PQsendQueryParams(pg, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 0); }});
+  const std::size_t queued =
+      send_pipeline(pg, {[&] {
+                           return PQsendQueryPrepared(pg, name.c_str(), static_cast<int>(values.size()), values.data(),
+                                                      nullptr, nullptr, 0);
+                         },
+                         [&] { return PQsendQueryParams(pg, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 0); }});
   // COMMIT never queued: nothing can have committed, and the session is unusable.
   if (queued < 2) throw pqxx::broken_connection(outbox::one_line(PQerrorMessage(pg)));
   auto results = pipeline_results(pg);
@@ -169,7 +168,7 @@ std::size_t PgSession::exec_then_commit(const std::string& name, const Params& p
     throw pqxx::in_doubt_error("PostgreSQL session lost during " + name +
                                " + COMMIT: " + outbox::one_line(PQerrorMessage(pg)));
   }
-  check_result(pg, (*results)[0].get(), name);  // COMMIT was not run: the transaction is aborted
+  check_result(pg, (*results)[0].get(), name);      // COMMIT was not run: the transaction is aborted
   check_result(pg, (*results)[1].get(), "COMMIT");  // the server ended the transaction without committing
   return PgResult((*results)[0].release()).affected_rows();
 }

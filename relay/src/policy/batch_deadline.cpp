@@ -4,8 +4,7 @@
 
 namespace relay {
 
-BatchDeadline::BatchDeadline(std::chrono::milliseconds idle_in_transaction,
-                             std::chrono::milliseconds confirm_timeout) {
+BatchDeadline::BatchDeadline(std::chrono::milliseconds idle_in_transaction, std::chrono::milliseconds confirm_timeout) {
   using std::chrono::milliseconds;
   // A quarter of the server's limit, at most 5 s: the loop looks at the clock at
   // least every 100 ms, but a send may block for a while (TCP_USER_TIMEOUT).

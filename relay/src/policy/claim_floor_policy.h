@@ -29,9 +29,9 @@ class ClaimFloorPolicy {
   static constexpr int kFromLowestEvery = 4;
 
   enum class Start {
-    kLowest,        // from the lowest due id (no batch in flight)
-    kAroundRange,   // below the batches in flight, then above them
-    kAboveRange,    // above the batches in flight only
+    kLowest,       // from the lowest due id (no batch in flight)
+    kAroundRange,  // below the batches in flight, then above them
+    kAboveRange,   // above the batches in flight only
   };
 
   // Where the next claim starts; `behind_batches`: batches of this relay are in flight.

@@ -83,7 +83,7 @@ class ConfirmTracker {
   void forget_all_tags();
 
   std::vector<RowState> rows_;
-  std::vector<std::size_t> row_bytes_;                       // payload bytes, by row
+  std::vector<std::size_t> row_bytes_;  // payload bytes, by row
   std::size_t outstanding_bytes_ = 0;
   std::map<std::uint64_t, std::size_t> by_tag_;              // outstanding tags only
   std::unordered_map<std::string, std::size_t> by_message_;  // for returns

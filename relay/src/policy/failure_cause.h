@@ -23,7 +23,13 @@ enum class FailureCause {
 // Why a claimed row was not published, as the metrics count it (label `reason` of
 // outbox_relay_publish_failures_total): FailurePolicy maps each outcome and cause to one.
 enum class FailureReason {
-  kNack, kReturned, kChannelClosed, kConnectionLost, kConfirmTimeout, kBlocked, kInvalid,
+  kNack,
+  kReturned,
+  kChannelClosed,
+  kConnectionLost,
+  kConfirmTimeout,
+  kBlocked,
+  kInvalid,
   kBatchTimeLimit,  // its batch ran out of time before the session's idle timeout (BatchDeadline)
 };
 

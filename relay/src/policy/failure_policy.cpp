@@ -17,8 +17,7 @@ CloseBlame FailurePolicy::blame_channel_close(int code) {
     case 540:  // not-implemented
     case 541:  // internal-error
       return CloseBlame::kEnvironment;
-    default:
-      return CloseBlame::kMessage;
+    default: return CloseBlame::kMessage;
   }
 }
 

@@ -48,10 +48,10 @@ struct Settlement {
 // What the relay does when the broker closes the channel, by the close's code and
 // how many published rows were still unconfirmed on it.
 enum class CloseAction {
-  kHoldAll,         // nobody's fault: the outstanding rows fail kEnvironment; publishing pauses
-  kHoldIdle,        // a message's kind of code with nothing outstanding: publishing pauses
-  kChargeSole,      // exactly one row outstanding: it is at fault (kRefused, an attempt)
-  kIsolate,         // several outstanding: publish them again in halving groups to find it
+  kHoldAll,     // nobody's fault: the outstanding rows fail kEnvironment; publishing pauses
+  kHoldIdle,    // a message's kind of code with nothing outstanding: publishing pauses
+  kChargeSole,  // exactly one row outstanding: it is at fault (kRefused, an attempt)
+  kIsolate,     // several outstanding: publish them again in halving groups to find it
 };
 
 // Pure functions, no state: thread-safe.

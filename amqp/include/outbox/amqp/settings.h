@@ -29,14 +29,14 @@ struct Settings {
   // The URI's name in errors when it is not key_prefix + "uri" (an environment
   // variable, say).
   std::string uri_key;
-  int heartbeat_s = 30;            // 0: no heartbeats
-  int connect_timeout_ms = 5000;   // TCP connect, TLS handshake, and every RPC
+  int heartbeat_s = 30;           // 0: no heartbeats
+  int connect_timeout_ms = 5000;  // TCP connect, TLS handshake, and every RPC
   // How long bytes written may stay unacknowledged by the broker's TCP (a broker
   // that stopped reading: hung, SIGSTOPped, a zero window) before the kernel ends
   // the connection (TCP_USER_TIMEOUT). rabbitmq-c 0.11 sends without a time limit,
   // so without this a publish into a full socket waits forever. 0: no limit.
   int send_timeout_ms = 0;
-  int frame_max = 131072;          // asked for at login; the broker may grant less
+  int frame_max = 131072;  // asked for at login; the broker may grant less
   // amqps:// only. PEM CA file the broker's certificate must chain to; empty: the
   // system's CA store. The peer is always verified.
   std::string ca_file;
