@@ -1,5 +1,7 @@
 #include "tcp_proxy.h"
 
+#include <utility>  // before Boost.Asio: its C++20 coroutine header needs std::exchange
+
 #include <array>
 #include <atomic>
 #include <boost/asio.hpp>
@@ -7,7 +9,6 @@
 #include <future>
 #include <map>
 #include <thread>
-#include <utility>  // before Boost.Asio: its C++20 coroutine header needs std::exchange
 
 namespace testenv {
 
