@@ -90,9 +90,13 @@ struct Session : std::enable_shared_from_this<Session> {
 
 struct TcpProxy::Impl {
   boost::asio::io_context io;
+  // Keeps io.run() going while nothing listens and no connection is open (refusing).
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{io.get_executor()};
   tcp::acceptor acceptor{io};
   tcp::endpoint target;
-  std::atomic<bool> stalled{false}, refusing{false};
+  tcp::endpoint local;  // where it listens (kept: the acceptor is closed while refusing)
+  std::atomic<bool> stalled{false};
+  bool refusing = false;  // io thread only
   std::atomic<int> delay_ms{0};
   std::atomic<int> open{0};
   std::atomic<std::uint64_t> bytes_to_target{0};
@@ -100,19 +104,24 @@ struct TcpProxy::Impl {
   std::uint64_t next_id = 0;
   std::thread thread;
 
+  // Binds `local` (the port it had before, after a refusal) and accepts. A closed
+  // listening socket is what a client must see while refusing: connection refused
+  // at connect(), which libpq answers by trying the next host (an accepted and
+  // reset connection fails the whole connection attempt instead).
+  void listen() {
+    acceptor.open(local.protocol());
+    acceptor.set_option(tcp::acceptor::reuse_address(true));
+    acceptor.bind(local);
+    acceptor.listen();
+    local = acceptor.local_endpoint();
+    accept();
+  }
+
   void accept() {
     acceptor.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
       if (ec == boost::asio::error::operation_aborted) return;
-      if (!ec) {
-        if (refusing) {
-          boost::system::error_code ignored;
-          socket.set_option(boost::asio::socket_base::linger(true, 0), ignored);
-          socket.close(ignored);
-        } else {
-          connect(std::move(socket));
-        }
-      }
-      accept();
+      if (!ec) connect(std::move(socket));
+      if (acceptor.is_open()) accept();
     });
   }
 
@@ -148,12 +157,8 @@ struct TcpProxy::Impl {
 TcpProxy::TcpProxy(std::string target_host, std::uint16_t target_port, std::uint16_t listen_port)
     : impl_(std::make_unique<Impl>()) {
   impl_->target = tcp::endpoint(boost::asio::ip::make_address(target_host), target_port);
-  tcp::endpoint local(boost::asio::ip::make_address("127.0.0.1"), listen_port);
-  impl_->acceptor.open(local.protocol());
-  impl_->acceptor.set_option(tcp::acceptor::reuse_address(true));
-  impl_->acceptor.bind(local);
-  impl_->acceptor.listen();
-  impl_->accept();
+  impl_->local = tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), listen_port);
+  impl_->listen();
   impl_->thread = std::thread([this] { impl_->io.run(); });
 }
 
@@ -169,7 +174,7 @@ TcpProxy::~TcpProxy() {
   impl_->thread.join();
 }
 
-std::uint16_t TcpProxy::port() const { return impl_->acceptor.local_endpoint().port(); }
+std::uint16_t TcpProxy::port() const { return impl_->local.port(); }
 
 int TcpProxy::cut_all() {
   return impl_->on_io_thread([this] {
@@ -185,7 +190,19 @@ int TcpProxy::cut_all() {
 }
 
 void TcpProxy::set_stalled(bool stalled) { impl_->stalled = stalled; }
-void TcpProxy::set_refusing(bool refusing) { impl_->refusing = refusing; }
+void TcpProxy::set_refusing(bool refusing) {
+  impl_->on_io_thread([this, refusing] {
+    if (refusing == impl_->refusing) return 0;
+    impl_->refusing = refusing;
+    boost::system::error_code ignored;
+    if (refusing) {
+      impl_->acceptor.close(ignored);
+    } else {
+      impl_->listen();
+    }
+    return 0;
+  });
+}
 void TcpProxy::set_delay_ms(int delay_ms) { impl_->delay_ms = delay_ms; }
 int TcpProxy::open_connections() const { return impl_->open; }
 std::uint64_t TcpProxy::bytes_to_target() const { return impl_->bytes_to_target; }

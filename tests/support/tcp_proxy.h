@@ -33,8 +33,8 @@ class TcpProxy {
   // slow link (a round trip costs 2 x delay_ms; throughput at most 64 KiB per
   // delay_ms and direction). 0, the default, forwards at once.
   void set_delay_ms(int delay_ms);
-  // While refusing, new connections are closed at once (as if nothing listened);
-  // open ones are not touched.
+  // While refusing nothing listens on port() (a client's connect() is refused); open
+  // connections are not touched. When it ends the proxy listens on the same port again.
   void set_refusing(bool refusing);
   // Connections open now.
   int open_connections() const;
