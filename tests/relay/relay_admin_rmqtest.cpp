@@ -201,9 +201,9 @@ TEST_CASE("replay --since changes nothing until --expect confirms the count it p
   auto blind = run_relay_command({"replay", "--config", cfg, "--since", "3650d"});
   CHECK_MESSAGE(blind.exit_code == 2, blind.output);
   CHECK_MESSAGE(contains(blind.output,
-                         "5 published row(s) match; nothing changed. To replay them run again with "
-                         "--expect 5"),
+                         "5 published row(s) match; nothing changed. To replay them run again with --until "),
                 blind.output);
+  CHECK_MESSAGE(contains(blind.output, "Z --expect 5"), blind.output);
   CHECK_MESSAGE(contains(blind.output, "by type: OrderPlaced 3, RefundIssued 2; published "), blind.output);
   CHECK(pending() == "0");
 
@@ -232,9 +232,9 @@ TEST_CASE("dead requeue --type and --all change nothing until --expect confirms 
   auto blind = run_relay_command({"dead", "requeue", "--config", cfg, "--all"});
   CHECK_MESSAGE(blind.exit_code == 2, blind.output);
   CHECK_MESSAGE(contains(blind.output,
-                         "5 parked row(s) match; nothing changed. To requeue them run again with "
-                         "--expect 5"),
+                         "5 parked row(s) match; nothing changed. To requeue them run again with --until "),
                 blind.output);
+  CHECK_MESSAGE(contains(blind.output, "Z --expect 5"), blind.output);
   CHECK_MESSAGE(contains(blind.output, "by type: OrderPlaced 3, RefundIssued 2"), blind.output);
   CHECK(parked() == "5");
 
@@ -260,6 +260,72 @@ TEST_CASE("dead requeue --type and --all change nothing until --expect confirms 
   auto by_id = run_relay_command({"dead", "requeue", "--config", cfg, "--id", refunds[0]});
   CHECK_MESSAGE(by_id.exit_code == 0, by_id.output);
   CHECK(parked() == "1");
+}
+
+TEST_CASE("replay --since confirms the count its dry run printed while the type is still being published") {
+  ScopedSchema schema;
+  enqueue(schema, "ex", "rk", "PaymentCaptured", 5);
+  sql_exec("UPDATE " + table(schema) + " SET published_at = now() - interval '2 minutes'");
+  const auto cfg = config_file(schema);
+
+  auto dry = run_relay_command({"replay", "--config", cfg, "--since", "5m", "--type", "PaymentCaptured", "--dry-run",
+                                "--json"});
+  REQUIRE_MESSAGE(dry.exit_code == 0, dry.output);
+  CHECK(json_of(dry)["matched"] == 5);
+  const std::string until = json_of(dry)["until"];
+  REQUIRE_MESSAGE(until.size() == 27, until);  // 2026-12-05T09:30:00.123456Z
+  auto shown = run_relay_command({"replay", "--config", cfg, "--since", "5m", "--type", "PaymentCaptured",
+                                  "--dry-run"});
+  CHECK_MESSAGE(contains(shown.output, "; to replay them: --until "), shown.output);
+
+  // The type goes on being published between the dry run and the confirmation.
+  enqueue(schema, "ex", "rk", "PaymentCaptured", 3);
+  sql_exec("UPDATE " + table(schema) + " SET published_at = clock_timestamp() WHERE published_at IS NULL");
+
+  // Without the bound the count has moved; with the one the dry run printed it has not.
+  auto moved = run_relay_command({"replay", "--config", cfg, "--since", "5m", "--type", "PaymentCaptured", "--expect",
+                                  "5"});
+  CHECK_MESSAGE(moved.exit_code == 2, moved.output);
+  CHECK_MESSAGE(contains(moved.output, "8 row(s) match, not --expect 5"), moved.output);
+  auto confirmed = run_relay_command({"replay", "--config", cfg, "--since", "5m", "--until", until, "--type",
+                                      "PaymentCaptured", "--expect", "5", "--json"});
+  REQUIRE_MESSAGE(confirmed.exit_code == 0, confirmed.output);
+  CHECK(json_of(confirmed)["replayed"] == 5);
+  CHECK(sql_value("SELECT count(*) FROM " + table(schema) + " WHERE published_at IS NULL") == "5");
+  CHECK(sql_value("SELECT count(*) FROM " + table(schema) + " WHERE published_at IS NOT NULL") == "3");
+}
+
+TEST_CASE("dead requeue --all confirms the count its dry run printed while rows go on being parked") {
+  ScopedSchema schema;
+  enqueue(schema, "ex", "rk", "OrderPlaced", 4);
+  sql_exec("UPDATE " + table(schema) + " SET parked_at = now() - interval '1 minute', attempts = 10");
+  const auto cfg = config_file(schema);
+  auto dry = run_relay_command({"dead", "requeue", "--config", cfg, "--all", "--dry-run", "--json"});
+  REQUIRE_MESSAGE(dry.exit_code == 0, dry.output);
+  CHECK(json_of(dry)["matched"] == 4);
+  const std::string until = json_of(dry)["until"];
+  enqueue(schema, "ex", "rk", "OrderPlaced", 2);
+  sql_exec("UPDATE " + table(schema) + " SET parked_at = clock_timestamp(), attempts = 10 WHERE parked_at IS NULL");
+  auto confirmed = run_relay_command({"dead", "requeue", "--config", cfg, "--all", "--until", until, "--expect", "4",
+                                      "--json"});
+  REQUIRE_MESSAGE(confirmed.exit_code == 0, confirmed.output);
+  CHECK(json_of(confirmed)["requeued"] == 4);
+  CHECK(sql_value("SELECT count(*) FROM " + table(schema) + " WHERE parked_at IS NOT NULL") == "2");
+}
+
+TEST_CASE("--until is refused with --id and when it is neither a time nor an age, naming it") {
+  ScopedSchema schema;
+  const auto ids = enqueue(schema, "ex", "rk", "OrderPlaced", 1);
+  const auto cfg = config_file(schema);
+  auto with_id = run_relay_command({"replay", "--config", cfg, "--id", ids[0], "--until", "1h"});
+  CHECK_MESSAGE(with_id.exit_code == 2, with_id.output);
+  CHECK_MESSAGE(contains(with_id.output, "--until"), with_id.output);
+  auto bad = run_relay_command({"replay", "--config", cfg, "--since", "1h", "--until", "soon", "--dry-run"});
+  CHECK_MESSAGE(bad.exit_code == 2, bad.output);
+  CHECK_MESSAGE(contains(bad.output, "--until 'soon' is neither an RFC 3339 time"), bad.output);
+  auto dead_id = run_relay_command({"dead", "requeue", "--config", cfg, "--id", ids[0], "--until", "1h"});
+  CHECK_MESSAGE(dead_id.exit_code == 2, dead_id.output);
+  CHECK_MESSAGE(contains(dead_id.output, "--until"), dead_id.output);
 }
 
 TEST_CASE("replay --since reads a time without an offset as UTC whatever the session's time zone") {

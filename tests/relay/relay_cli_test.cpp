@@ -163,7 +163,7 @@ TEST_CASE("dead: unknown subcommands, flags and selectors exit 2 before anything
   auto help = run_relay_command({"dead", "--help"});
   CHECK(help.exit_code == 0);
   CHECK(contains(help.output,
-                 "outbox-relay dead requeue --config FILE (--type T | --all)\n"
+                 "outbox-relay dead requeue --config FILE (--type T | --all) [--until TIME]\n"
                  "                                 (--dry-run | --expect N)"));
 }
 

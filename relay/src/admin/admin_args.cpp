@@ -1,9 +1,13 @@
 #include "admin/admin_args.h"
 
+#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
 
+#include "config/rfc3339.h"
+#include "outbox/duration.h"
 #include "outbox/error_text.h"
 #include "outbox/errors.h"
 #include "outbox/message_id.h"
@@ -134,15 +138,50 @@ std::string human_seconds(double s) {
 }
 
 std::optional<std::string> unconfirmed_selection(const AdminArgs& args, std::int64_t count, bool needs_expect,
-                                                 const std::string& rows, const std::string& command) {
+                                                 const std::string& rows, const std::string& command,
+                                                 const std::string& until) {
   const auto expect = args.integer("--expect", 0, 0, 100000000);
+  const std::string bound = until.empty() || args.has("--until") ? "" : "--until " + until + " ";
   if (args.has("--expect") && count != expect)
     return std::to_string(count) + " row(s) match, not --expect " + std::to_string(expect) +
-           "; check the selection (a dry run shows it). Nothing changed";
+           "; check the selection (a dry run shows it" +
+           (bound.empty() ? std::string() : ", with the --until to repeat") + "). Nothing changed";
   if (needs_expect && !args.has("--expect") && count > 0)
-    return std::to_string(count) + " " + rows + " row(s) match; nothing changed. To " + command +
-           " run again with --expect " + std::to_string(count);
+    return std::to_string(count) + " " + rows + " row(s) match; nothing changed. To " + command + " run again with " +
+           bound + "--expect " + std::to_string(count);
   return std::nullopt;
+}
+
+TimeBound parse_time_bound(const AdminArgs& args, const std::string& flag) {
+  TimeBound b;
+  auto given = args.value(flag);
+  if (!given) return b;
+  const std::string shown = flag + " '" + outbox::one_line(*given, 60) + "' ";
+  // Starts like a date: a time, checked here so an impossible one exits 2, not 1.
+  if (given->size() >= 5 && given->find('-') == 4) {
+    if (auto problem = rfc3339_problem(*given)) throw UsageError(shown + *problem);
+    b.time = *given;
+    return b;
+  }
+  std::chrono::seconds age{};
+  try {
+    age = outbox::parse_duration(*given);
+  } catch (const std::invalid_argument&) {
+    throw UsageError(shown + "is neither an RFC 3339 time (2024-05-01T10:00:00Z) nor an age (12h, 7d)");
+  }
+  if (age > outbox::kMaxAge)
+    throw UsageError(shown + "is longer than the longest age, " + outbox::format_duration(outbox::kMaxAge));
+  b.age_s = age.count();
+  return b;
+}
+
+std::string server_now_utc(pqxx::transaction_base& tx) {
+  // clock_timestamp(), not now(): the transaction may have started a while ago.
+  return tx
+      .exec(
+          "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', "
+          "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')")[0][0]
+      .c_str();
 }
 
 std::string by_type_text(const pqxx::result& rows) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <pqxx/result>
+#include <pqxx/transaction_base>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,24 @@ struct IdSelection {
 // value that is neither. Pure.
 IdSelection parse_id_flags(const std::vector<std::string>& given);
 
+// A point in time given on the command line (--since, --until): an RFC 3339 time
+// (2024-05-01T10:00:00Z; without an offset, UTC) or an age before now (90m, 12h, 7d;
+// at most outbox::kMaxAge). Passed to SQL as ($N::timestamptz, $M::bigint seconds),
+// the unused one NULL.
+struct TimeBound {
+  std::optional<std::string> time;
+  std::optional<long long> age_s;
+  bool given() const { return time || age_s; }
+};
+
+// The bound `flag` names, or an empty one when it is absent. Throws UsageError naming
+// the flag and the value when it is neither form.
+TimeBound parse_time_bound(const AdminArgs& args, const std::string& flag);
+
+// The server's clock now, as RFC 3339 UTC with microseconds: the default upper bound
+// (--until) of a bulk selection, printed so the confirming run selects the same rows.
+std::string server_now_utc(pqxx::transaction_base& tx);
+
 // "12.3 s", "4 min 5 s", "2 h 3 min": ages and ETAs for people.
 std::string human_seconds(double seconds);
 
@@ -67,8 +86,11 @@ std::string human_seconds(double seconds);
 // `needs_expect` false (--id: every id checked) only a given --expect is held to it.
 // `rows` names them ("published", "parked") and `command` the way to go on
 // ("replay them"). Pure.
+// `until` is the upper bound the selection used: the command to go on repeats it, so
+// rows that come to match later (published or parked since) do not move the count.
 std::optional<std::string> unconfirmed_selection(const AdminArgs& args, std::int64_t count, bool needs_expect,
-                                                 const std::string& rows, const std::string& command);
+                                                 const std::string& rows, const std::string& command,
+                                                 const std::string& until);
 
 // "by type: A 12, B 3" from rows with columns named message_type and count, the
 // types cut to one line.

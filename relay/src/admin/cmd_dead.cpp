@@ -58,7 +58,7 @@ ParkedRow parked_row(const pqxx::row& r) {
 constexpr const char* kDeadHelp =
     "usage: outbox-relay dead list --config FILE [--type T] [--limit N] [--json]\n"
     "       outbox-relay dead requeue --config FILE --id ID... [--json]\n"
-    "       outbox-relay dead requeue --config FILE (--type T | --all)\n"
+    "       outbox-relay dead requeue --config FILE (--type T | --all) [--until TIME]\n"
     "                                 (--dry-run | --expect N) [--json]\n"
     "\n"
     "A row is parked when it failed relay.max_attempts times for a reason of its own\n"
@@ -78,6 +78,10 @@ constexpr const char* kDeadHelp =
     "    --all       every parked row\n"
     "                --type and --all change rows only with --expect N; without it,\n"
     "                they print what matches by type and change nothing (exit 2)\n"
+    "    --until TIME  with --type or --all, rows parked at or before TIME: an RFC\n"
+    "                3339 time (without an offset, UTC) or an age (90m, 12h, 7d).\n"
+    "                Default: the moment the command runs, printed with the count;\n"
+    "                repeat it with --expect so rows parked since do not move it\n"
     "    --expect N  the number of rows the selection must match, as a dry run\n"
     "                printed it; any other number changes nothing (exit 2)\n"
     "    --dry-run   count what would be requeued, change nothing\n"
@@ -211,17 +215,23 @@ void check_requeue_usage(const AdminArgs& args) {
   if (selectors != 1) throw UsageError("dead requeue needs exactly one of --id ID..., --type T or --all");
   parse_id_flags(args.all("--id"));
   args.integer("--expect", 0, 0, 100000000);
+  if (parse_time_bound(args, "--until").given() && args.has("--id"))
+    throw UsageError("--until bounds a requeue by --type or --all; not with --id");
 }
 
 // The parked rows a requeue selects. Every parameter appears in the text (PostgreSQL
 // must infer each one's type); an unused criterion is passed as NULL or empty.
 constexpr const char* kRequeueWhere =
     " WHERE parked_at IS NOT NULL "
-    "AND ($1 OR id = ANY($2::bigint[]) OR message_id = ANY($3::uuid[]) OR message_type = $4::text)";
+    "AND ($1 OR id = ANY($2::bigint[]) OR message_id = ANY($3::uuid[]) OR message_type = $4::text) "
+    "AND ($5::timestamptz IS NULL OR parked_at <= $5::timestamptz) "
+    "AND ($6::bigint IS NULL OR parked_at <= now() - $6::bigint * interval '1 second')";
 
-pqxx::result exec_requeue_sql(pqxx::work& tx, const std::string& sql, const AdminArgs& args, const IdSelection& ids) {
+pqxx::result exec_requeue_sql(pqxx::work& tx, const std::string& sql, const AdminArgs& args, const IdSelection& ids,
+                              const TimeBound& until) {
   return outbox::pgx::exec_params(tx, sql, args.has("--all"), outbox::pg::bigint_array(ids.ids),
-                                  outbox::pg::text_array(ids.message_ids), args.value("--type"));
+                                  outbox::pg::text_array(ids.message_ids), args.value("--type"), until.time,
+                                  until.age_s);
 }
 
 // What a selection matches: the count, and by message type (the ten largest) for the
@@ -232,13 +242,14 @@ struct Matches {
   std::string by_type;
 };
 
-Matches count_matches(pqxx::work& tx, const std::string& table, const AdminArgs& args, const IdSelection& ids) {
+Matches count_matches(pqxx::work& tx, const std::string& table, const AdminArgs& args, const IdSelection& ids,
+                      const TimeBound& until) {
   auto rows = exec_requeue_sql(tx,
                                "SELECT message_type, count(*) AS count, sum(count(*)) OVER ()::bigint AS total, "
                                "count(*) OVER () AS types "
                                "FROM " +
                                    table + kRequeueWhere + " GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 10",
-                               args, ids);
+                               args, ids, until);
   Matches m;
   if (rows.empty()) return m;
   m.count = rows[0]["total"].as<std::int64_t>();
@@ -256,6 +267,12 @@ int dead_requeue(const AdminArgs& args, const RelayConfig& config) {
   auto conn_owner = connect_postgres(config.postgres);
   auto& conn = *conn_owner;
   pqxx::work tx(conn);
+  // A bulk requeue ends now unless --until says otherwise, and says so: the run that
+  // confirms the count repeats the bound, so rows parked in between do not change it.
+  // An --until without an offset means UTC whatever the session's time zone.
+  tx.exec("SET LOCAL TimeZone = 'UTC'");
+  auto until = parse_time_bound(args, "--until");
+  if (!args.has("--id") && !until.given()) until.time = server_now_utc(tx);
   if (args.has("--id")) {
     auto problems = check_ids(tx, table, selection);
     if (!problems.empty()) {
@@ -264,10 +281,11 @@ int dead_requeue(const AdminArgs& args, const RelayConfig& config) {
       return kExitUsage;
     }
   }
-  const auto matches = count_matches(tx, table, args, selection);
+  const auto matches = count_matches(tx, table, args, selection, until);
   if (!args.has("--id") && matches.count > 0) std::cerr << "dead requeue: " << matches.by_type << "\n";
   if (!dry_run)
-    if (auto why = unconfirmed_selection(args, matches.count, !args.has("--id"), "parked", "requeue them")) {
+    if (auto why = unconfirmed_selection(args, matches.count, !args.has("--id"), "parked", "requeue them",
+                                         until.time.value_or(""))) {
       std::cerr << "dead requeue: " << *why << "\n";
       return kExitUsage;
     }
@@ -277,18 +295,23 @@ int dead_requeue(const AdminArgs& args, const RelayConfig& config) {
     auto r = exec_requeue_sql(tx,
                               "UPDATE " + table + " SET parked_at = NULL, attempts = 0, next_attempt_at = now()" +
                                   kRequeueWhere + " RETURNING id",
-                              args, selection);
+                              args, selection, until);
     // A row parked since the count: what was confirmed is no longer what would change.
     if (static_cast<std::int64_t>(r.size()) != matches.count)
       throw std::runtime_error("the selection changed while requeueing; nothing changed, try again");
     tx.commit();
     requeued = matches.count;
   }
-  if (args.json())
-    std::cout << nlohmann::json{{"dry_run", dry_run}, {"matched", matches.count}, {"requeued", requeued}}.dump()
-              << "\n";
-  else if (dry_run) std::cout << matches.count << " parked row(s) would be requeued (dry run, nothing changed)\n";
-  else std::cout << requeued << " row(s) back to pending; the running relay publishes them\n";
+  if (args.json()) {
+    nlohmann::json j{{"dry_run", dry_run}, {"matched", matches.count}, {"requeued", requeued}};
+    if (!args.has("--id")) j["until"] = args.value("--until").value_or(until.time.value_or(""));
+    std::cout << j.dump() << "\n";
+  } else if (dry_run) {
+    std::cout << matches.count << " parked row(s) would be requeued (dry run, nothing changed)";
+    if (!args.has("--id") && !args.has("--until") && matches.count > 0)
+      std::cout << "; to requeue them: --until " << *until.time << " --expect " << matches.count;
+    std::cout << "\n";
+  } else std::cout << requeued << " row(s) back to pending; the running relay publishes them\n";
   return kExitOk;
 }
 
@@ -304,12 +327,15 @@ int cmd_dead(const Args& raw) {
   if (sub != "list" && sub != "requeue")
     throw UsageError("unknown dead subcommand '" + outbox::one_line(sub, 40) + "' (expected list or requeue)");
   const Args rest(raw.begin() + 1, raw.end());
-  const auto args =
-      sub == "list"
-          ? AdminArgs("dead list", rest, {{"--type", true}, {"--limit", true}, {"--json"}})
-          : AdminArgs(
-                "dead requeue", rest,
-                {{"--id", true, true}, {"--type", true}, {"--all"}, {"--expect", true}, {"--dry-run"}, {"--json"}});
+  const auto args = sub == "list" ? AdminArgs("dead list", rest, {{"--type", true}, {"--limit", true}, {"--json"}})
+                                  : AdminArgs("dead requeue", rest,
+                                              {{"--id", true, true},
+                                               {"--type", true},
+                                               {"--all"},
+                                               {"--until", true},
+                                               {"--expect", true},
+                                               {"--dry-run"},
+                                               {"--json"}});
   if (args.help()) {
     std::cout << kDeadHelp;
     return kExitOk;

@@ -6,8 +6,6 @@
 
 #include "admin/admin_args.h"
 #include "config/preflight.h"
-#include "config/rfc3339.h"
-#include "outbox/duration.h"
 #include "outbox/errors.h"
 #include "outbox/one_line.h"
 #include "outbox/pg_array.h"
@@ -21,8 +19,8 @@ namespace {
 
 constexpr const char* kReplayHelp =
     "usage: outbox-relay replay --config FILE --id ID... [--type T] [--json]\n"
-    "       outbox-relay replay --config FILE --since TIME [--type T] [--max N]\n"
-    "                           (--dry-run | --expect N) [--json]\n"
+    "       outbox-relay replay --config FILE --since TIME [--until TIME] [--type T]\n"
+    "                           [--max N] (--dry-run | --expect N) [--json]\n"
     "\n"
     "Makes published rows pending again, so the running relay publishes them once\n"
     "more with the SAME message id (consumers that deduplicate on it - an inbox -\n"
@@ -37,6 +35,9 @@ constexpr const char* kReplayHelp =
     "                 (90m, 12h, 7d; at most 3650d).\n"
     "                 Changes rows only with --expect N; without it, prints what\n"
     "                 matches and changes nothing (exit 2)\n"
+    "  --until TIME   rows published at or before TIME (the same forms). Default:\n"
+    "                 the moment the command runs, printed with the count; repeat\n"
+    "                 it with --expect so rows published since do not move the count\n"
     "  --expect N     the number of rows the selection must match, as a dry run\n"
     "                 printed it; any other number changes nothing (exit 2)\n"
     "  --type T       only rows of message type T\n"
@@ -52,8 +53,8 @@ constexpr const char* kReplayHelp =
 struct Selection {
   std::vector<std::int64_t> ids;         // outbox ids given directly
   std::vector<std::string> message_ids;  // canonical UUIDs
-  std::optional<std::string> since;      // timestamptz text, or
-  std::optional<long long> since_age_s;  // an age
+  TimeBound since;
+  TimeBound until;  // --until, or the server's clock when the count is taken
   std::optional<std::string> type;
 };
 
@@ -64,24 +65,9 @@ Selection parse_selection(const AdminArgs& args) {
   auto picked = parse_id_flags(args.all("--id"));
   s.ids = std::move(picked.ids);
   s.message_ids = std::move(picked.message_ids);
-  if (auto since = args.value("--since")) {
-    const std::string shown = "--since '" + outbox::one_line(*since, 60) + "' ";
-    // Starts like a date: a time, checked here so an impossible one exits 2, not 1.
-    if (since->size() >= 5 && since->find('-') == 4) {
-      if (auto problem = rfc3339_problem(*since)) throw UsageError(shown + *problem);
-      s.since = *since;
-    } else {
-      std::chrono::seconds age{};
-      try {
-        age = outbox::parse_duration(*since);
-      } catch (const std::invalid_argument&) {
-        throw UsageError(shown + "is neither an RFC 3339 time (2024-05-01T10:00:00Z) nor an age (12h, 7d)");
-      }
-      if (age > outbox::kMaxAge)
-        throw UsageError(shown + "is longer than the longest age, " + outbox::format_duration(outbox::kMaxAge));
-      s.since_age_s = age.count();
-    }
-  }
+  s.since = parse_time_bound(args, "--since");
+  s.until = parse_time_bound(args, "--until");
+  if (by_id && s.until.given()) throw UsageError("--until selects by time, with --since; not with --id");
   s.type = args.value("--type");
   return s;
 }
@@ -94,12 +80,14 @@ std::string where_clause() {
          "     OR id = ANY($1::bigint[]) OR message_id = ANY($2::uuid[])) "
          "AND ($3::timestamptz IS NULL OR published_at >= $3::timestamptz) "
          "AND ($4::bigint IS NULL OR published_at >= now() - $4::bigint * interval '1 second') "
-         "AND ($5::text IS NULL OR message_type = $5::text)";
+         "AND ($5::text IS NULL OR message_type = $5::text) "
+         "AND ($6::timestamptz IS NULL OR published_at <= $6::timestamptz) "
+         "AND ($7::bigint IS NULL OR published_at <= now() - $7::bigint * interval '1 second')";
 }
 
 pqxx::result exec_selection(pqxx::work& tx, const std::string& sql, const Selection& s) {
   return outbox::pgx::exec_params(tx, sql, outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids),
-                                  s.since, s.since_age_s, s.type);
+                                  s.since.time, s.since.age_s, s.type, s.until.time, s.until.age_s);
 }
 
 // What a selection matches, for the operator to check before anything changes: the
@@ -174,11 +162,18 @@ void print_outcome(const AdminArgs& args, const Selection& selection, std::int64
   const bool dry_run = args.has("--dry-run");
   if (args.json()) {
     nlohmann::json j = {{"dry_run", dry_run}, {"matched", count}, {"replayed", dry_run ? 0 : count}};
-    if (selection.since || selection.since_age_s) j["since"] = *args.value("--since");
-    else j["message_ids"] = ids;
+    if (selection.since.given()) {
+      j["since"] = *args.value("--since");
+      j["until"] = args.value("--until").value_or(selection.until.time.value_or(""));
+    } else {
+      j["message_ids"] = ids;
+    }
     std::cout << j.dump(-1, ' ', true) << "\n";
   } else if (dry_run) {
-    std::cout << count << " published row(s) would be replayed (dry run, nothing changed)\n";
+    std::cout << count << " published row(s) would be replayed (dry run, nothing changed)";
+    if (selection.since.given() && !args.has("--until") && count > 0)
+      std::cout << "; to replay them: --until " << *selection.until.time << " --expect " << count;
+    std::cout << "\n";
   } else {
     std::cout << "replayed " << count << " row(s): pending again with their message ids; "
               << "the running relay publishes them\n";
@@ -191,6 +186,7 @@ int cmd_replay(const Args& raw) {
   AdminArgs args("replay", raw,
                  {{"--id", true, true},
                   {"--since", true},
+                  {"--until", true},
                   {"--type", true},
                   {"--max", true},
                   {"--expect", true},
@@ -200,7 +196,7 @@ int cmd_replay(const Args& raw) {
     std::cout << kReplayHelp;
     return kExitOk;
   }
-  const auto selection = parse_selection(args);
+  auto selection = parse_selection(args);
   const bool by_time = args.has("--since");
   const auto max = args.integer("--max", 100000, 1, 100000000);
   args.integer("--expect", 0, 0, 100000000);  // a bad --expect is bad usage, before connecting
@@ -218,6 +214,9 @@ int cmd_replay(const Args& raw) {
     // A --since without an offset (2024-05-01T10:00) means UTC, as the help says,
     // whatever time zone the server or PGTZ gives the session; times shown are UTC too.
     tx.exec("SET LOCAL TimeZone = 'UTC'");
+    // Without --until the selection ends now, and says so: the run that confirms the
+    // count repeats this bound, so rows published in between do not change it.
+    if (by_time && !selection.until.given()) selection.until.time = server_now_utc(tx);
     if (!selection.ids.empty() || !selection.message_ids.empty()) {
       auto problems = check_ids(tx, table, selection);
       if (!problems.empty()) {
@@ -236,7 +235,8 @@ int cmd_replay(const Args& raw) {
     }
     if (by_time && count > 0) std::cerr << "replay: " << describe_matches(tx, table, where, selection) << "\n";
     if (!args.has("--dry-run"))
-      if (auto why = unconfirmed_selection(args, count, by_time, "published", "replay them")) {
+      if (auto why = unconfirmed_selection(args, count, by_time, "published", "replay them",
+                                           selection.until.time.value_or(""))) {
         std::cerr << "replay: " << *why << "\n";
         return kExitUsage;
       }
