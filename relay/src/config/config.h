@@ -196,7 +196,7 @@ struct HttpConfig {
   std::string listen;
   // How often the backlog gauges (pending, parked, oldest age) are refreshed.
   int stats_interval_s = 10;
-  // /readyz fails when no claim completed for this long.
+  // /readyz fails when no claim completed and the broker acked no row for this long.
   int ready_max_claim_age_s = 60;
   // /healthz fails when the relay loop made no progress for this long.
   int live_stall_s = 300;

@@ -63,10 +63,14 @@ bool BatchPublisher::publish_probe() {
   return sent > 0;
 }
 
+namespace {
+constexpr std::size_t kPumpBytes = 256 * 1024;
+}  // namespace
+
 bool BatchPublisher::publish_some(InflightBatch& b) {
   const StageCpu::Scope cpu(CpuStage::kPublish);  // acks read meanwhile go to kSettle
   const auto window = static_cast<std::size_t>(config_.publish_window);
-  std::size_t sent = 0;
+  std::size_t sent = 0, bytes_since_pump = 0;
   // Full TCP segments: fewer sends for the relay, fewer receives for the broker. A
   // lone message needs no cork (rabbitmq-c sends its frames with MSG_MORE but the
   // last); corking it would cost two system calls for nothing.
@@ -96,7 +100,14 @@ bool BatchPublisher::publish_some(InflightBatch& b) {
       isolator_.set_solo(true);
       break;
     }
-    if (++sent % 64 == 0) reader_.pump();  // read acks as they come, so the socket never backs up
+    // Read acks as they come, so the socket never backs up: every 64 messages, and
+    // after every kPumpBytes of payload (a big message's write can block until the
+    // broker has read the ones before it; their acks are the relay's progress).
+    bytes_since_pump += row.payload_bytes;
+    if (++sent % 64 == 0 || bytes_since_pump >= kPumpBytes) {
+      reader_.pump();
+      bytes_since_pump = 0;
+    }
   }
   if (cork) amqp_.set_corked(false);  // flush before anything waits for the broker
   if (b.published == b.rows.size()) b.publishing_done = true;

@@ -90,6 +90,9 @@ bool ConfirmReader::read_one(milliseconds timeout) {
       batches_.on_ack(ev->tag, ev->multiple, last_event_);
       metrics_.on_acked(ev->tag, ev->multiple);
       hold_.acked();
+      // A row the broker took is progress, though its batch has not committed yet: a
+      // batch of big rows takes longer than stall_after_s and is not a stall.
+      stall_.progress(last_event_);
       break;
     case BrokerEvent::Kind::kNack:
       batches_.on_nack(ev->tag, ev->multiple, ev->reason);

@@ -8,7 +8,8 @@
 
 namespace relay {
 
-// Progress is a row published, or a relay with nothing due (idle, its last claim
+// Progress is a row published (acked by the broker: its batch may take longer than
+// stall_after to commit when its rows are big), or a relay with nothing due (idle, its last claim
 // empty, no retry of its own still to come). Past `stall_after` without progress the
 // relay is stalled: check() reports the change once, and once when it ends, so the
 // log, the gauge and /readyz say it once per stall. The report names the latest

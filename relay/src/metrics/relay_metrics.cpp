@@ -1,6 +1,7 @@
 #include "metrics/relay_metrics.h"
 
 #include <fmt/format.h>
+#include <algorithm>
 
 #include <type_traits>
 
@@ -220,6 +221,7 @@ void RelayMetrics::isolation_started(std::size_t suspects) {
 void RelayMetrics::on_published(std::uint64_t tag) { unconfirmed_.emplace_hint(unconfirmed_.end(), tag, Clock::now()); }
 
 void RelayMetrics::on_acked(std::uint64_t tag, bool multiple) {
+  last_ack_ns_ = now_ns();
   const auto now = Clock::now();
   auto end = multiple ? unconfirmed_.upper_bound(tag) : unconfirmed_.find(tag);
   auto begin = multiple ? unconfirmed_.begin() : end;
@@ -265,11 +267,13 @@ std::optional<std::string> RelayMetrics::not_ready(std::chrono::seconds max_clai
     std::lock_guard<std::mutex> lock(stall_mutex_);
     if (stalled_.value() != 0) return stall_reason_;
   }
-  auto last = last_claim_ns_.load();
-  if (last == 0) return "no claim completed yet";
+  if (last_claim_ns_.load() == 0) return "no claim completed yet";
+  // A broker ack is as good as a claim: a batch of big rows can take longer than the
+  // limit to publish, and a relay whose rows the broker keeps taking is working.
+  auto last = std::max(last_claim_ns_.load(), last_ack_ns_.load());
   auto age = std::chrono::nanoseconds(now_ns() - last);
   if (age > max_claim_age)
-    return fmt::format("no claim completed for {} s (limit {} s)",
+    return fmt::format("no claim completed and no broker ack for {} s (limit {} s)",
                        std::chrono::duration_cast<std::chrono::seconds>(age).count(), max_claim_age.count());
   return std::nullopt;
 }

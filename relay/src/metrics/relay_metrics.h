@@ -84,8 +84,8 @@ class RelayMetrics {
   // --- endpoints --------------------------------------------------------------
   // Alive unless the loop made no progress for `stall`.
   std::optional<std::string> not_alive(std::chrono::seconds stall) const;
-  // Ready when connected to both servers, not blocked by the broker, and a claim
-  // completed within `max_claim_age`.
+  // Ready when connected to both servers, not blocked by the broker, not stalled,
+  // and a claim completed or the broker acked a row within `max_claim_age`.
   std::optional<std::string> not_ready(std::chrono::seconds max_claim_age) const;
 
  private:
@@ -111,6 +111,7 @@ class RelayMetrics {
 
   std::atomic<std::int64_t> heartbeat_ns_;
   std::atomic<std::int64_t> last_claim_ns_{0};  // 0: never
+  std::atomic<std::int64_t> last_ack_ns_{0};    // 0: never
   std::atomic<bool> seen_pg_{false}, seen_amqp_{false};
   std::map<std::uint64_t, Clock::time_point> unconfirmed_;  // loop thread only
 };
