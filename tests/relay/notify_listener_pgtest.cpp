@@ -131,6 +131,7 @@ struct TwoRelays {
     second.connect();
     REQUIRE(first.arm() == Arm::kArmed);
     REQUIRE(second.arm() == Arm::kOtherRelay);
+    CHECK_MESSAGE(second.lock_holder().rfind("another relay (pid ", 0) == 0, second.lock_holder());
   }
   ScopedSchema schema;
   NotifyListener first{config_for(schema), std::chrono::milliseconds(200)};
@@ -185,4 +186,20 @@ TEST_CASE("the lock goes with the listener's session: a relay that dies stops th
   REQUIRE(testenv::sql_value(held) == "0");
   enqueue(schema);
   CHECK(notifications(*observer, std::chrono::milliseconds(300)) == 0);
+}
+
+TEST_CASE(
+    "a session that took the waiting lock by hand is not called a relay: its pid, user and application are named") {
+  ScopedSchema schema;
+  pqxx::connection intruder(testenv::pg_dsn() + " application_name=shop-console");
+  pqxx::nontransaction(intruder).exec("SELECT pg_advisory_lock(1868724338, hashtext(" + intruder.quote(schema.name()) +
+                                      "))");
+  NotifyListener listener{config_for(schema), std::chrono::milliseconds(200)};
+  listener.connect();
+  REQUIRE(listener.arm() == Arm::kOtherRelay);
+  const auto& holder = listener.lock_holder();
+  CHECK_MESSAGE(holder.rfind("a session that does not look like a relay (pid " + std::to_string(intruder.backendpid()),
+                             0) == 0,
+                holder);
+  CHECK_MESSAGE(holder.find("application 'shop-console'") != std::string::npos, holder);
 }

@@ -347,8 +347,9 @@ TEST_CASE("a relay answers producers itself once it finds that the lock holder d
   ScopedSchema schema;
   TestBroker broker;
   // A session holding the waiting lock that no relay reads: a holder's session left
-  // behind by a network partition, which the server keeps until its keepalive ends it.
-  pqxx::connection orphan(testenv::pg_dsn());
+  // behind by a network partition, which the server keeps until its keepalive ends it
+  // (a relay's session: the relay's application_name).
+  pqxx::connection orphan(testenv::pg_dsn() + " application_name=outbox-relay");
   pqxx::nontransaction(orphan).exec("SELECT pg_advisory_lock(1868724338, hashtext('" + schema.name() + "'))");
   RelayProcess relay(quiet_yaml(schema, testenv::unique_name("bystander"),
                                 "  poll_interval_ms: 30000\n  listen_poll_interval_ms: 3000\n") +
@@ -374,6 +375,8 @@ TEST_CASE("a relay answers producers itself once it finds that the lock holder d
     CHECK(got[0].message_id == id);
     CHECK_MESSAGE(Clock::now() - t0 < std::chrono::milliseconds(1500), relay.log());
   }
+  CHECK_MESSAGE(testenv::lines_with(relay.log(), "another relay (pid " + std::to_string(orphan.backendpid())) == 1,
+                relay.log());
   CHECK(testenv::lines_with(relay.log(), "does not answer") == 1);
   CHECK(role("answering") == 1);  // what an operator sees
   CHECK(role("bystander") == 0);

@@ -75,7 +75,7 @@ void ConfirmReader::await() {
 void ConfirmReader::link_lost(const std::string& reason) {
   batches_.lose_link({FailureCause::kLinkLost, reason});
   isolator_.set_solo(false);
-  stall_.failure(reason);
+  stall_.failure(reason, Clock::now());
   metrics_.on_channel_reset();
 }
 
@@ -117,7 +117,7 @@ void ConfirmReader::on_channel_closed(const BrokerEvent& ev) {
   metrics_.on_channel_reset();  // the reopened channel's tags start again from 1
   const bool probing = isolator_.solo();
   isolator_.set_solo(false);
-  stall_.failure(ev.reason);
+  stall_.failure(ev.reason, Clock::now());
   const std::size_t n = batches_.outstanding();
   switch (FailurePolicy::on_channel_close(ev.reply_code, n, ev.connection_level)) {
     case CloseAction::kHoldAll:
@@ -164,7 +164,7 @@ void ConfirmReader::fail_overdue(milliseconds timeout) {
                           std::to_string(config_.amqp.confirm_timeout_ms) + " ms), while it confirmed others";
   const auto tags = batches_.fail_published_before(Clock::now() - timeout, {FailureCause::kConfirmTimeout, why});
   for (const auto tag : tags) metrics_.on_unconfirmed(tag, false);
-  stall_.failure(why);
+  stall_.failure(why, Clock::now());
   spdlog::warn(
       "{} row(s) got {}; they will be published again after a backoff (a queue that cannot "
       "confirm them: suspended, without a majority?)",
@@ -194,13 +194,13 @@ void ConfirmReader::enforce_deadlines() {
       // instead, each its own round trip (the next batches find it).
       for (const auto i : b->suspects) isolator_.isolation_cut_short(b->rows[i].id, now);
       b->suspects.clear();
-      stall_.failure(b->withheld.text);
+      stall_.failure(b->withheld.text, Clock::now());
     }
     if (idle < deadline_.commit_within() || b->tracker.outstanding() == 0) continue;
     const std::string why = "no broker confirm before its batch's time limit" + limit();
     const auto tags = b->tracker.fail_oldest_while([](std::size_t) { return true; }, {FailureCause::kBatchLate, why});
     for (const auto tag : tags) metrics_.on_unconfirmed(tag, false);
-    stall_.failure(why);
+    stall_.failure(why, Clock::now());
     spdlog::warn("{} row(s) got {}; the batch commits the rest, they are published again after a backoff", tags.size(),
                  why);
   }

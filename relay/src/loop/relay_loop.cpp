@@ -79,7 +79,7 @@ int RelayLoop::run(bool exit_when_idle) {
       continue;
     }
     if (amqp_.blocked()) {  // a resource alarm: claim nothing until it clears
-      stall_.failure("RabbitMQ " + amqp_.endpoint() + " blocks publishing (resource alarm)");
+      stall_.failure("RabbitMQ " + amqp_.endpoint() + " blocks publishing (resource alarm)", Clock::now());
       wake_.give_back();
       wake_.pause(milliseconds(config_.relay.poll_interval_ms));
       continue;
@@ -102,7 +102,10 @@ int RelayLoop::run(bool exit_when_idle) {
 void RelayLoop::note_state() {
   metrics_.heartbeat();
   metrics_.set_connected(primary().connected(), amqp_.connected(), amqp_.blocked());
-  const auto change = stall_.check(batches_.empty() && last_claim_empty_, Clock::now());
+  const auto now = Clock::now();
+  const auto change = stall_.check(batches_.empty() && last_claim_empty_, now);
+  // While a stall lasts /readyz names the failure of now, not of its start.
+  if (!change && stall_.stalled()) metrics_.set_stalled(true, stall_.reason(now));
   if (!change) return;
   if (change->stalled) {
     spdlog::warn("{}", change->why);
@@ -291,7 +294,7 @@ void RelayLoop::finish_batch(InflightBatch& b) {
                                        : b.withheld);
     }
     counters_.parked += settled.parked;
-    if (!settled.last_failure.empty()) stall_.failure(settled.last_failure);
+    if (!settled.last_failure.empty()) stall_.failure(settled.last_failure, Clock::now());
     if (settled.retry_due_until) stall_.retry_scheduled(*settled.retry_due_until);
     {
       const StageCpu::Scope cpu(CpuStage::kMark);
@@ -335,7 +338,7 @@ void RelayLoop::finish_batch(InflightBatch& b) {
 }
 
 void RelayLoop::batch_abandoned(InflightBatch& b, const std::string& why, bool keep_session) {
-  stall_.failure(why);
+  stall_.failure(why, Clock::now());
   const auto delay = hold_.after_rollback(Clock::now());
   spdlog::warn("{}; the batch's {} rows stay pending and will be published again; publishing paused for {} ms", why,
                b.rows.size(), delay.count());

@@ -23,10 +23,17 @@ std::optional<StallWatch::Change> StallWatch::check(bool idle, Clock::time_point
     return change;
   }
   stall_began_ = progress_at_;
-  change.why = "publishing stalled: rows are due but none was published for over " +
-               std::to_string(stall_after_.count()) +
-               " s; last failure: " + (last_failure_.empty() ? "none recorded" : last_failure_);
+  change.why = reason(now);
   return change;
+}
+
+std::string StallWatch::reason(Clock::time_point now) const {
+  std::string why = "publishing stalled: rows are due but none was published for over " +
+                    std::to_string(stall_after_.count()) + " s; ";
+  if (last_failure_.empty()) return why + "no failure recorded";
+  const auto ago = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - failure_at_).count());
+  if (failure_at_ >= progress_at_) return why + "last failure (" + ago + " s ago): " + last_failure_;
+  return why + "no failure since the last progress (the one before, " + ago + " s ago: " + last_failure_ + ")";
 }
 
 }  // namespace relay

@@ -12,8 +12,8 @@ namespace relay {
 // stall_after to commit when its rows are big), or a relay with nothing due (idle, its last claim
 // empty, no retry of its own still to come). Past `stall_after` without progress the
 // relay is stalled: check() reports the change once, and once when it ends, so the
-// log, the gauge and /readyz say it once per stall. The report names the latest
-// failure the loop recorded (failure()).
+// log and the gauge say it once per stall; reason() is what /readyz shows meanwhile.
+// The report names the latest failure the loop recorded (failure()), with its age.
 //
 // Pure: the caller passes the time. Thread safety: none; the loop's thread owns it.
 class StallWatch {
@@ -29,9 +29,16 @@ class StallWatch {
   StallWatch(std::chrono::seconds stall_after, Clock::time_point now);
 
   void progress(Clock::time_point now) { progress_at_ = now; }
-  // The latest failure, one line, for the report. Not empty.
-  void failure(std::string text) { last_failure_ = std::move(text); }
+  // The latest failure, one line, for the report, and when it happened. Not empty.
+  void failure(std::string text, Clock::time_point at) {
+    last_failure_ = std::move(text);
+    failure_at_ = at;
+  }
   const std::string& last_failure() const { return last_failure_; }
+  // Why publishing is stalled, as of `now`: the latest failure only when it came
+  // after the last progress (an older one is named as older, with its age, not as
+  // the cause). For the log at the change, and for /readyz while the stall lasts.
+  std::string reason(Clock::time_point now) const;
   // A retry this relay scheduled for `due`: until then an empty claim does not mean
   // that nothing is due.
   void retry_scheduled(Clock::time_point due);
@@ -47,6 +54,7 @@ class StallWatch {
   bool stalled_ = false;
   Clock::time_point stall_began_{};  // progress_at_ when the stall was reported
   std::string last_failure_;
+  Clock::time_point failure_at_{};
 };
 
 }  // namespace relay

@@ -75,11 +75,14 @@ void WakeCoordinator::judge_holder(const std::vector<ClaimedRow>& rows) {
   if (polled && !answer_for_holder_ &&
       std::any_of(rows.begin(), rows.end(), [](const ClaimedRow& r) { return r.attempts == 0; })) {
     answer_for_holder_ = true;
+    const auto& holder = listener_.lock_holder();
+    const bool relay = holder.rfind("another relay", 0) == 0;
     spdlog::warn(
-        "{} new row(s) were due at the fallback poll though another relay holds the waiting lock and "
-        "should have been woken for them: it does not answer (a session left by a partition, a hung "
-        "process); answering producers' notifications too until it does",
-        rows.size());
+        "{} new row(s) were due at the fallback poll though {} holds the waiting lock, so producers' "
+        "notifications go to it: {}; answering them too until it does",
+        rows.size(), holder.empty() ? "another session" : holder,
+        relay ? "it does not answer (a session left by a partition, a hung process)"
+              : "it is no relay and will not answer (a lock taken by hand: pg_terminate_backend frees it)");
   } else if (notified && rows.empty() && answer_for_holder_) {
     answer_for_holder_ = false;
     spdlog::info("the relay holding the waiting lock answers producers again: leaving their notifications to it");

@@ -4,6 +4,7 @@
 #include <pqxx/pqxx>
 #include <utility>
 
+#include "outbox/one_line.h"
 #include "outbox/pqxx_compat.h"
 #include "pg/outbox_store.h"
 #include "pg/pg_connect.h"
@@ -13,6 +14,12 @@ namespace {
 
 // The advisory lock of migration 0004: (this class id, hashtext(schema)).
 constexpr const char* kLockKey = "1868724338, hashtext($1)";
+
+std::string describe_holder(long long pid, const std::string& user, const std::string& application, bool relay) {
+  const std::string who = "pid " + std::to_string(pid) + ", user '" + outbox::one_line(user, 64) + "', application '" +
+                          outbox::one_line(application, 64) + "'";
+  return relay ? "another relay (" + who + ")" : "a session that does not look like a relay (" + who + ")";
+}
 
 }  // namespace
 
@@ -88,11 +95,18 @@ void NotifyListener::connect() {
   // One statement: the notification goes out when the lock is already free.
   conn->prepare("notify_hand_over",
                 std::string("SELECT pg_advisory_unlock(") + kLockKey + "), pg_notify($2, '" + kHandoverPayload + "')");
-  conn->prepare("notify_other_relay",
-                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                "AND mode = 'ExclusiveLock' AND objsubid = 2 AND classid = 1868724338 "
-                "AND objid = hashtext($1)::oid "
-                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))");
+  // Who holds the lock exclusively: a relay, by its application_name (this session's,
+  // or the default 'outbox-relay'), or else a session that may have taken it by hand
+  // (a producer, an operator) or a relay given another application_name.
+  conn->prepare("notify_lock_holder",
+                "SELECT l.pid, coalesce(a.usename::text, '') AS usename, "
+                "coalesce(a.application_name, '') AS application_name, "
+                "(coalesce(a.application_name, '') IN (current_setting('application_name'), 'outbox-relay')) AS relay "
+                "FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.granted "
+                "AND l.mode = 'ExclusiveLock' AND l.objsubid = 2 AND l.classid = 1868724338 "
+                "AND l.objid = hashtext($1)::oid "
+                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) LIMIT 1");
   conn_ = std::move(conn);
   receiver_ = std::move(receiver);
 }
@@ -105,8 +119,14 @@ NotifyListener::Arm NotifyListener::arm() {
       armed_ = true;
       return Arm::kArmed;
     }
-    // Producers take the lock in shared mode only; an exclusive holder is a relay.
-    if (outbox::pgx::exec_prepared1(tx, "notify_other_relay", config_.schema)[0].as<bool>()) return Arm::kOtherRelay;
+    // Producers take the lock in shared mode only: an exclusive holder is a relay, or
+    // a session that took it by hand. Either way it, not this relay, is notified.
+    auto holder = outbox::pgx::exec_prepared(tx, "notify_lock_holder", config_.schema);
+    if (!holder.empty()) {
+      lock_holder_ = describe_holder(holder[0]["pid"].as<long long>(), holder[0]["usename"].c_str(),
+                                     holder[0]["application_name"].c_str(), holder[0]["relay"].as<bool>());
+      return Arm::kOtherRelay;
+    }
   }
   // Producer transactions are still open. Queueing for the lock makes every newer
   // producer notify, and the open ones usually end within milliseconds; the

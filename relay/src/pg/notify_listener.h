@@ -54,6 +54,11 @@ class NotifyListener {
   // Releases the lock (producers stop notifying). No-op when not armed.
   void disarm(Release how);
   bool armed() const { return armed_; }
+  // Who held the lock at the last arm() that returned kOtherRelay: "another relay
+  // (pid 4711, user 'relay', application 'outbox-relay')", or "a session that does
+  // not look like a relay (...)" when its application_name is neither this session's
+  // nor 'outbox-relay'.
+  const std::string& lock_holder() const { return lock_holder_; }
 
   // The session's socket, for poll(); -1 when not connected.
   int socket() const;
@@ -80,6 +85,7 @@ class NotifyListener {
   std::unique_ptr<pqxx::connection> conn_;
   std::unique_ptr<Receiver> receiver_;  // registered on conn_: destroyed first
   bool armed_ = false;
+  std::string lock_holder_;
 };
 
 }  // namespace relay
