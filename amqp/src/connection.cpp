@@ -13,6 +13,7 @@
 #include "outbox/amqp/amqp_uri.h"
 #include "outbox/error_text.h"
 #include "outbox/one_line.h"
+#include "socket_cause.h"
 #include "tls_socket.h"
 
 namespace outbox::amqp {
@@ -66,7 +67,14 @@ void AmqpConnection::open() {
   int rc = amqp_socket_open_noblock(socket, uri.host().c_str(), uri.port(), &tv);
   if (rc != AMQP_STATUS_OK) {
     drop();
-    throw AmqpError("cannot connect to " + endpoint_ + (uri.tls() ? " (TLS)" : "") + ": " + amqp_error_string2(rc));
+    std::string why = amqp_error_string2(rc);
+    // rabbitmq-c's text does not say why a socket failed: find out, in words.
+    if (rc == AMQP_STATUS_SOCKET_ERROR || rc == AMQP_STATUS_TIMEOUT || rc == AMQP_STATUS_HOSTNAME_RESOLUTION_FAILED) {
+      const auto cause = detail::tcp_failure_cause(uri.host(), uri.port(),
+                                                   std::chrono::milliseconds(settings_.connect_timeout_ms));
+      why += cause.empty() ? (uri.tls() ? " (TCP connects: the TLS handshake failed)" : "") : " (" + cause + ")";
+    }
+    throw AmqpError("cannot connect to " + endpoint_ + (uri.tls() ? " (TLS)" : "") + ": " + why);
   }
   if (settings_.send_timeout_ms > 0) {
     // Before the login: a broker that stops reading mid-handshake is bounded too.

@@ -101,6 +101,7 @@ TEST_CASE("an amqps:// URI gets a TLS socket that loads ca_file; an amqp:// one 
   s.uri = "amqp://relay:hunter2@" + kClosed + "/";
   error = open_error(s);
   CHECK(error.rfind("cannot connect to " + kClosed + "/: ", 0) == 0);
+  CHECK_MESSAGE(contains(error, "(connection refused)"), error);  // the cause, not only "a socket error"
   CHECK_FALSE(contains(error, "(TLS)"));
   CHECK_FALSE(contains(error, "hunter2"));
 }
@@ -111,6 +112,16 @@ TEST_CASE("TLS connect failures say (TLS) and the endpoint, never the password")
   s.connect_timeout_ms = 2000;
   auto error = open_error(s);
   CHECK(error.rfind("cannot connect to " + kClosed + "/vh (TLS): ", 0) == 0);
+  CHECK_MESSAGE(contains(error, "(connection refused)"), error);
+  CHECK_FALSE(contains(error, "hunter2"));
+}
+
+TEST_CASE("a broker host that does not resolve is named as such in the connect error") {
+  Settings s;
+  s.uri = "amqp://relay:hunter2@no-such-host.invalid:5672/";
+  s.connect_timeout_ms = 2000;
+  auto error = open_error(s);
+  CHECK_MESSAGE(contains(error, "cannot resolve 'no-such-host.invalid'"), error);
   CHECK_FALSE(contains(error, "hunter2"));
 }
 
