@@ -102,7 +102,7 @@ TEST_CASE("a password full of @:/%?# never reaches any output, whatever the serv
         CHECK(out.find("postgres: FAILED") != std::string::npos);
         CHECK(out.find("amqp: FAILED") != std::string::npos);
         CHECK(out.find("status failed") != std::string::npos);
-        CHECK(out.find("cannot connect to PostgreSQL") != std::string::npos);
+        CHECK(out.find("cannot connect, will retry with backoff: PostgreSQL: ") != std::string::npos);
       }
     }
   }

@@ -17,32 +17,32 @@ TEST_CASE("the first connection says 'connected to', with no wait before it") {
 
 TEST_CASE("failed attempts wait a growing backoff, and each distinct error warns once per outage") {
   ReconnectSupervisor r;
-  const auto a = r.failed("PostgreSQL: connection refused");
+  const auto a = r.failed("PostgreSQL: connection refused", t0);
   CHECK(a.first_of_its_kind);
   CHECK(a.wait >= 160ms);
   CHECK(a.wait <= 240ms);
-  const auto b = r.failed("PostgreSQL: connection refused");
+  const auto b = r.failed("PostgreSQL: connection refused", t0);
   CHECK_FALSE(b.first_of_its_kind);  // a repeat: debug
   CHECK(b.wait >= 320ms);
-  CHECK(r.failed("AMQP: certificate verify failed").first_of_its_kind);  // a new one still shows
+  CHECK(r.failed("AMQP: certificate verify failed", t0).first_of_its_kind);  // a new one still shows
   CHECK(r.failed_attempts() == 3);
   CHECK(r.connected("PostgreSQL a and AMQP b", t0) ==
         "connected again to PostgreSQL a and AMQP b after 3 failed attempt(s)");
   CHECK(r.failed_attempts() == 0);
-  CHECK(r.failed("PostgreSQL: connection refused").first_of_its_kind);  // a new outage
+  CHECK(r.failed("PostgreSQL: connection refused", t0).first_of_its_kind);  // a new outage
 }
 
 TEST_CASE("at most 8 distinct errors warn in one outage, however many a peer invents") {
   ReconnectSupervisor r;
   int warned = 0;
-  for (int i = 0; i < 50; ++i) warned += r.failed("error " + std::to_string(i)).first_of_its_kind ? 1 : 0;
+  for (int i = 0; i < 50; ++i) warned += r.failed("error " + std::to_string(i), t0).first_of_its_kind ? 1 : 0;
   CHECK(warned == 8);
 }
 
 TEST_CASE("the backoff is capped at 10 s") {
   ReconnectSupervisor r;
   std::chrono::milliseconds wait{0};
-  for (int i = 0; i < 30; ++i) wait = r.failed("x").wait;
+  for (int i = 0; i < 30; ++i) wait = r.failed("x", t0).wait;
   CHECK(wait <= 12000ms);
 }
 
@@ -59,4 +59,17 @@ TEST_CASE("a connection lost within a second of being made waits before the next
   const auto again = r.before_attempt(t0 + 6100ms);
   CHECK(again >= 160ms);
   CHECK(again <= 240ms);
+}
+
+TEST_CASE("an error that does not go away warns again every 30 s of its outage, not only once") {
+  ReconnectSupervisor r;
+  CHECK(r.failed("PostgreSQL: password authentication failed", t0).first_of_its_kind);
+  const auto soon = r.failed("PostgreSQL: password authentication failed", t0 + 10s);
+  CHECK_FALSE(soon.first_of_its_kind);
+  CHECK_FALSE(soon.repeat_due);  // debug
+  const auto later = r.failed("PostgreSQL: password authentication failed", t0 + 31s);
+  CHECK(later.repeat_due);
+  CHECK(later.outage_for == 31s);
+  CHECK_FALSE(r.failed("PostgreSQL: password authentication failed", t0 + 40s).repeat_due);
+  CHECK(r.failed("PostgreSQL: password authentication failed", t0 + 62s).repeat_due);
 }

@@ -17,6 +17,7 @@
 #include "admin/connection_check.h"
 #include "config/config.h"
 #include "config/preflight.h"
+#include "loop/reconnect_supervisor.h"
 #include "loop/relay_loop.h"
 #include "metrics/relay_metrics.h"
 #include "ops/housekeeper.h"
@@ -26,6 +27,7 @@
 #include "outbox/one_line.h"
 #include "pg/outbox_store.h"
 #include "pg/pg_connect.h"
+#include "policy/connect_failure.h"
 
 namespace relay {
 namespace {
@@ -39,11 +41,12 @@ HttpRoutes http_routes(const RelayConfig& config, RelayMetrics& metrics) {
 }
 
 // Connects once to check privileges and TLS before the loop starts. Waits (with
-// backoff) while PostgreSQL is unreachable, since a relay may start before its
-// database. Returns false if stopped meanwhile; throws PreflightError.
-bool wait_and_preflight(const RelayConfig& config, const std::atomic<bool>& stop) {
-  std::set<std::string> seen;
-  for (int attempt = 0; !stop; ++attempt) {
+// the loop's backoff, log lines and metrics: ReconnectSupervisor) while PostgreSQL
+// is unreachable, since a relay may start before its database. Returns false if
+// stopped meanwhile; throws PreflightError.
+bool wait_and_preflight(const RelayConfig& config, const std::atomic<bool>& stop, RelayMetrics& metrics) {
+  ReconnectSupervisor reconnect;
+  while (!stop) {
     try {
       auto conn_owner = connect_postgres(config.postgres);
       auto& conn = *conn_owner;
@@ -54,14 +57,16 @@ bool wait_and_preflight(const RelayConfig& config, const std::atomic<bool>& stop
       // 57 included) is waited for; any other SQL error is not.
       const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
       if (sql && sql->sqlstate().rfind("08", 0) != 0 && sql->sqlstate().rfind("57", 0) != 0) throw;
-      // Each distinct error once while waiting; the loop logs "connected to" after.
-      if (seen.size() < 8 && seen.insert(outbox::one_line(e.what())).second)
-        spdlog::warn("cannot connect to PostgreSQL, will retry with backoff: {}", outbox::one_line(e.what()));
+      const auto text = outbox::one_line(e.what());
+      const auto kind = classify_connect_failure(ConnectTarget::kPostgres, text);
+      const auto what = describe_connect_failure(ConnectTarget::kPostgres, text, kind);
+      metrics.connect_failed(target_label(ConnectTarget::kPostgres), kind.cause, what);
+      const auto failed = reconnect.failed(what, std::chrono::steady_clock::now());
+      log_connect_failure(failed, reconnect.failed_attempts(), what);
+      const auto until = std::chrono::steady_clock::now() + failed.wait;
+      while (!stop && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    const auto until = std::chrono::steady_clock::now() +
-                       std::chrono::milliseconds(std::min(200 << std::min(attempt, 6), 10000));
-    while (!stop && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
 }
@@ -176,7 +181,7 @@ int cmd_run(const Args& args) {
   std::thread signal_thread([&] { io.run(); });
   int code = kExitFailure;
   try {
-    if (wait_and_preflight(*config, stop)) {
+    if (wait_and_preflight(*config, stop, metrics)) {
       Housekeeper housekeeper(*config, metrics);
       housekeeper.start();
       RelayLoop loop(*config, stop, &metrics);

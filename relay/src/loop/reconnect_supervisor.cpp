@@ -1,5 +1,7 @@
 #include "loop/reconnect_supervisor.h"
 
+#include <spdlog/spdlog.h>
+
 #include "loop/publish_hold.h"
 
 namespace relay {
@@ -13,11 +15,15 @@ std::chrono::milliseconds ReconnectSupervisor::before_attempt(Clock::time_point 
   return std::chrono::milliseconds(0);
 }
 
-ReconnectSupervisor::Failed ReconnectSupervisor::failed(const std::string& error) {
+ReconnectSupervisor::Failed ReconnectSupervisor::failed(const std::string& error, Clock::time_point now) {
+  if (!outage_) outage_began_ = now;
   outage_ = true;
   Failed f;
   f.first_of_its_kind = outage_errors_.size() < kDistinctErrors && outage_errors_.insert(error).second;
+  f.repeat_due = !f.first_of_its_kind && now - warned_at_ >= kRepeatEvery;
+  if (f.first_of_its_kind || f.repeat_due) warned_at_ = now;
   f.wait = backoff_.delay(++attempt_);
+  f.outage_for = std::chrono::duration_cast<std::chrono::seconds>(now - outage_began_);
   return f;
 }
 
@@ -30,6 +36,13 @@ std::string ReconnectSupervisor::connected(const std::string& endpoints, Clock::
   outage_errors_.clear();
   connected_at_ = now;
   return line;
+}
+
+void log_connect_failure(const ReconnectSupervisor::Failed& failed, int attempts, const std::string& what) {
+  if (failed.first_of_its_kind) spdlog::warn("cannot connect, will retry with backoff: {}", what);
+  else if (failed.repeat_due)
+    spdlog::warn("still cannot connect after {} attempt(s) in {} s: {}", attempts, failed.outage_for.count(), what);
+  else spdlog::debug("still cannot connect: {}", what);
 }
 
 }  // namespace relay

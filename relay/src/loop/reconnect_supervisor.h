@@ -16,7 +16,9 @@ namespace relay {
 //   drops) waits too before the next attempt, so it never turns into a hot loop;
 // - each distinct error is worth a warning once per outage (at most 8: a restarting
 //   peer alternates between a few; a new one, such as a certificate refused, still
-//   shows); repeats are for debug. The outage ends with "connected again".
+//   shows); repeats are for debug, but for one warning every kRepeatEvery while the
+//   outage lasts (an error that does not go away, a wrong password, must not fall
+//   silent after its first line). The outage ends with "connected again".
 //
 // Pure but for the jitter: the caller passes the time and sleeps. Thread safety: none.
 class ReconnectSupervisor {
@@ -24,17 +26,20 @@ class ReconnectSupervisor {
   using Clock = std::chrono::steady_clock;
 
   struct Failed {
-    bool first_of_its_kind = false;  // log at warn (else debug)
+    bool first_of_its_kind = false;  // log at warn
+    bool repeat_due = false;         // not new, but kRepeatEvery since the last warning: warn again
     std::chrono::milliseconds wait{0};
+    std::chrono::seconds outage_for{0};  // since the outage's first failed attempt
   };
+  static constexpr std::chrono::seconds kRepeatEvery{30};
 
   ReconnectSupervisor();
 
   // Before an attempt: how long to wait first (zero unless the last connection was
   // lost within a second of being made).
   std::chrono::milliseconds before_attempt(Clock::time_point now);
-  // The attempt failed with `error` (one line, no secret).
-  Failed failed(const std::string& error);
+  // The attempt failed with `error` (one line, no secret) at `now`.
+  Failed failed(const std::string& error, Clock::time_point now);
   // The attempt succeeded: the line to log ("connected to ..." or "connected again
   // to ... after N failed attempt(s)").
   std::string connected(const std::string& endpoints, Clock::time_point now);
@@ -49,6 +54,12 @@ class ReconnectSupervisor {
   Clock::time_point connected_at_{};
   bool outage_ = false;
   std::set<std::string> outage_errors_;  // warned about in this outage
+  Clock::time_point outage_began_{}, warned_at_{};
 };
+
+// Logs a failed attempt as `failed` says: a first of its kind or a repeat due at
+// warn ("cannot connect, will retry with backoff: ...", "still cannot connect after
+// N attempt(s) in S s: ..."), else at debug.
+void log_connect_failure(const ReconnectSupervisor::Failed& failed, int attempts, const std::string& what);
 
 }  // namespace relay

@@ -123,23 +123,25 @@ bool RelayLoop::ensure_connected() {
   wake_.give_back();  // before a reconnect that may take long
   const auto wait = reconnect_.before_attempt(Clock::now());
   if (wait.count() > 0) wake_.pause(wait);
-  const std::string error = connect_missing();
-  if (error.empty()) {
+  const auto error = connect_missing();
+  if (!error) {
     spdlog::info("{}", reconnect_.connected("PostgreSQL " + primary().endpoint() + " and AMQP " + amqp_.endpoint(),
                                             Clock::now()));
     last_claim_empty_ = false;  // rows may have come while disconnected
     return true;
   }
-  const auto failed = reconnect_.failed(error);
-  if (failed.first_of_its_kind) spdlog::warn("cannot connect, will retry with backoff: {}", error);
-  else spdlog::debug("still cannot connect: {}", error);
+  const auto kind = classify_connect_failure(error->target, error->text);
+  const auto what = describe_connect_failure(error->target, error->text, kind);
+  metrics_.connect_failed(target_label(error->target), kind.cause, what);
+  const auto failed = reconnect_.failed(what, Clock::now());
+  log_connect_failure(failed, reconnect_.failed_attempts(), what);
   wake_.pause(failed.wait);
   return false;
 }
 
 // Connects the stores, then the broker, then joins the lanes; stops at the first
-// failure and returns it ("" when everything is connected).
-std::string RelayLoop::connect_missing() {
+// failure and returns it (nullopt when everything is connected).
+std::optional<RelayLoop::ConnectError> RelayLoop::connect_missing() {
   try {
     for (std::size_t i = 0; i < stores_.size(); ++i) {
       if (stores_[i]->connected()) continue;
@@ -148,7 +150,7 @@ std::string RelayLoop::connect_missing() {
       if (i == 0) metrics_.connected_to("postgres");
     }
   } catch (const std::exception& e) {
-    return "PostgreSQL: " + outbox::one_line(e.what());
+    return ConnectError{ConnectTarget::kPostgres, outbox::one_line(e.what())};
   }
   try {
     if (!amqp_.connected()) {
@@ -157,7 +159,7 @@ std::string RelayLoop::connect_missing() {
       metrics_.on_channel_reset();  // delivery tags start again from 1
     }
   } catch (const std::exception& e) {
-    return "AMQP: " + outbox::one_line(e.what());
+    return ConnectError{ConnectTarget::kAmqp, outbox::one_line(e.what())};
   }
   if (lanes_ && !lanes_->joined()) {
     try {
@@ -166,10 +168,10 @@ std::string RelayLoop::connect_missing() {
       rebalance_lanes();
     } catch (const std::exception& e) {
       primary().disconnect();
-      return "PostgreSQL (lanes): " + outbox::one_line(e.what());
+      return ConnectError{ConnectTarget::kPostgres, "(lanes) " + outbox::one_line(e.what())};
     }
   }
-  return "";
+  return std::nullopt;
 }
 
 OutboxStore* RelayLoop::free_store() {

@@ -25,6 +25,7 @@
 #include "pg/lane_manager.h"
 #include "pg/outbox_store.h"
 #include "policy/claim_floor_policy.h"
+#include "policy/connect_failure.h"
 
 namespace relay {
 
@@ -75,7 +76,11 @@ class RelayLoop {
   using Clock = std::chrono::steady_clock;
 
   bool ensure_connected();  // REQUIRES: no batch in flight
-  std::string connect_missing();
+  struct ConnectError {
+    ConnectTarget target;
+    std::string text;  // one line, no secret
+  };
+  std::optional<ConnectError> connect_missing();
   OutboxStore& primary() { return *stores_.front(); }
   OutboxStore* free_store();  // connected, with no batch in flight
   bool can_claim();

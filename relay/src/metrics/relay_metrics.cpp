@@ -160,8 +160,23 @@ void RelayMetrics::set_connected(bool postgres, bool amqp, bool amqp_blocked) {
   blocked_.set(amqp_blocked ? 1 : 0);
 }
 
+void RelayMetrics::connect_failed(const char* target, const char* cause, const std::string& text) {
+  registry_
+      .counter("outbox_relay_connect_failures_total",
+               "Failed connection attempts, by target (postgres, amqp) and cause (refused, timeout, dns, tls, "
+               "authentication, unknown_database, vhost, server_unavailable, other).",
+               {{"target", target}, {"cause", cause}})
+      .inc();
+  std::lock_guard<std::mutex> lock(stall_mutex_);
+  (std::string_view(target) == "postgres" ? connect_error_pg_ : connect_error_amqp_) = text;
+}
+
 void RelayMetrics::connected_to(const char* peer) {
   bool pg = std::string_view(peer) == "postgres";
+  {
+    std::lock_guard<std::mutex> lock(stall_mutex_);
+    (pg ? connect_error_pg_ : connect_error_amqp_).clear();
+  }
   auto& seen = pg ? seen_pg_ : seen_amqp_;
   if (seen.exchange(true)) (pg ? reconnects_pg_ : reconnects_amqp_).inc();
 }
@@ -260,8 +275,14 @@ std::optional<std::string> RelayMetrics::not_alive(std::chrono::seconds stall) c
 }
 
 std::optional<std::string> RelayMetrics::not_ready(std::chrono::seconds max_claim_age) const {
-  if (connected_pg_.value() == 0) return "not connected to PostgreSQL";
-  if (connected_amqp_.value() == 0) return "not connected to RabbitMQ";
+  {
+    // With the last attempt's error: a wrong password shows here, not only in the log.
+    std::lock_guard<std::mutex> lock(stall_mutex_);
+    if (connected_pg_.value() == 0)
+      return "not connected to PostgreSQL" + (connect_error_pg_.empty() ? "" : ": " + connect_error_pg_);
+    if (connected_amqp_.value() == 0)
+      return "not connected to RabbitMQ" + (connect_error_amqp_.empty() ? "" : ": " + connect_error_amqp_);
+  }
   if (blocked_.value() != 0) return "RabbitMQ blocks publishing (resource alarm)";
   {
     std::lock_guard<std::mutex> lock(stall_mutex_);

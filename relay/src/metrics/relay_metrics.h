@@ -47,6 +47,9 @@ class RelayMetrics {
   void set_connected(bool postgres, bool amqp, bool amqp_blocked);
   // A connection was (re)established; the first one of each peer is not a reconnect.
   void connected_to(const char* peer);  // "postgres" or "amqp"
+  // A connection attempt failed: counted by target and cause, and `text` (one line,
+  // no secret) is what /readyz says while that target stays unconnected.
+  void connect_failed(const char* target, const char* cause, const std::string& text);
   void claimed(std::size_t rows, double claim_seconds);
   // A probe (OutboxStore::has_due_rows) found nothing due: as good as a claim that
   // found nothing for /readyz and the last-claim gauge, not counted as a claim.
@@ -105,7 +108,8 @@ class RelayMetrics {
   std::array<outbox::metrics::Gauge*, 3> listen_role_;  // holder, bystander, answering
   outbox::metrics::Counter &isolations_, &isolated_rows_;
   mutable std::mutex stall_mutex_;
-  std::string stall_reason_;  // guarded by stall_mutex_
+  std::string stall_reason_;                           // guarded by stall_mutex_
+  std::string connect_error_pg_, connect_error_amqp_;  // guarded by stall_mutex_
   outbox::metrics::Counter& retention_deleted_;
   outbox::metrics::Histogram& retention_batch_seconds_;
 
