@@ -128,7 +128,9 @@ Keyring Keyring::parse(const std::string& yaml, const std::string& source) {
 
 Keyring Keyring::load_file(const std::string& path) {
   const std::string where = "keyring " + path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  // O_NONBLOCK: a FIFO (or a device) is opened at once and refused by type below,
+  // instead of blocking open() until some writer comes. No effect on a regular file.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) throw KeyringError(where, std::string("cannot open: ") + std::strerror(errno));
   struct Closer {
     int fd;
@@ -136,7 +138,13 @@ Keyring Keyring::load_file(const std::string& path) {
   } closer{fd};
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw KeyringError(where, std::string("cannot stat: ") + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw KeyringError(where, "not a regular file");
+  if (!S_ISREG(st.st_mode))
+    throw KeyringError(where, std::string("not a regular file (") +
+                                  (S_ISFIFO(st.st_mode)   ? "a FIFO"
+                                   : S_ISSOCK(st.st_mode) ? "a socket"
+                                   : S_ISDIR(st.st_mode)  ? "a directory"
+                                                          : "a device") +
+                                  "): a keyring is read from a file");
   // Checked on the descriptor we read from, so the file cannot be swapped in between.
   if ((st.st_mode & 077) != 0)
     throw KeyringError(where, "mode " + mode_text(st.st_mode) +

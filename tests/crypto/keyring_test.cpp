@@ -4,8 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <thread>
 
 #include "crypto_test_support.h"
 #include "outbox/crypto_errors.h"
@@ -139,4 +142,24 @@ TEST_CASE("create_file writes a usable keyring with mode 0600 and never overwrit
   std::string after((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
   CHECK(before == after);
   ::unlink(path.c_str());
+}
+
+TEST_CASE("a keyring path that is a FIFO is refused at once by type, not waited on in open()") {
+  const std::string path = "/tmp/" + testenv::unique_name("keyring_fifo");
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  // A writer that comes only after 3 s: without it a blocking open() would never
+  // return; with it the test still ends, and the time says whether open() waited.
+  std::thread late_writer([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  auto msg = keyring_error([&] { Keyring::load_file(path); });
+  const auto took = std::chrono::steady_clock::now() - t0;
+  late_writer.join();
+  ::unlink(path.c_str());
+  CHECK(took < std::chrono::seconds(1));
+  CHECK_MESSAGE(contains(msg, "not a regular file (a FIFO)"), msg);
+  CHECK(contains(msg, path));
 }
