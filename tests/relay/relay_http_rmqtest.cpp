@@ -177,10 +177,17 @@ TEST_CASE("/readyz is 503 naming the broker while RabbitMQ is unreachable, and /
   yaml.replace(at, std::string("${OUTBOX_AMQP_URI}").size(), "amqp://guest:guest@127.0.0.1:1/%2f");
   RelayProcess relay(yaml);
   auto address = testenv::wait_for_http_address([&] { return relay.log(); }, std::chrono::seconds(20));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  auto ready = testenv::http_request(address, "/readyz");
+  // Named with the last attempt's error, once the first attempt has failed.
+  testenv::HttpReply ready;
+  CHECK_MESSAGE(testenv::eventually(std::chrono::seconds(10),
+                                    [&] {
+                                      ready = testenv::http_request(address, "/readyz");
+                                      return ready.body.find("(connection refused)") != std::string::npos;
+                                    }),
+                ready.body);
   CHECK(ready.status == 503);
-  CHECK(ready.body == "not connected to RabbitMQ\n");
+  CHECK_MESSAGE(ready.body.rfind("not connected to RabbitMQ: AMQP: cannot connect to 127.0.0.1:1/", 0) == 0,
+                ready.body);
   CHECK(testenv::http_request(address, "/healthz").status == 200);
   auto m = testenv::parse_prometheus(testenv::http_request(address, "/metrics").body);
   CHECK(m["outbox_relay_connected{peer=\"amqp\"}"] == 0);
