@@ -27,7 +27,6 @@
 #include "outbox/one_line.h"
 #include "pg/outbox_store.h"
 #include "pg/pg_connect.h"
-#include "policy/connect_failure.h"
 
 namespace relay {
 namespace {
@@ -57,12 +56,8 @@ bool wait_and_preflight(const RelayConfig& config, const std::atomic<bool>& stop
       // 57 included) is waited for; any other SQL error is not.
       const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
       if (sql && sql->sqlstate().rfind("08", 0) != 0 && sql->sqlstate().rfind("57", 0) != 0) throw;
-      const auto text = outbox::one_line(e.what());
-      const auto kind = classify_connect_failure(ConnectTarget::kPostgres, text);
-      const auto what = describe_connect_failure(ConnectTarget::kPostgres, text, kind);
-      metrics.connect_failed(target_label(ConnectTarget::kPostgres), kind.cause, what);
-      const auto failed = reconnect.failed(what, std::chrono::steady_clock::now());
-      log_connect_failure(failed, reconnect.failed_attempts(), what);
+      const auto failed = report_connect_failure(reconnect, metrics, ConnectTarget::kPostgres,
+                                                 outbox::one_line(e.what()), std::chrono::steady_clock::now());
       const auto until = std::chrono::steady_clock::now() + failed.wait;
       while (!stop && std::chrono::steady_clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));

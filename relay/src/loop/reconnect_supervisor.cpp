@@ -38,11 +38,19 @@ std::string ReconnectSupervisor::connected(const std::string& endpoints, Clock::
   return line;
 }
 
-void log_connect_failure(const ReconnectSupervisor::Failed& failed, int attempts, const std::string& what) {
+ReconnectSupervisor::Failed report_connect_failure(ReconnectSupervisor& supervisor, RelayMetrics& metrics,
+                                                   ConnectTarget target, const std::string& error,
+                                                   ReconnectSupervisor::Clock::time_point now) {
+  const auto kind = classify_connect_failure(target, error);
+  const auto what = describe_connect_failure(target, error, kind);
+  metrics.connect_failed(target_label(target), kind.cause, what);
+  const auto failed = supervisor.failed(what, now);
   if (failed.first_of_its_kind) spdlog::warn("cannot connect, will retry with backoff: {}", what);
   else if (failed.repeat_due)
-    spdlog::warn("still cannot connect after {} attempt(s) in {} s: {}", attempts, failed.outage_for.count(), what);
+    spdlog::warn("still cannot connect after {} attempt(s) in {} s: {}", supervisor.failed_attempts(),
+                 failed.outage_for.count(), what);
   else spdlog::debug("still cannot connect: {}", what);
+  return failed;
 }
 
 }  // namespace relay

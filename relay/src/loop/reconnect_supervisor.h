@@ -5,7 +5,9 @@
 #include <set>
 #include <string>
 
+#include "metrics/relay_metrics.h"
 #include "policy/backoff.h"
+#include "policy/connect_failure.h"
 
 namespace relay {
 
@@ -20,7 +22,8 @@ namespace relay {
 //   outage lasts (an error that does not go away, a wrong password, must not fall
 //   silent after its first line). The outage ends with "connected again".
 //
-// Pure but for the jitter: the caller passes the time and sleeps. Thread safety: none.
+// Pure but for the jitter: the caller passes the time and sleeps (report_connect_failure,
+// below, is the I/O edge: metrics and the log). Thread safety: none.
 class ReconnectSupervisor {
  public:
   using Clock = std::chrono::steady_clock;
@@ -57,9 +60,12 @@ class ReconnectSupervisor {
   Clock::time_point outage_began_{}, warned_at_{};
 };
 
-// Logs a failed attempt as `failed` says: a first of its kind or a repeat due at
-// warn ("cannot connect, will retry with backoff: ...", "still cannot connect after
-// N attempt(s) in S s: ..."), else at debug.
-void log_connect_failure(const ReconnectSupervisor::Failed& failed, int attempts, const std::string& what);
+// One failed connection attempt, told everywhere it is told: classified
+// (classify_connect_failure), counted in `metrics` by target and cause (and named
+// on /readyz), passed to `supervisor`, and logged as it says (a first of its kind
+// or a repeat due at warn, else debug). Returns the supervisor's verdict: the wait.
+ReconnectSupervisor::Failed report_connect_failure(ReconnectSupervisor& supervisor, RelayMetrics& metrics,
+                                                   ConnectTarget target, const std::string& error,
+                                                   ReconnectSupervisor::Clock::time_point now);
 
 }  // namespace relay

@@ -130,11 +130,7 @@ bool RelayLoop::ensure_connected() {
     last_claim_empty_ = false;  // rows may have come while disconnected
     return true;
   }
-  const auto kind = classify_connect_failure(error->target, error->text);
-  const auto what = describe_connect_failure(error->target, error->text, kind);
-  metrics_.connect_failed(target_label(error->target), kind.cause, what);
-  const auto failed = reconnect_.failed(what, Clock::now());
-  log_connect_failure(failed, reconnect_.failed_attempts(), what);
+  const auto failed = report_connect_failure(reconnect_, metrics_, error->target, error->text, Clock::now());
   wake_.pause(failed.wait);
   return false;
 }
