@@ -2,19 +2,13 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "outbox/bounded_read.h"
 #include "outbox/crypto_errors.h"
 #include "outbox/error_text.h"
 #include "outbox/payload_json.h"
@@ -39,9 +33,6 @@ struct EventSchema::Node {
 };
 
 namespace {
-
-// The most an event schema file may hold: a schema is a page of YAML.
-constexpr off_t kMaxSchemaBytes = 1024 * 1024;
 
 using Node = EventSchema::Node;
 
@@ -343,29 +334,10 @@ EventSchema EventSchema::parse(const std::string& yaml, const std::string& sourc
 }
 
 EventSchema EventSchema::load_file(const std::string& path) {
-  const std::string where = "event schema " + path;
-  // Opened without blocking and refused by type before it is read: a FIFO must not
-  // hang the tool in open() (nor a device feed it without end).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) throw ValidationError(where, std::string("cannot read the file: ") + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) throw ValidationError(where, "not a regular file");
-  if (st.st_size > kMaxSchemaBytes) throw ValidationError(where, "larger than 1 MiB");
-  std::string text(static_cast<std::size_t>(st.st_size), '\0');
-  std::size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw ValidationError(where, std::string("cannot read the file: ") + std::strerror(errno));
-    if (n == 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  text.resize(got);
-  return parse(text, path);
+  constexpr std::size_t kMaxSchemaBytes = 1024 * 1024;  // a real schema is a few KiB
+  const auto read = read_bounded(path, kMaxSchemaBytes);
+  if (!read.ok()) throw ValidationError("event schema " + path, read.why(kMaxSchemaBytes));
+  return parse(read.text, path);
 }
 
 const std::string& EventSchema::type() const { return root_->type; }

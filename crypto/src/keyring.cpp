@@ -12,10 +12,13 @@
 #include <set>
 
 #include "crypto_primitives.h"
+#include "outbox/bounded_read.h"
 #include "outbox/crypto_errors.h"
 
 namespace outbox {
 namespace {
+
+constexpr std::size_t kMaxKeyringBytes = 1024 * 1024;
 
 // Text that wipes itself: the keyring file's contents hold every key.
 struct WipedString {
@@ -128,40 +131,16 @@ Keyring Keyring::parse(const std::string& yaml, const std::string& source) {
 
 Keyring Keyring::load_file(const std::string& path) {
   const std::string where = "keyring " + path;
-  // O_NONBLOCK: a FIFO (or a device) is opened at once and refused by type below,
-  // instead of blocking open() until some writer comes. No effect on a regular file.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) throw KeyringError(where, std::string("cannot open: ") + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw KeyringError(where, std::string("cannot stat: ") + std::strerror(errno));
-  if (!S_ISREG(st.st_mode))
-    throw KeyringError(where, std::string("not a regular file (") +
-                                  (S_ISFIFO(st.st_mode)   ? "a FIFO"
-                                   : S_ISSOCK(st.st_mode) ? "a socket"
-                                   : S_ISDIR(st.st_mode)  ? "a directory"
-                                                          : "a device") +
-                                  "): a keyring is read from a file");
+  // Opened without blocking and checked by type first: a FIFO or a device given by
+  // mistake is refused at once instead of hanging the tool (outbox/bounded_read.h).
+  const auto read = read_bounded(path, kMaxKeyringBytes);
+  if (!read.ok()) throw KeyringError(where, read.why(kMaxKeyringBytes));
   // Checked on the descriptor we read from, so the file cannot be swapped in between.
-  if ((st.st_mode & 077) != 0)
-    throw KeyringError(where, "mode " + mode_text(st.st_mode) +
+  if ((read.mode & 077) != 0)
+    throw KeyringError(where, "mode " + mode_text(read.mode) +
                                   " lets other users read the keys; it must be 0600 or stricter (chmod 600 " + path +
                                   ")");
-  WipedString text;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw KeyringError(where, std::string("cannot read: ") + std::strerror(errno));
-    if (n == 0) break;
-    text.text.append(buf, static_cast<std::size_t>(n));
-    if (text.text.size() > 1024 * 1024) throw KeyringError(where, "larger than 1 MiB");
-  }
-  OPENSSL_cleanse(buf, sizeof buf);
-  return parse(text.text, path);
+  return parse(read.text, path);
 }
 
 Keyring Keyring::from_env(const std::string& variable) {

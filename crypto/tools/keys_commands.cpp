@@ -5,6 +5,7 @@
 #include <memory>
 #include <pqxx/pqxx>
 
+#include "outbox/crypto_errors.h"
 #include "outbox/error_text.h"
 #include "outbox/keyring.h"
 #include "outbox/one_line.h"
@@ -16,9 +17,14 @@
 namespace outbox::keys_tool {
 namespace {
 
+// Errors name the option (--keyring or --keyring-env) and the file or variable.
 std::shared_ptr<const Keyring> load_keyring(const KeysOptions& o) {
-  if (!o.keyring_file.empty()) return std::make_shared<const Keyring>(Keyring::load_file(o.keyring_file));
-  return std::make_shared<const Keyring>(Keyring::from_env(o.keyring_env));
+  try {
+    if (!o.keyring_file.empty()) return std::make_shared<const Keyring>(Keyring::load_file(o.keyring_file));
+    return std::make_shared<const Keyring>(Keyring::from_env(o.keyring_env));
+  } catch (const KeyringError& e) {
+    throw std::runtime_error((o.keyring_file.empty() ? "--keyring-env: " : "--keyring: ") + std::string(e.what()));
+  }
 }
 
 bool has_keyring(const KeysOptions& o) { return !o.keyring_file.empty() || !o.keyring_env.empty(); }

@@ -10,7 +10,13 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 
-void on_signal(int) { g_stop = true; }
+// The first SIGTERM or SIGINT asks rewrap to stop between batches (each batch is one
+// transaction); the handler then restores the default, so a second one ends the
+// process at once even while it waits on the server (its open batch rolls back).
+void on_signal(int sig) {
+  g_stop = true;
+  std::signal(sig, SIG_DFL);
+}
 
 // --keyring PATH or --keyring-env VAR on subcommand `sub`: exactly one when
 // `required`, else at most one.
@@ -65,10 +71,13 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);  // prints the help, or the error naming the option
     return code == 0 ? kt::kOk : kt::kUsage;
   }
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  // Only rewrap catches the signals: the other commands write at most one
+  // transaction, so the default action (end the process; the server rolls back an
+  // open transaction) is the right one for them.
   if (check->parsed()) return kt::check(o, std::cout, std::cerr);
   if (status->parsed()) return kt::status(o, std::cout, std::cerr);
   if (erase->parsed()) return kt::erase(o, std::cout, std::cerr);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
   return kt::rewrap(o, g_stop, std::cout, std::cerr);
 }

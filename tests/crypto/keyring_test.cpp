@@ -160,6 +160,6 @@ TEST_CASE("a keyring path that is a FIFO is refused at once by type, not waited 
   late_writer.join();
   ::unlink(path.c_str());
   CHECK(took < std::chrono::seconds(1));
-  CHECK_MESSAGE(contains(msg, "not a regular file (a FIFO)"), msg);
+  CHECK_MESSAGE(contains(msg, "it is a FIFO, not a regular file"), msg);
   CHECK(contains(msg, path));
 }

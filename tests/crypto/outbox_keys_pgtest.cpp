@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <pqxx/pqxx>
@@ -83,6 +84,26 @@ TEST_CASE("check refuses a keyring file others can read, and a bad key, naming t
   CHECK(r.exit_code == 1);
   CHECK_MESSAGE(contains(r.output, "key 'k1'"), r.output);
   CHECK_FALSE(contains(r.output, keys["k1"].substr(0, 8)));
+}
+
+TEST_CASE("check refuses a FIFO, a directory or a device as --keyring at once, by type, naming the option and path") {
+  const std::string fifo = "/tmp/outbox_keys_pgtest_fifo_" + std::to_string(::getpid());
+  std::remove(fifo.c_str());
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // Under `timeout`: a tool that blocks in open() on the FIFO (no writer ever comes)
+  // is killed after 20 s and fails here, instead of hanging the test run.
+  for (const auto& [path, type] : {std::pair<std::string, std::string>{fifo, "a FIFO"},
+                                   {"/tmp", "a directory"},
+                                   {"/dev/zero", "a character device"}}) {
+    const auto started = std::chrono::steady_clock::now();
+    const auto r = testenv::run_command({"/usr/bin/timeout", "-s", "KILL", "20", OUTBOX_KEYS_BIN, "check", "--keyring",
+                                         path});
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
+    CHECK_MESSAGE(r.exit_code == 1, r.output);
+    CHECK_MESSAGE(contains(r.output, "--keyring: keyring " + path + ": it is " + type + ", not a regular file"),
+                  r.output);
+  }
+  std::remove(fifo.c_str());
 }
 
 TEST_CASE("a wrong command line exits 2 naming the option, and changes nothing") {

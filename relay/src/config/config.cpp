@@ -4,8 +4,6 @@
 
 #include <cctype>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -13,10 +11,10 @@
 #include <set>
 #include <sstream>
 
-#include "config/bounded_read.h"
 #include "config/endpoint_syntax.h"
 #include "config/tls_policy.h"
 #include "outbox/amqp_wire.h"
+#include "outbox/bounded_read.h"
 #include "outbox/duration.h"
 #include "outbox/errors.h"
 #include "outbox/pg_conninfo.h"
@@ -241,22 +239,14 @@ class SectionReader {
   // path may be named in messages; the contents never are.
   std::string read_secret_file(const YAML::Node& at, const std::string& key, const std::string& path) const {
     if (path.empty()) fail(at, key, "${file:} needs a path");
-    // A directory opens, and reads as nothing: an empty password, not an error.
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) {
-      const auto type = std::filesystem::status(path, ec).type();
+    // A directory opens, and reads as nothing: an empty password. The shared reader
+    // refuses it, and a FIFO or device, by type before reading.
+    auto read = outbox::read_bounded(path, kMaxSecretFileBytes);
+    if (read.status == outbox::BoundedRead::Status::kTooLarge)
       fail(at, key,
-           "cannot read secret file '" + path + "': " +
-               (type == std::filesystem::file_type::directory   ? "it is a directory"
-                : type == std::filesystem::file_type::not_found ? "it does not exist"
-                                                                : "it is not a regular file"));
-    }
-    auto read = read_bounded(path, kMaxSecretFileBytes);
-    if (read.status == BoundedRead::Status::kTooLarge)
-      fail(at, key,
-           "secret file '" + path + "' is larger than " + size_text(kMaxSecretFileBytes) +
+           "secret file '" + path + "' is larger than " + outbox::size_text(kMaxSecretFileBytes) +
                ", the most a ${file:} reference reads");
-    if (read.status != BoundedRead::Status::kOk) fail(at, key, "cannot read secret file '" + path + "'");
+    if (!read.ok()) fail(at, key, "cannot read secret file '" + path + "': " + read.why(kMaxSecretFileBytes));
     auto& text = read.text;
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
     return text;
@@ -432,7 +422,9 @@ void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c, st
   const std::pair<const char*, const std::string*> files[] = {
       {"ca_file", &c.ca_file}, {"cert_file", &c.cert_file}, {"key_file", &c.key_file}};
   for (const auto& [key, path] : files)
-    if (!path->empty() && !std::ifstream(*path)) r.fail(n[key], r.key_path(key), "cannot read '" + *path + "'");
+    if (!path->empty())
+      if (const auto probe = outbox::probe_regular_file(*path); !probe.ok())
+        r.fail(n[key], r.key_path(key), "cannot read '" + *path + "': " + probe.why(0));
   if (c.alternate_exchange.size() > 255)
     r.fail(n["alternate_exchange"], "amqp.alternate_exchange",
            "is " + std::to_string(c.alternate_exchange.size()) + " bytes, an AMQP exchange name holds at most 255");
@@ -586,11 +578,11 @@ RelayConfig parse_config(const std::string& yaml_text, const std::string& origin
 }
 
 RelayConfig load_config(const std::string& path) {
-  auto read = read_bounded(path, kMaxConfigFileBytes);
-  if (read.status == BoundedRead::Status::kTooLarge)
-    throw ConfigError(path + ": the configuration file is larger than " + size_text(kMaxConfigFileBytes) +
+  auto read = outbox::read_bounded(path, kMaxConfigFileBytes);
+  if (read.status == outbox::BoundedRead::Status::kTooLarge)
+    throw ConfigError(path + ": the configuration file is larger than " + outbox::size_text(kMaxConfigFileBytes) +
                       ", the most the relay reads");
-  if (read.status != BoundedRead::Status::kOk) throw ConfigError(path + ": cannot read the configuration file");
+  if (!read.ok()) throw ConfigError(path + ": cannot read the configuration file: " + read.why(kMaxConfigFileBytes));
   return parse_config(read.text, path);
 }
 

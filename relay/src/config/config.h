@@ -242,9 +242,9 @@ class ConfigError : public std::runtime_error {
 // rules, naming the key path and its line. Throws ConfigError.
 RelayConfig parse_config(const std::string& yaml_text, const std::string& origin);
 
-// The largest configuration file read. A real one is a few KiB; a path that is not
-// one (/dev/zero, a FIFO, a log file given by mistake) is refused at this size rather
-// than read until memory runs out.
+// The largest configuration file read. A real one is a few KiB; a log file given by
+// mistake is refused at this size rather than read until memory runs out (a FIFO or
+// a device is refused by type before any read: outbox/bounded_read.h).
 constexpr std::size_t kMaxConfigFileBytes = 1024 * 1024;
 // The largest ${file:PATH}. A password, URI or DSN is under 1 KiB and a token a few
 // KiB; 64 KiB leaves room for those and keeps a file of the wrong kind (a backup, a
