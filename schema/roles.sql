@@ -21,7 +21,13 @@
 --                  parked, retried or delayed; SELECT on outbox_subject_keys and
 --                  INSERT of a new wrapped key there (field encryption's per-subject
 --                  keys) when that table exists: erasing and re-wrapping keys stay
---                  with the operator. It cannot read, change or delete outbox rows.
+--                  with the operator. The key's created_by is set by a trigger
+--                  (migration 0013), so a producer cannot write it. EXECUTE on
+--                  supersede_subject_key() (migration 0013), with which the SDK
+--                  replaces a subject's key that does not verify and that another
+--                  login created: the old key is kept, never deleted, so a hostile
+--                  producer cannot make a subject's events fail or its data unreadable.
+--                  It cannot read, change or delete outbox rows.
 --                  EXECUTE on enqueue() and uuid_v7() (migration 0008, the SQL
 --                  contract for producers in any language): SECURITY INVOKER
 --                  functions, so enqueue() inserts under exactly the column grants
@@ -82,6 +88,13 @@ SELECT format('REVOKE ALL ON %I.outbox_subject_keys FROM %I, %I', :'schema', :'r
 SELECT format('GRANT SELECT, INSERT (subject, key_id, wrapping_key_id, wrapped_key) '
               'ON %I.outbox_subject_keys TO %I', :'schema', :'producer_role')
  WHERE to_regclass(format('%I.outbox_subject_keys', :'schema')) IS NOT NULL \gexec
+-- Migration 0013: the superseded keys are the operator's (and decrypting readers');
+-- producers replace a foreign key that does not verify only through the function.
+SELECT format('REVOKE ALL ON %I.outbox_subject_keys_superseded FROM %I, %I', :'schema', :'relay_role', :'producer_role')
+ WHERE to_regclass(format('%I.outbox_subject_keys_superseded', :'schema')) IS NOT NULL \gexec
+SELECT format('GRANT EXECUTE ON FUNCTION %I.supersede_subject_key(text, text, text, text, bytea) TO %I',
+              :'schema', :'producer_role')
+ WHERE to_regprocedure(format('%I.supersede_subject_key(text, text, text, text, bytea)', :'schema')) IS NOT NULL \gexec
 
 -- The SQL contract (migration 0008), when the schema has it.
 SELECT format('GRANT EXECUTE ON FUNCTION %I.enqueue(text, text, text, bytea, jsonb, text, text, text, uuid, '

@@ -13,7 +13,7 @@ namespace outbox::keys_tool {
 
 // What the command line gave (outbox_keys_main.cpp parses it with CLI11).
 struct KeysOptions {
-  std::string schema;        // the outbox schema holding outbox_subject_keys
+  std::string schema;        // the outbox schema holding outbox_subject_keys (optional for check)
   std::string keyring_file;  // --keyring PATH (mode 0600), or
   std::string keyring_env;   // --keyring-env VAR (the YAML in an environment variable)
   // The environment variable holding the PostgreSQL connection string: never on the
@@ -27,16 +27,23 @@ struct KeysOptions {
 constexpr int kOk = 0;
 constexpr int kFailed = 1;      // an error, said on `err`: nothing half-written
 constexpr int kUsage = 2;       // the command line is wrong
-constexpr int kIncomplete = 3;  // rewrap: keys of master keys missing from the keyring remain
+constexpr int kIncomplete = 3;  // rewrap: keys of master keys missing from the keyring, or keys that do not
+                                // verify, remain
 
-// Loads the keyring and prints its key ids (never key bytes).
+// Loads the keyring and prints its key ids (never key bytes). With a schema, also
+// unwraps a sample of the stored subject keys under each of its ids (at most
+// SubjectKeyStore::kSamplePerLogin per id and creating login) and fails (kFailed)
+// naming every id whose key unwraps none of them: key material, not only ids.
 int check(const KeysOptions& options, std::ostream& out, std::ostream& err);
 // Counts the subject keys by the master key that wraps them, and says which the
-// keyring holds, which is active, and what is left to do.
+// keyring holds, which is active, and what is left to do; with a keyring, checks its
+// key material as `check` does first (kFailed on a mismatch).
 int status(const KeysOptions& options, std::ostream& out, std::ostream& err);
 // Rewraps the subject keys under the keyring's active key, `batch` per committed
 // transaction, with a progress line per batch on `err`, until none is left or `stop`
-// is set (between batches: each batch is all or nothing).
+// is set (between batches: each batch is all or nothing). Refuses to start (kFailed,
+// nothing changed) when the keyring's key material does not match the stored keys;
+// keys that do not verify are skipped, named at the end, and make it kIncomplete.
 int rewrap(const KeysOptions& options, const std::atomic<bool>& stop, std::ostream& out, std::ostream& err);
 
 // Crypto-shredding of one subject (an erasure request): destroys its data key, so

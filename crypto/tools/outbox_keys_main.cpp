@@ -41,8 +41,13 @@ int main(int argc, char** argv) {
   kt::KeysOptions o;
   CLI::App app{"outbox-keys: check a keyring, rewrap subject keys after a master-key rotation, erase a subject"};
   app.require_subcommand(1);
-  auto* check = app.add_subcommand("check", "load a keyring and print its key ids (never key bytes)");
+  auto* check = app.add_subcommand("check",
+                                   "load a keyring and print its key ids (never key bytes); with --schema, also "
+                                   "unwrap a sample of the stored subject keys under each id");
   add_keyring_options(*check, o, true);
+  check->add_option("--schema", o.schema, "the outbox schema whose stored keys to try the keyring on");
+  check->add_option("--dsn-env", o.dsn_env, "environment variable holding the PostgreSQL connection string")
+      ->capture_default_str();
   auto* status = app.add_subcommand("status", "count the subject keys by the master key that wraps them");
   add_database_options(*status, o);
   add_keyring_options(*status, o, false);

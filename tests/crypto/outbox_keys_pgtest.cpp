@@ -165,6 +165,44 @@ TEST_CASE("rewrap with keys of a master key missing from the keyring moves the r
   CHECK(wrapping_counts(schema) == "k0=1,k2=3");
 }
 
+TEST_CASE("status, check and rewrap fail naming the id when the keyring keeps a key id with other key bytes") {
+  ScopedSchema schema("keys");
+  const auto real = cryptotest::key_texts({"k2"});
+  make_subject_keys(schema, cryptotest::keyring(real, "k2"), 40);
+  auto reused = cryptotest::key_texts({"k2", "k3"});  // 'k2' kept as an id, with new bytes
+  const auto file = keyring_file({{"k2", reused["k2"]}}, "k2");
+  auto no_key_bytes = [&](const std::string& output) {
+    for (const auto& text : {real.at("k2"), reused.at("k2"), reused.at("k3")})
+      CHECK(testenv::leaked_fragment(output, cryptotest::unbase64(text)).empty());
+    CHECK_FALSE(contains(output, reused.at("k2").substr(0, 8)));
+    CHECK_FALSE(contains(output, real.at("k2").substr(0, 8)));
+  };
+  auto r = keys_tool({"status", "--schema", schema.name(), "--keyring", file});
+  CHECK_MESSAGE(r.exit_code == 1, r.output);
+  CHECK_MESSAGE(contains(r.output, "the keyring's key 'k2' unwraps none of the 8 sampled subject keys"), r.output);
+  CHECK_FALSE(contains(r.output, "every subject key is wrapped by the active key"));
+  no_key_bytes(r.output);
+  r = keys_tool({"check", "--keyring", file, "--schema", schema.name()});
+  CHECK_MESSAGE(r.exit_code == 1, r.output);
+  CHECK_MESSAGE(contains(r.output, "'k2': 0 of 8 sampled keys unwrap"), r.output);
+  no_key_bytes(r.output);
+  // A rotation to k3 with that keyring is refused before it changes anything.
+  const auto rotated = keyring_file(reused, "k3");
+  r = keys_tool({"rewrap", "--schema", schema.name(), "--keyring", rotated});
+  CHECK_MESSAGE(r.exit_code == 1, r.output);
+  CHECK_MESSAGE(contains(r.output, "rewrap refused: nothing was changed"), r.output);
+  no_key_bytes(r.output);
+  CHECK(wrapping_counts(schema) == "k2=40");
+  // The right key: all three pass.
+  const auto right = keyring_file(real, "k2");
+  r = keys_tool({"status", "--schema", schema.name(), "--keyring", right});
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+  CHECK_MESSAGE(contains(r.output, "'k2': 8 of 8 sampled keys unwrap"), r.output);
+  CHECK(contains(r.output, "every subject key is wrapped by the active key"));
+  r = keys_tool({"check", "--keyring", right, "--schema", schema.name()});
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+}
+
 TEST_CASE("the connection string comes from the environment, and a wrong one is an error without its password") {
   ScopedSchema schema("keys");
   const auto file = keyring_file(cryptotest::key_texts({"k1"}), "k1");

@@ -47,4 +47,13 @@ class SubjectErasedError : public DecryptionError {
   using DecryptionError::DecryptionError;
 };
 
+// The keyring holds other bytes for a master key id than the key that wrapped the
+// subject keys stored under it (a key id reused for a new key): field() names the
+// key id, never a byte of either key. A producer that meets it is at fault itself
+// (its keyring), so its enqueue fails rather than replace other subjects' keys.
+class KeyringMismatchError : public DecryptionError {
+ public:
+  using DecryptionError::DecryptionError;
+};
+
 }  // namespace outbox
