@@ -62,6 +62,26 @@ void require_short(const std::string& field, const std::string& value, bool requ
   require_text(field, value);
 }
 
+// The relay sends exchange, routing key, type, content type and correlation id as AMQP
+// fields that consumers route on and log: no C0 control (CR, LF, TAB, ESC, ...), DEL
+// or C1 control (U+0080-U+009F, C2 80-9F in UTF-8; a terminal in UTF-8 mode acts on
+// U+009B as on ESC [). The outbox table's rule outbox_control_characters (migration
+// 0015) and enqueue() refuse the same. Call after require_short: valid UTF-8.
+void require_no_controls(const std::string& field, const std::string& value) {
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    const bool c1 = c == 0xC2 && i + 1 < value.size() && static_cast<unsigned char>(value[i + 1]) <= 0x9F;
+    if (c < 0x20 || c == 0x7F || c1)
+      throw ValidationError(field, "holds a control character (U+0000-U+001F, U+007F-U+009F): " + shown(value));
+  }
+}
+
+// An AMQP field the relay sends: a short string without control characters.
+void require_wire_text(const std::string& field, const std::string& value, bool required) {
+  require_short(field, value, required);
+  require_no_controls(field, value);
+}
+
 bool valid_header_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
 }
@@ -119,12 +139,12 @@ void validate_message(const Message& m, const MessageLimits& limits) {
   if (limits.frame_max < kMinFrameMax)
     throw ValidationError("frame_max", "is " + std::to_string(limits.frame_max) + ", AMQP allows no less than " +
                                            std::to_string(kMinFrameMax));
-  require_short("exchange", m.exchange.value(), true);
-  require_short("routing_key", m.routing_key.value(), true);
-  require_short("type", m.type.value(), true);
-  require_short("ordering_key", m.ordering_key, false);
-  require_short("content_type", m.content_type, true);
-  if (m.correlation_id) require_short("correlation_id", *m.correlation_id, true);
+  require_wire_text("exchange", m.exchange.value(), true);
+  require_wire_text("routing_key", m.routing_key.value(), true);
+  require_wire_text("type", m.type.value(), true);
+  require_short("ordering_key", m.ordering_key, false);  // never sent: any text
+  require_wire_text("content_type", m.content_type, true);
+  if (m.correlation_id) require_wire_text("correlation_id", *m.correlation_id, true);
   if (m.message_id) MessageId::parse_distinct(*m.message_id, "message_id");
   if (m.payload.size() > limits.max_payload_bytes)
     throw ValidationError("payload", "is " + std::to_string(m.payload.size()) + " bytes, above the maximum of " +

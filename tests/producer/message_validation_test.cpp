@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -59,6 +60,41 @@ TEST_CASE("names longer than an AMQP short string are rejected") {
   m.routing_key = RoutingKey(std::string(256, 'k'));
   CHECK(rejected_field([&] { validate_message(m, {}); }) == "routing_key");
   m.routing_key = RoutingKey(std::string(255, 'k'));
+  CHECK_NOTHROW(validate_message(m, {}));
+}
+
+TEST_CASE("a control character in a field the relay sends is refused naming the field and showing it escaped") {
+  // CR, LF, TAB, ESC, DEL and the C1 controls U+0085 (NEL) and U+009B (CSI): each splits a
+  // consumer's log line or acts on a terminal; the table's rule outbox_control_characters
+  // refuses the same (outbox_row_checks_pgtest).
+  for (const std::string bad : {"a\rb", "a\nb", "a\tb", "a\x1b[2Jb", "a\x7f", "a\xc2\x85",
+                                "\xc2\x9b"
+                                "31m"}) {
+    CAPTURE(bad);
+    const std::vector<std::pair<std::string, std::function<void(Message&)>>> fields = {
+        {"exchange", [&](Message& m) { m.exchange = Exchange(bad); }},
+        {"routing_key", [&](Message& m) { m.routing_key = RoutingKey(bad); }},
+        {"type", [&](Message& m) { m.type = MessageType(bad); }},
+        {"content_type", [&](Message& m) { m.content_type = bad; }},
+        {"correlation_id", [&](Message& m) { m.correlation_id = bad; }}};
+    for (const auto& [field, set] : fields) {
+      auto m = valid_message();
+      set(m);
+      const auto what = testenv::error_of<ValidationError>([&] { validate_message(m, {}); },
+                                                           [&](const ValidationError& e) {
+                                                             CHECK(e.field() == field);
+                                                           });
+      CHECK_MESSAGE(testenv::contains(what, field + ": holds a control character (U+0000-U+001F, U+007F-U+009F): '"),
+                    what);
+      CHECK(what.find_first_of("\r\n\t\x1b\x7f") == std::string::npos);
+    }
+  }
+  // Not sent, so not refused: the ordering key; and printable text of any script passes.
+  auto m = valid_message();
+  m.ordering_key = "order\t7";
+  m.routing_key = RoutingKey(
+      "commande.pass\xc3\xa9"
+      "e.\xe2\x82\xac\xc2\xa0");  // é, €, NBSP (U+00A0)
   CHECK_NOTHROW(validate_message(m, {}));
 }
 

@@ -12,18 +12,21 @@
 namespace outbox {
 
 struct Message {
-  Exchange exchange;         // AMQP exchange; required, at most 255 bytes
-  RoutingKey routing_key;    // required, at most 255 bytes
-  MessageType type;          // event type, e.g. "OrderPlaced"; required
-  std::string ordering_key;  // aggregate id (e.g. the order id); may be empty
-  std::string payload;       // opaque bytes, sent as the message body unchanged
-  std::string content_type = "application/json";
+  // Exchange, routing key, type, content type and correlation id are sent as AMQP
+  // fields: at most 255 bytes each, and no control character (U+0000-U+001F,
+  // U+007F-U+009F), as the outbox table's row rules require.
+  Exchange exchange;                              // AMQP exchange; required
+  RoutingKey routing_key;                         // required
+  MessageType type;                               // event type, e.g. "OrderPlaced"; required
+  std::string ordering_key;                       // aggregate id (e.g. the order id); may be empty; not sent
+  std::string payload;                            // opaque bytes, sent as the message body unchanged
+  std::string content_type = "application/json";  // required
   // Application headers. Names: 1-128 of [A-Za-z0-9_.-], none the relay or RabbitMQ
   // reserves (x-outbox-*, CC, BCC, x-death, ...: outbox/header_rules.h). Values: at
   // most 4096 bytes, no NUL. With the trace context they take at most 130048 bytes
   // of the AMQP header table, and the message's content header must fit frame_max.
   std::map<std::string, std::string> headers;
-  std::optional<std::string> correlation_id;
+  std::optional<std::string> correlation_id;  // when set, not empty
   // Canonical UUID text, neither the nil nor the max UUID (they name no message).
   // Leave empty to have one assigned (UUIDv7) at enqueue; set it to keep an id the
   // caller already handed out. Either way it never changes later.
