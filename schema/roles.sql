@@ -37,6 +37,22 @@
 --                  consumer) (ON CONFLICT reads the key) on the inbox, EXECUTE on
 --                  inbox_record() (migration 0008): what a consumer in any language
 --                  needs for the inbox; its own tables' grants are the application's.
+--                  Each of its members records and reads only the inbox rows of the
+--                  consumer names mapped to it in inbox_consumers (migration 0014;
+--                  the operator fills it, roles.sql never does):
+--                    INSERT INTO outbox.inbox_consumers (consumer, member_of)
+--                    VALUES ('billing', 'billing_svc'), ('shipping', 'shipping_svc');
+--                  a session whose current_user is member_of's role, or a member of
+--                  it, may use that name (map a login, or a group per consumer that
+--                  its logins are IN ROLE of; never the consumer role itself, whose
+--                  members would all share the name). Row-level security on the
+--                  inbox: a RESTRICTIVE policy for the consumer role (inbox_own_consumer)
+--                  and a PERMISSIVE one for every role (inbox_any_role), so the owner,
+--                  an admin or a cleanup login outside the consumer role see every row
+--                  as before. Recording another consumer's row fails with SQLSTATE
+--                  42501 naming the consumer and the role; its rows are invisible. A
+--                  member mapped to no name is listed in a WARNING: its every record
+--                  would fail.
 -- Then give them to login roles, e.g.
 --   CREATE ROLE order_service LOGIN PASSWORD '...' IN ROLE outbox_producer;
 --   CREATE ROLE relay LOGIN PASSWORD '...' IN ROLE outbox_relay;
@@ -65,6 +81,9 @@ SELECT format('CREATE ROLE %I NOLOGIN', :'consumer_role')
 \endif
 
 BEGIN;
+-- Row-level security and policies take the inbox's exclusive lock for an instant: do
+-- not queue every consumer behind a long transaction (run it again if this expires).
+SET LOCAL lock_timeout = '10s';
 GRANT USAGE ON SCHEMA :"schema" TO :"relay_role", :"producer_role";
 
 -- REVOKE on a table also revokes the column privileges on it: what follows is all
@@ -108,5 +127,47 @@ GRANT INSERT (message_id, consumer, message_type), SELECT (message_id, consumer)
   ON :"schema".inbox TO :"consumer_role";
 SELECT format('GRANT EXECUTE ON FUNCTION %I.inbox_record(uuid, text, text) TO %I', :'schema', :'consumer_role')
  WHERE to_regprocedure(format('%I.inbox_record(uuid, text, text)', :'schema')) IS NOT NULL \gexec
+
+-- One consumer cannot record or read another's rows (migration 0014). Without the
+-- mapping table the isolation cannot be set up: stop, naming the missing migration,
+-- rather than leave consumers sharing every name.
+SELECT set_config('outbox_roles.schema', :'schema', true), set_config('outbox_roles.consumer_role', :'consumer_role', true)
+\g /dev/null
+DO $$
+BEGIN
+  IF to_regclass(format('%I.inbox_consumers', current_setting('outbox_roles.schema'))) IS NULL THEN
+    RAISE EXCEPTION 'schema % has no inbox_consumers table: run `outbox-relay migrate` (migration 0014) first',
+      quote_ident(current_setting('outbox_roles.schema'));
+  END IF;
+END $$;
+REVOKE ALL ON :"schema".inbox_consumers FROM :"consumer_role";
+GRANT SELECT ON :"schema".inbox_consumers TO :"consumer_role";
+ALTER TABLE :"schema".inbox ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS inbox_any_role ON :"schema".inbox;
+DROP POLICY IF EXISTS inbox_own_consumer ON :"schema".inbox;
+-- Every role sees and writes what its grants allow, as without row-level security...
+CREATE POLICY inbox_any_role ON :"schema".inbox AS PERMISSIVE TO PUBLIC USING (true) WITH CHECK (true);
+-- ...and a member of the consumer role only its own consumer names' rows, for every
+-- command (a DELETE granted to it later purges its own rows only).
+CREATE POLICY inbox_own_consumer ON :"schema".inbox AS RESTRICTIVE TO :"consumer_role"
+  USING (:"schema".inbox_consumer_is_mine(consumer)) WITH CHECK (:"schema".inbox_consumer_check(consumer));
+-- Members that map to no consumer name: every inbox_record of theirs would fail.
+-- (Superusers and BYPASSRLS roles are members of every role and bypass the policy.)
+DO $$
+DECLARE
+  login text;
+BEGIN
+  FOR login IN EXECUTE format(
+      'SELECT r.rolname FROM pg_roles r WHERE r.rolcanlogin AND NOT r.rolsuper AND NOT r.rolbypassrls '
+      'AND pg_has_role(r.oid, %L, ''USAGE'') '
+      'AND NOT EXISTS (SELECT FROM %I.inbox_consumers m JOIN pg_roles g ON g.rolname = m.member_of '
+      'WHERE pg_has_role(r.oid, g.oid, ''MEMBER'')) ORDER BY 1',
+      current_setting('outbox_roles.consumer_role'), current_setting('outbox_roles.schema'))
+  LOOP
+    RAISE WARNING 'login % is in role % but %.inbox_consumers maps no consumer name to it: its inbox records will be refused',
+      quote_ident(login), quote_ident(current_setting('outbox_roles.consumer_role')),
+      quote_ident(current_setting('outbox_roles.schema'));
+  END LOOP;
+END $$;
 \endif
 COMMIT;

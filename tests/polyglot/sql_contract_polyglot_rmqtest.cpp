@@ -5,7 +5,8 @@
 // SCHEMA.inbox_record() and acks after commit, with redeliveries forced. Every
 // committed order's event has its effect exactly once, none from a rolled-back
 // transaction; the message ids are UUIDv7, and the AMQP properties are those of an
-// event the C++ SDK wrote.
+// event the C++ SDK wrote. The consumer runs under a consumer login of roles.sql
+// mapped to its consumer name (migration 0014).
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -46,6 +47,41 @@ Produced run_producer(const std::vector<std::string>& argv) {
   for (const auto& e : out.at("rolled_back")) p.rolled_back.emplace_back(e[0], e[1]);
   return p;
 }
+
+// The consumer's PostgreSQL login as a deployment sets it up (issue 40): roles.sql's
+// consumer role, a login in it mapped to the consumer name 'billing' in
+// inbox_consumers, and its application tables' grants. Dropped on destruction.
+class BillingLogin {
+ public:
+  explicit BillingLogin(const ScopedSchema& schema) : prefix_(testenv::unique_name("poly")) {
+    const auto s = "\"" + schema.name() + "\"";
+    const std::string cmd = "psql '" + testenv::pg_dsn() + "' -q -v ON_ERROR_STOP=1 -v schema=" + schema.name() +
+                            " -v relay_role=" + prefix_ + "_relay -v producer_role=" + prefix_ +
+                            "_producer -v consumer_role=" + prefix_ + "_consumer -f " + OUTBOX_ROLES_SQL +
+                            " >/dev/null";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    sql_exec("CREATE ROLE " + login() + " LOGIN IN ROLE " + prefix_ + "_consumer");
+    sql_exec("INSERT INTO " + s + ".inbox_consumers (consumer, member_of) VALUES ('billing', '" + login() + "')");
+    sql_exec("GRANT INSERT ON " + s + ".ledger TO " + login());
+    sql_exec("GRANT SELECT, UPDATE ON " + s + ".account TO " + login());
+  }
+  ~BillingLogin() {
+    for (const auto& r : {login(), prefix_ + "_consumer", prefix_ + "_producer", prefix_ + "_relay"}) {
+      try {
+        sql_exec("DROP OWNED BY " + r);
+        sql_exec("DROP ROLE " + r);
+      } catch (...) {
+      }
+    }
+  }
+  BillingLogin(const BillingLogin&) = delete;
+  BillingLogin& operator=(const BillingLogin&) = delete;
+  std::string login() const { return prefix_ + "_billing"; }
+  std::string dsn() const { return testenv::pg_dsn() + " user=" + login(); }
+
+ private:
+  std::string prefix_;
+};
 
 bool is_uuid_v7(const std::string& text) {
   try {
@@ -125,8 +161,11 @@ TEST_CASE("Python and Node producers and a Python consumer on the SQL contract: 
                   ")") == "0");
   CHECK(sql_value("SELECT count(*) FROM " + s + ".orders WHERE id IN (" + sql_list(rolled_back, true) + ")") == "0");
 
+  // The Python consumer runs under its own least-privilege login, isolated from other
+  // consumers' inbox rows: correctly mapped, it works as under the owner.
+  const BillingLogin billing(schema);
   const auto log_path = testenv::write_temp_file("", ".jsonl");
-  const auto consumed = testenv::run_command({"/usr/bin/python3", OUTBOX_POLYGLOT_DIR "/consumer.py", testenv::pg_dsn(),
+  const auto consumed = testenv::run_command({"/usr/bin/python3", OUTBOX_POLYGLOT_DIR "/consumer.py", billing.dsn(),
                                               schema.name(), testenv::amqp_uri(), broker.queue(),
                                               std::to_string(committed.size()), log_path});
   INFO("consumer.py said: " << consumed.output);

@@ -5,10 +5,12 @@
 #include <doctest/doctest.h>
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
 #include "outbox/header_rules.h"
 #include "outbox/outbox_writer.h"
+#include "outbox/pqxx_compat.h"
 #include "relay_process.h"
 #include "test_env.h"
 
@@ -150,6 +152,72 @@ TEST_CASE("a column longer than an AMQP short string is refused by outbox_shorts
     CHECK_MESSAGE(violated(insert_sql(s, {{column, "repeat('\u00e9', 128)"}})) == "outbox_shortstr_lengths", column);
 }
 
+TEST_CASE("a plain INSERT is refused what enqueue() refuses: sentinel ids, empty content type and correlation id") {
+  ScopedSchema s;
+  for (std::string id : {"'00000000-0000-0000-0000-000000000000'", "'ffffffff-ffff-ffff-ffff-ffffffffffff'",
+                         "'FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF'"})
+    CHECK_MESSAGE(violated(insert_sql(s, {{"message_id", id}})) == "outbox_message_id_distinct", id);
+  CHECK(violated(insert_sql(s, {{"content_type", "''"}})) == "outbox_content_type_not_empty");
+  CHECK(violated(insert_sql(s, {{"correlation_id", "''"}})) == "outbox_correlation_id_not_empty");
+  // Their neighbours pass: any other id, a content type, no correlation id.
+  CHECK(violated(insert_sql(s, {{"message_id", "'00000000-0000-0000-0000-000000000001'"}})) == "(accepted)");
+  CHECK(violated(insert_sql(s, {{"content_type", "'text/plain'"}, {"correlation_id", "NULL"}})) == "(accepted)");
+  CHECK(count(s, "true") == 2);
+}
+
+TEST_CASE("a control character in a column the relay sends is refused by outbox_control_characters") {
+  ScopedSchema s;
+  // CR, LF, TAB, ESC, DEL, NEL (U+0085) and CSI (U+009B), in each of the five columns.
+  for (std::string bad :
+       {"E'a\\rb'", "E'a\\nb'", "E'a\\tb'", "E'a\\u001b[2J'", "E'a\\u007f'", "E'a\\u0085'", "E'\\u009b31m'"})
+    for (std::string column : {"exchange", "routing_key", "message_type", "content_type", "correlation_id"})
+      CHECK_MESSAGE(violated(insert_sql(s, {{column, bad}})) == "outbox_control_characters",
+                    std::string(column + " " + bad));
+  // Not sent, not refused: the ordering key; nor printable text of any script, nor a header value.
+  CHECK(violated(insert_sql(s, {{"ordering_key", "E'order\\t7'"}})) == "(accepted)");
+  CHECK(violated(insert_sql(s, {{"routing_key", "'commande.pass\u00e9e.\u20ac\u00a0'"}})) == "(accepted)");
+  CHECK(violated(insert_headers(s, "jsonb_build_object('note', E'two\\nlines')")) == "(accepted)");
+  CHECK(count(s, "true") == 3);
+}
+
+TEST_CASE("a column rule's error names the column and shows its value escaped; a header rule's shows no value") {
+  ScopedSchema s;
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::nontransaction q(conn);
+  // What PL/pgSQL reads of the error: the message alone, the column and constraint fields.
+  const auto raised = [&](const std::string& sql) {
+    q.exec("DO $do$ DECLARE m text; c text; k text; BEGIN " + sql +
+           "; EXCEPTION WHEN check_violation THEN GET STACKED DIAGNOSTICS m = MESSAGE_TEXT, c = COLUMN_NAME, "
+           "k = CONSTRAINT_NAME; PERFORM set_config('t.m', m, false), set_config('t.c', c, false), "
+           "set_config('t.k', k, false); END $do$");
+    const auto r = outbox::pgx::exec1(q,
+                                      "SELECT current_setting('t.m'), current_setting('t.c'), current_setting('t.k')");
+    return std::vector<std::string>{r[0].c_str(), r[1].c_str(), r[2].c_str()};
+  };
+  auto e = raised(insert_sql(s, {{"routing_key", "E'order\\r\\nERROR: forged\\u001b[2J'"}}));
+  CHECK(e[0] ==
+        "new row for relation \"outbox\" violates check constraint \"outbox_control_characters\": routing_key holds a "
+        "control character (U+0000-U+001F, U+007F-U+009F): 'order\\r\\nERROR: forged\\x1b[2J'");
+  CHECK(e[1] == "routing_key");
+  CHECK(e[2] == "outbox_control_characters");
+  e = raised(insert_sql(s, {{"message_id", "'ffffffff-ffff-ffff-ffff-ffffffffffff'"}}));
+  CHECK(e[0] ==
+        "new row for relation \"outbox\" violates check constraint \"outbox_message_id_distinct\": message_id is the "
+        "max UUID 'ffffffff-ffff-ffff-ffff-ffffffffffff', which names no message: an inbox would take every later "
+        "message carrying it for a duplicate");
+  CHECK(e[1] == "message_id");
+  e = raised(insert_sql(s, {{"content_type", "''"}}));
+  CHECK(e[0] ==
+        "new row for relation \"outbox\" violates check constraint \"outbox_content_type_not_empty\": "
+        "content_type must not be empty (it is '')");
+  CHECK(e[1] == "content_type");
+  e = raised(insert_sql(s, {{"correlation_id", "''"}}));
+  CHECK(e[1] == "correlation_id");
+  e = raised(insert_headers(s, headers_with("CC", "SECRET")));
+  CHECK(e[0] == "new row for relation \"outbox\" violates check constraint \"outbox_header_names_reserved\"");
+  CHECK(e[1].empty());
+}
+
 TEST_CASE("a row breaking several rules is refused naming the first rule in name order") {
   ScopedSchema s;
   // The order PostgreSQL checked 0007's constraints in; 0009's trigger keeps it.
@@ -160,6 +228,23 @@ TEST_CASE("a row breaking several rules is refused naming the first rule in name
         "outbox_headers_object");
   CHECK(violated(insert_sql(s, {{"headers", big_headers(40, 4096)}, {"exchange", "repeat('e', 300)"}})) ==
         "outbox_headers_size");
+  // The column rules of migration 0015 take their places in the same order.
+  const std::map<std::string, std::string> all_column_faults = {
+      {"content_type", "''"},
+      {"routing_key", "E'a\\nb'"},
+      {"correlation_id", "''"},
+      {"headers", "'{\"CC\": \"q\"}'"},
+      {"message_id", "'00000000-0000-0000-0000-000000000000'"}};
+  CHECK(violated(insert_sql(s, all_column_faults)) == "outbox_content_type_not_empty");
+  auto faults = all_column_faults;
+  faults.erase("content_type");
+  CHECK(violated(insert_sql(s, faults)) == "outbox_control_characters");
+  faults.erase("routing_key");
+  CHECK(violated(insert_sql(s, faults)) == "outbox_correlation_id_not_empty");
+  faults.erase("correlation_id");
+  CHECK(violated(insert_sql(s, faults)) == "outbox_header_names_reserved");
+  faults.erase("headers");
+  CHECK(violated(insert_sql(s, faults)) == "outbox_message_id_distinct");
   CHECK(count(s, "true") == 0);
 }
 
@@ -297,4 +382,57 @@ TEST_CASE("dead requeue of an old bad row keeps it marked; replay of one fails n
   r = testenv::run_relay_command({"replay", "--config", config, "--id", "3"});
   CHECK_MESSAGE(r.exit_code == 0, r.output);
   CHECK(count(s, "id = 3 AND published_at IS NULL") == 1);
+}
+
+TEST_CASE(
+    "rows from before migration 0015 that break its rules stay, are marked and replayed, and status counts them") {
+  ScopedSchema s("t", 14);
+  const auto t = table(s);
+  // Written before the rules, as a producer in another language could: one per rule
+  // (two with control characters), and a good row.
+  sql_exec(insert_sql(s, {{"routing_key", "E'order\\r\\nplaced'"}}));                   // id 1
+  sql_exec(insert_sql(s, {{"message_type", "E'Order\\u009b2J'"}}));                     // id 2
+  sql_exec(insert_sql(s, {{"message_id", "'00000000-0000-0000-0000-000000000000'"}}));  // id 3
+  sql_exec(insert_sql(s, {{"content_type", "''"}}));                                    // id 4
+  sql_exec(insert_sql(s, {{"correlation_id", "''"}}));                                  // id 5
+  sql_exec(insert_sql(s, {{"message_id", "'ffffffff-ffff-ffff-ffff-ffffffffffff'"}}));  // id 6
+  sql_exec(insert_sql(s));                                                              // id 7
+  s.migrate();
+  REQUIRE(count(s, "true") == 7);  // nothing refused, nothing changed
+
+  // The relay's statements: a clean-state UPDATE of other columns, marks, parking.
+  CHECK(violated("UPDATE " + t + " SET next_attempt_at = now()") == "(accepted)");
+  CHECK(violated("UPDATE " + t + " SET headers = '{\"tenant\": \"acme\"}' WHERE id = 1") == "(accepted)");
+  CHECK(violated("UPDATE " + t + " SET attempts = 10, last_error = 'x', parked_at = now() WHERE id = 6") ==
+        "(accepted)");
+  CHECK(violated("UPDATE " + t + " SET published_at = now() WHERE id = 2") == "(accepted)");
+  // Changing a column to a value its rule refuses is refused; mending it is not.
+  CHECK(violated("UPDATE " + t + " SET routing_key = E'order\\tplaced' WHERE id = 1") == "outbox_control_characters");
+  CHECK(violated("UPDATE " + t + " SET content_type = '' WHERE id = 7") == "outbox_content_type_not_empty");
+
+  // status: the rows still to be published (pending, or parked as id 6), by rule;
+  // id 2, published, is not counted.
+  const auto cfg = testenv::write_temp_file(testenv::relay_config_yaml(s.name()));
+  auto r = testenv::run_relay_command({"status", "-c", cfg, "--json"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  CHECK(j["rule_breaks"] == nlohmann::json({{"outbox_content_type_not_empty", 1},
+                                            {"outbox_control_characters", 1},
+                                            {"outbox_correlation_id_not_empty", 1},
+                                            {"outbox_message_id_distinct", 2}}));
+  r = testenv::run_relay_command({"status", "-c", cfg});
+  REQUIRE(r.exit_code == 0);
+  CHECK_MESSAGE(r.output.find("rows still to publish that break a row rule") != std::string::npos, r.output);
+  CHECK_MESSAGE(r.output.find("  outbox_message_id_distinct                  2\n") != std::string::npos, r.output);
+
+  // replay of the old published row works as before: its columns are unchanged.
+  r = testenv::run_relay_command({"replay", "--config", cfg, "--id", "2"});
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(count(s, "id = 2 AND published_at IS NULL") == 1);
+  r = testenv::run_relay_command({"status", "-c", cfg, "--json"});
+  CHECK(nlohmann::json::parse(r.output.substr(r.output.find('{')))["rule_breaks"]["outbox_control_characters"] == 2);
+  // Mended by hand, a row is no longer counted.
+  CHECK(violated("UPDATE " + t + " SET routing_key = 'order.placed' WHERE id = 1") == "(accepted)");
+  r = testenv::run_relay_command({"status", "-c", cfg, "--json"});
+  CHECK(nlohmann::json::parse(r.output.substr(r.output.find('{')))["rule_breaks"]["outbox_control_characters"] == 1);
 }

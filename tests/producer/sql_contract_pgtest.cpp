@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <pqxx/pqxx>
 #include <thread>
 
@@ -210,6 +212,73 @@ TEST_CASE("enqueue refuses what the SDK refuses, naming the argument, and writes
   CHECK(outbox::pgx::exec1(q, "SELECT current_setting('outbox_test.column')")[0].as<std::string>() == "routing_key");
 }
 
+TEST_CASE("what enqueue() refuses in a column, a plain INSERT and the SDK refuse too, and the other way round") {
+  ScopedSchema schema;
+  const auto s = "\"" + schema.name() + "\"";
+  struct Case {
+    std::string column, sql_value, rule, enqueue_says;
+    std::function<void(Message&)> sdk;
+  };
+  const std::string controls = "holds a control character (U+0000-U+001F, U+007F-U+009F): ";
+  const std::vector<Case> cases = {
+      {"message_id", "'00000000-0000-0000-0000-000000000000'", "outbox_message_id_distinct",
+       "message_id is the nil UUID", [](Message& m) { m.message_id = "00000000-0000-0000-0000-000000000000"; }},
+      {"message_id", "'ffffffff-ffff-ffff-ffff-ffffffffffff'", "outbox_message_id_distinct",
+       "message_id is the max UUID", [](Message& m) { m.message_id = "ffffffff-ffff-ffff-ffff-ffffffffffff"; }},
+      {"content_type", "''", "outbox_content_type_not_empty", "content_type must not be empty",
+       [](Message& m) { m.content_type = ""; }},
+      {"correlation_id", "''", "outbox_correlation_id_not_empty", "correlation_id must not be empty",
+       [](Message& m) { m.correlation_id = ""; }},
+      {"exchange", "E'ex\\u001b[2J'", "outbox_control_characters", "exchange " + controls + "'ex\\x1b[2J'",
+       [](Message& m) { m.exchange = Exchange("ex\x1b[2J"); }},
+      {"routing_key", "E'order\\r\\nplaced\\t'", "outbox_control_characters",
+       "routing_key " + controls + "'order\\r\\nplaced\\t'",
+       [](Message& m) { m.routing_key = RoutingKey("order\r\nplaced\t"); }},
+      {"message_type", "E'T\\u0085'", "outbox_control_characters", "message_type " + controls + "'T\\xc2\\x85'",
+       [](Message& m) { m.type = MessageType("T\xc2\x85"); }},
+      {"content_type", "E'text/plain\\n'", "outbox_control_characters", "content_type " + controls,
+       [](Message& m) { m.content_type = "text/plain\n"; }},
+      {"correlation_id", "E'req\\u007f'", "outbox_control_characters", "correlation_id " + controls + "'req\\x7f'",
+       [](Message& m) { m.correlation_id = "req\x7f"; }},
+  };
+  const std::map<std::string, std::string> defaults = {{"exchange", "'o'"},        {"routing_key", "'r'"},
+                                                       {"message_type", "'T'"},    {"content_type", "'a/b'"},
+                                                       {"correlation_id", "NULL"}, {"message_id", s + ".uuid_v7()"}};
+  for (const auto& c : cases) {
+    CAPTURE(c.column);
+    CAPTURE(c.sql_value);
+    auto values = defaults;
+    values[c.column] = c.sql_value;
+    const auto args = values["exchange"] + ", " + values["routing_key"] + ", " + values["message_type"] +
+                      ", '', content_type => " + values["content_type"] + ", correlation_id => " +
+                      values["correlation_id"] + ", message_id => " + values["message_id"];
+    const auto e = refused("SELECT " + s + ".enqueue(" + args + ")");
+    CHECK(e.sqlstate == "22023");
+    CHECK_MESSAGE(contains(e.message, schema.name() + ".enqueue: " + c.enqueue_says), e.message);
+    const auto i = refused("INSERT INTO " + s +
+                           ".outbox (exchange, routing_key, message_type, content_type, correlation_id, message_id, "
+                           "payload) VALUES (" +
+                           values["exchange"] + ", " + values["routing_key"] + ", " + values["message_type"] + ", " +
+                           values["content_type"] + ", " + values["correlation_id"] + ", " + values["message_id"] +
+                           ", '')");
+    CHECK(i.sqlstate == "23514");
+    CHECK_MESSAGE(contains(i.message, "violates check constraint \"" + c.rule + "\": " + c.column), i.message);
+    Message m;
+    m.exchange = Exchange("o");
+    m.routing_key = RoutingKey("r");
+    m.type = MessageType("T");
+    c.sdk(m);
+    const auto sdk = testenv::error_of<ValidationError>([&] { validate_message(m, {}); }, "(accepted)");
+    CHECK_MESSAGE(contains(sdk, (c.column == "message_type" ? "type" : c.column) + ": "), sdk);
+  }
+  // What all three accept at those columns' edges, the table stores.
+  CHECK(sql_value("SELECT " + s +
+                  ".enqueue('ex.\u00e9', 'order.placed.\u20ac', 'T\u00a0', '', content_type => 'text/plain; "
+                  "charset=utf-8', correlation_id => 'req-1', message_id => "
+                  "'00000000-0000-0000-0000-000000000001') IS NOT NULL") == "t");
+  CHECK(sql_value("SELECT count(*) FROM " + s + ".outbox") == "1");
+}
+
 TEST_CASE("enqueue refuses a NULL or negative max_payload_bytes instead of skipping the size check") {
   ScopedSchema schema;
   const auto s = "\"" + schema.name() + "\"";
@@ -356,6 +425,8 @@ TEST_CASE("the producer role of roles.sql may enqueue, and the consumer role may
            s + ".uuid_v7(), " + s + ".inbox_record(uuid, text, text) FROM PUBLIC");
   sql_exec("CREATE ROLE " + producer + "_login LOGIN IN ROLE " + producer);
   sql_exec("CREATE ROLE " + consumer + "_login LOGIN IN ROLE " + consumer);
+  // The consumer name its login records under (migration 0014; roles.sql's policy).
+  sql_exec("INSERT INTO " + s + ".inbox_consumers (consumer, member_of) VALUES ('billing', '" + consumer + "_login')");
   const auto as_producer = testenv::pg_dsn() + " user=" + producer + "_login";
   const auto as_consumer = testenv::pg_dsn() + " user=" + consumer + "_login";
   {

@@ -47,13 +47,16 @@ nlohmann::json json_of(const std::string& output) {
 }  // namespace
 
 TEST_CASE("dead list and status print no terminal control from a row, and dead list bounds a huge last_error") {
-  ScopedSchema schema;
+  // Such a type is refused since migration 0015 (outbox_control_characters): the rows
+  // were written before it, and stay.
+  ScopedSchema schema("t", 14);
   // U+009B is CSI and U+009D OSC to a terminal in UTF-8 mode: clear the screen,
   // write the clipboard; U+202E reverses what follows.
   const std::string csi = "\xc2\x9b", osc = "\xc2\x9d";
   const std::string type = "Order" + csi + "2J" + osc + "52;c;cm0gLXJmIC8K\xc2\x9c\xe2\x80\xae";
   const std::string last_error = "refused " + csi + "8m" + std::string(5 * 1024 * 1024, 'x');  // 5 MiB
   park_rows(schema, type, last_error, 3);
+  schema.migrate();
   const auto cfg = testenv::write_temp_file(testenv::relay_config_yaml(schema.name()));
 
   for (const auto& args : {std::vector<std::string>{"dead", "list", "-c", cfg},
@@ -78,6 +81,23 @@ TEST_CASE("dead list and status print no terminal control from a row, and dead l
   CHECK(j["rows"][0]["last_error_cut"] == true);
   auto status = json_of(run_relay_command({"status", "-c", cfg, "--json"}).output);
   CHECK(status["by_type"][0]["type"] == type);
+  // Parked, not published: status counts them under the rule they break.
+  CHECK(status["rule_breaks"] == nlohmann::json({{"outbox_control_characters", 3}}));
+}
+
+TEST_CASE("a hand-written row with control characters in its routing key is refused at the INSERT, never published") {
+  ScopedSchema schema;
+  // CR, LF, TAB and ESC, as the finding wrote them (issue 40, finding 7).
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  CHECK_THROWS_AS(outbox::pgx::exec_params(tx,
+                                           "INSERT INTO \"" + schema.name() +
+                                               "\".outbox (exchange, routing_key, message_type, payload) "
+                                               "VALUES ('ex', $1, 'T', '\\x7b7d'::bytea)",
+                                           std::string("order\r\nplaced\t\x1b[31m")),
+                  pqxx::check_violation);
+  tx.abort();
+  CHECK(testenv::sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox") == "0");
 }
 
 TEST_CASE("status lists the 50 types with the most pending rows, not every one of thousands; --json lists them all") {

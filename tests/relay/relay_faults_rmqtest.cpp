@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "outbox/message_id.h"
 #include "outbox/outbox_writer.h"
 #include "outbox/pqxx_compat.h"
 #include "relay_process.h"
@@ -274,22 +275,28 @@ TEST_CASE(
 }
 
 TEST_CASE("errors in last_error and the log are single lines, without the payload or a password") {
-  ScopedSchema schema;
+  // A newline in an exchange is refused by the SDK and, since migration 0015, by the
+  // table: the row is one written before it (by hand), which stays and is sent.
+  ScopedSchema schema("t", 14);
   TestBroker broker;
   OutboxWriter writer({schema.name(), {}});
   pqxx::connection conn(testenv::pg_dsn());
   pqxx::work tx(conn);
-  Message hostile;
-  hostile.exchange = Exchange("missing\nx'; DROP TABLE outbox; --ü");  // not declared: 404
-  hostile.routing_key = RoutingKey(broker.routing_key());
-  hostile.type = MessageType("Hostile");
-  hostile.payload = "PAYLOAD-MARKER-4711";
-  auto hostile_id = writer.enqueue(tx, hostile);
-  auto ok = hostile;
+  const auto hostile_id = MessageId::generate_v7();
+  outbox::pgx::exec_params(tx,
+                           "INSERT INTO \"" + schema.name() +
+                               "\".outbox (message_id, exchange, routing_key, message_type, payload) "
+                               "VALUES ($1::uuid, $2, $3, 'Hostile', convert_to('PAYLOAD-MARKER-4711', 'UTF8'))",
+                           hostile_id.to_string(), std::string("missing\nx'; DROP TABLE outbox; --ü"),
+                           broker.routing_key());  // not declared: 404
+  Message ok;
   ok.exchange = Exchange(broker.exchange());
-  ok.message_id.reset();
+  ok.routing_key = RoutingKey(broker.routing_key());
+  ok.type = MessageType("Hostile");
+  ok.payload = "PAYLOAD-MARKER-4711";
   writer.enqueue(tx, ok);
   tx.commit();
+  schema.migrate();
 
   Yaml y(schema.name());
   y.dsn = testenv::pg_dsn() + " password=pg-Secret-7";  // trust authentication ignores it

@@ -5,6 +5,7 @@
 // A build cut off by a crash leaves an INVALID index, which migrate rebuilds.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <iostream>
@@ -125,8 +126,12 @@ LiveRun migrate_live(int rows) {
   std::tie(run.max_wait_ms, run.inserts) = producers.take_max();
 
   // From version 4 to the latest, each migration applied once between the two.
+  // Counted, not latest - 4: numbers may have gaps while branches that hold the
+  // missing ones are merged.
   const int latest = outbox::embedded_migrations().back().version;
-  CHECK(results[0].applied.size() + results[1].applied.size() == static_cast<std::size_t>(latest - 4));
+  const auto after_4 = std::count_if(outbox::embedded_migrations().begin(), outbox::embedded_migrations().end(),
+                                     [](const auto& m) { return m.version > 4; });
+  CHECK(results[0].applied.size() + results[1].applied.size() == static_cast<std::size_t>(after_4));
   CHECK(results[0].version == latest);
   CHECK(results[1].version == latest);
   CHECK(index_def(schema, "outbox_pending_key_idx") ==
