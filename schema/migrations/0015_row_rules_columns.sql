@@ -14,6 +14,9 @@
 --                                    them as AMQP fields a consumer logs and routes on
 --   outbox_correlation_id_not_empty  correlation_id is NULL or not ''
 --   outbox_message_id_distinct       message_id is neither the nil nor the max UUID
+--   outbox_trace_context             headers' traceparent and tracestate follow the
+--                                    W3C syntax enqueue() checks (one function,
+--                                    outbox_trace_fault, decides for both)
 --
 -- The C++ SDK refuses the same control characters from this version on, and so does
 -- enqueue() (22023, naming the argument). ordering_key is not sent: it stays free.
@@ -26,6 +29,78 @@
 -- outbox_row_fault() below. When a row breaks several, the first in name order is
 -- named, as before; a relay-state row is exempt, as before (the trigger's WHEN).
 SET LOCAL lock_timeout = '10s';
+
+-- What is wrong with a trace context, as (argument, problem), or NULLs: 0011's
+-- outbox_check_trace rules, returned instead of raised so the row rules can use them.
+CREATE FUNCTION {{schema}}.outbox_trace_fault(traceparent text, tracestate text, OUT arg text, OUT problem text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  member text;
+  keys   text[] := '{}';
+BEGIN
+  IF traceparent IS NULL THEN
+    IF tracestate IS NOT NULL THEN
+      arg := 'tracestate'; problem := 'needs a traceparent';
+    END IF;
+    RETURN;
+  END IF;
+  arg := 'traceparent';
+  IF octet_length(traceparent) > 4096 THEN
+    problem := format('is %s bytes, the limit is 4096 (a header value''s)', octet_length(traceparent));
+    RETURN;
+  END IF;
+  IF traceparent !~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-.*)?$'
+     OR left(traceparent, 2) = 'ff' OR (left(traceparent, 2) = '00' AND length(traceparent) <> 55)
+     OR substr(traceparent, 4, 32) = repeat('0', 32) OR substr(traceparent, 37, 16) = repeat('0', 16) THEN
+    problem := 'is not a W3C traceparent (00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>, ids not all zeros)';
+    RETURN;
+  END IF;
+  arg := 'tracestate';
+  IF tracestate IS NULL THEN
+    arg := NULL;
+    RETURN;
+  END IF;
+  IF octet_length(tracestate) > 512 THEN
+    problem := format('is %s bytes, the limit is 512', octet_length(tracestate));
+    RETURN;
+  END IF;
+  FOREACH member IN ARRAY string_to_array(tracestate, ',') LOOP
+    member := btrim(member, E' \t');
+    CONTINUE WHEN member = '';
+    IF member !~ '^([a-z][a-z0-9_*/-]{0,255}|[a-z0-9][a-z0-9_*/-]{0,240}@[a-z][a-z0-9_*/-]{0,13})=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]$' THEN
+      problem := 'member ' || {{schema}}.outbox_quoted(member) || ' is not a valid key=value list member';
+      RETURN;
+    END IF;
+    IF split_part(member, '=', 1) = ANY (keys) THEN
+      problem := 'key ' || {{schema}}.outbox_quoted(split_part(member, '=', 1)) || ' appears twice';
+      RETURN;
+    END IF;
+    keys := keys || split_part(member, '=', 1);
+    IF cardinality(keys) > 32 THEN
+      problem := 'has more than 32 list members';
+      RETURN;
+    END IF;
+  END LOOP;
+  arg := NULL;
+END
+$$;
+
+GRANT EXECUTE ON FUNCTION {{schema}}.outbox_trace_fault(text, text) TO PUBLIC;
+
+-- 0011's outbox_check_trace on outbox_trace_fault: the same rules and messages.
+CREATE OR REPLACE FUNCTION {{schema}}.outbox_check_trace(traceparent text, tracestate text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  fault record;
+BEGIN
+  SELECT * INTO fault FROM {{schema}}.outbox_trace_fault(traceparent, tracestate);
+  IF fault.problem IS NOT NULL THEN
+    PERFORM {{schema}}.outbox_refuse('enqueue', fault.arg, fault.problem);
+  END IF;
+END
+$$;
 
 -- The first rule `r` breaks, in name order, what is wrong and the column at fault
 -- (all NULL when none; no column for a header rule). With `previous` (an UPDATE's
@@ -49,6 +124,7 @@ DECLARE
   reserved_bad  boolean := false;
   values_bad    boolean := false;
   object_bad    boolean := jsonb_typeof(r.headers) <> 'object';
+  trace         record;
 BEGIN
   IF r.content_type = '' AND (previous IS NULL OR previous.content_type IS DISTINCT FROM r.content_type) THEN
     rule := 'outbox_content_type_not_empty';
@@ -108,6 +184,18 @@ BEGIN
                       'message carrying it for a duplicate',
                       CASE WHEN r.message_id = '00000000-0000-0000-0000-000000000000' THEN 'nil' ELSE 'max' END,
                       r.message_id);
+    RETURN;
+  END IF;
+  -- The trace context the relay sends as the traceparent and tracestate headers, as
+  -- enqueue() checks it; like a column rule, only when the headers changed.
+  IF NOT object_bad AND (r.headers ? 'traceparent' OR r.headers ? 'tracestate')
+     AND (previous IS NULL OR previous.headers IS DISTINCT FROM r.headers) THEN
+    SELECT * INTO trace FROM {{schema}}.outbox_trace_fault(r.headers ->> 'traceparent', r.headers ->> 'tracestate');
+    IF trace.problem IS NOT NULL THEN
+      rule := 'outbox_trace_context';
+      fault_column := 'headers';
+      problem := 'headers'' ' || trace.arg || ' ' || trace.problem;
+    END IF;
   END IF;
 END
 $$;

@@ -436,3 +436,54 @@ TEST_CASE(
   r = testenv::run_relay_command({"status", "-c", cfg, "--json"});
   CHECK(nlohmann::json::parse(r.output.substr(r.output.find('{')))["rule_breaks"]["outbox_control_characters"] == 1);
 }
+
+TEST_CASE("a trace context in a plain INSERT's headers is held to enqueue()'s rules by outbox_trace_context") {
+  ScopedSchema s;
+  const std::string good = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  const auto trace = [](const std::string& traceparent, const std::string& tracestate = "") {
+    std::string j = "jsonb_build_object('traceparent', " + quoted(traceparent) + "::text";
+    if (!tracestate.empty()) j += ", 'tracestate', " + quoted(tracestate) + "::text";
+    return j + ")";
+  };
+  for (const auto& bad : std::vector<std::string>{
+           "not-a-traceparent", "ff" + good.substr(2), "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+           "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01", good + "-extra"})
+    CHECK_MESSAGE(violated(insert_headers(s, trace(bad))) == "outbox_trace_context", bad);
+  CHECK(violated(insert_headers(s, trace(good, "Bad Key=1"))) == "outbox_trace_context");
+  CHECK(violated(insert_headers(s, trace(good, "a=1,a=2"))) == "outbox_trace_context");
+  CHECK(violated(insert_headers(s, "jsonb_build_object('tracestate', 'a=1')")) == "outbox_trace_context");
+  // The error names the rule, the header and enqueue()'s words for what is wrong.
+  try {
+    pqxx::connection conn(testenv::pg_dsn());
+    pqxx::work tx(conn);
+    tx.exec(insert_headers(s, trace("garbage")));
+    FAIL("a bad traceparent was stored");
+  } catch (const pqxx::sql_error& e) {
+    CHECK_MESSAGE(std::string(e.what()).find("\"outbox_trace_context\": headers' traceparent is not a W3C "
+                                             "traceparent") != std::string::npos,
+                  e.what());
+  }
+  // What enqueue() takes, the table takes: version 00, a later version with more, a tracestate.
+  CHECK(violated(insert_headers(s, trace(good))) == "(accepted)");
+  CHECK(violated(insert_headers(s, trace("01" + good.substr(2) + "-more"))) == "(accepted)");
+  CHECK(violated(insert_headers(s, trace(good, "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"))) == "(accepted)");
+  CHECK(count(s, "true") == 3);
+}
+
+TEST_CASE("an old row with a bad trace context is replayed as before and counted by status") {
+  ScopedSchema s("t", 14);
+  const auto t = table(s);
+  sql_exec(insert_headers(s, "jsonb_build_object('traceparent', 'garbage')"));  // id 1
+  s.migrate();
+  CHECK(violated("UPDATE " + t + " SET published_at = now() WHERE id = 1") == "(accepted)");
+  const auto cfg = testenv::write_temp_file(testenv::relay_config_yaml(s.name()));
+  auto r = testenv::run_relay_command({"replay", "--config", cfg, "--id", "1"});
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+  r = testenv::run_relay_command({"status", "-c", cfg, "--json"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(nlohmann::json::parse(r.output.substr(r.output.find('{')))["rule_breaks"] ==
+        nlohmann::json({{"outbox_trace_context", 1}}));
+  // Changing the headers checks them again.
+  CHECK(violated("UPDATE " + t + " SET headers = jsonb_build_object('traceparent', 'still bad') WHERE id = 1") ==
+        "outbox_trace_context");
+}
