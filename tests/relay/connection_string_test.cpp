@@ -65,6 +65,7 @@ TEST_CASE("the user's session options win, and a value that looks like a keyword
   CHECK(final_dsn.get("application_name") == "billing");
   CHECK(final_dsn.get("connect_timeout") == "5");
   CHECK(final_dsn.get("keepalives") == "1");
+  CHECK(final_dsn.get("tcp_user_timeout") == "10000");  // a half-open session ends in seconds
   CHECK(final_dsn.get("password") == "connect_timeout=99 keepalives=0");
 }
 

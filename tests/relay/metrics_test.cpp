@@ -151,6 +151,43 @@ TEST_CASE("readiness needs both connections, no broker block and a recent claim"
   CHECK(m.not_alive(std::chrono::seconds(0)).has_value());
 }
 
+TEST_CASE("liveness fails after live_max_disconnected_s without a server, naming it, and not when it is 0") {
+  Registry r;
+  RelayMetrics m(r, "test");
+  const auto stall = std::chrono::seconds(60), limit = std::chrono::seconds(1);
+  m.set_connected(true, true, false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  CHECK_FALSE(m.not_alive(stall, limit).has_value());  // connected all along
+  m.set_connected(false, true, false);
+  CHECK_FALSE(m.not_alive(stall, limit).has_value());  // just lost
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  m.heartbeat();  // the loop turns, retrying: alive by that measure
+  CHECK(contains(m.not_alive(stall, limit).value_or(""), "PostgreSQL not connected for 1 s"));
+  CHECK_FALSE(m.not_alive(stall).has_value());  // 0: off
+  m.set_connected(true, true, false);
+  CHECK_FALSE(m.not_alive(stall, limit).has_value());
+}
+
+TEST_CASE("the backlog gauges' age is -1 before a measurement and grows until the next one") {
+  Registry r;
+  RelayMetrics m(r, "test");
+  const auto age = [&] {
+    const auto text = m.render();
+    const std::string name = "\noutbox_relay_backlog_age_seconds ";
+    const auto at = text.find(name);
+    REQUIRE(at != std::string::npos);
+    return std::stod(text.substr(at + name.size()));
+  };
+  CHECK(age() == -1);
+  m.set_backlog(5, 1, 2.5);
+  CHECK(age() >= 0);
+  CHECK(age() < 0.5);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  CHECK(age() >= 1.0);
+  m.set_backlog(5, 1, 2.5);
+  CHECK(age() < 0.5);
+}
+
 TEST_CASE("the first connection of each peer is not a reconnect") {
   Registry r;
   RelayMetrics m(r, "test");

@@ -29,27 +29,10 @@ using testenv::TestBroker;
 
 namespace {
 
-std::uint16_t pg_port() {
-  std::smatch m;
-  const auto dsn = testenv::pg_dsn();
-  REQUIRE(std::regex_search(dsn, m, std::regex(R"(port=(\d+))")));
-  return static_cast<std::uint16_t>(std::stoi(m[1]));
-}
-
-std::uint16_t amqp_port() {
-  std::string uri = testenv::amqp_uri();
-  amqp_connection_info info;
-  REQUIRE(amqp_parse_url(uri.data(), &info) == AMQP_STATUS_OK);
-  return static_cast<std::uint16_t>(info.port);
-}
-
-std::string dsn_via(const TcpProxy& proxy) {
-  return std::regex_replace(testenv::pg_dsn(), std::regex(R"(port=\d+)"), "port=" + std::to_string(proxy.port()));
-}
-
-std::string uri_via(const TcpProxy& proxy) {
-  return "amqp://guest:guest@127.0.0.1:" + std::to_string(proxy.port()) + "/%2f";
-}
+std::uint16_t pg_port() { return static_cast<std::uint16_t>(testenv::pg_port()); }
+std::uint16_t amqp_port() { return static_cast<std::uint16_t>(testenv::amqp_port()); }
+std::string dsn_via(const TcpProxy& proxy) { return testenv::pg_dsn_via(proxy.port()); }
+std::string uri_via(const TcpProxy& proxy) { return testenv::amqp_uri_via(proxy.port()); }
 
 struct Yaml {
   explicit Yaml(std::string s) : schema(std::move(s)) {}

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <pqxx/pqxx>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -39,6 +40,26 @@ void check(amqp_rpc_reply_t r, const char* what) {
 std::string pg_dsn() { return required_env("OUTBOX_PG_DSN"); }
 std::string amqp_uri() { return required_env("OUTBOX_AMQP_URI"); }
 AmqpEndpoint shared_amqp_endpoint() { return amqp_endpoint_of(amqp_uri()); }
+
+int pg_port() {
+  std::smatch m;
+  const auto dsn = pg_dsn();
+  if (!std::regex_search(dsn, m, std::regex(R"(port=(\d+))")))
+    throw std::runtime_error("OUTBOX_PG_DSN names no port=: " + dsn);
+  return std::stoi(m[1]);
+}
+
+int amqp_port() { return shared_amqp_endpoint().port; }
+
+std::string pg_dsn_via(int port) {
+  return std::regex_replace(pg_dsn(), std::regex(R"(port=\d+)"), "port=" + std::to_string(port));
+}
+
+std::string amqp_uri_via(int port) {
+  const auto e = shared_amqp_endpoint();
+  return "amqp://" + percent_encoded(e.user) + ":" + percent_encoded(e.password) +
+         "@127.0.0.1:" + std::to_string(port) + "/" + percent_encoded(e.vhost);
+}
 
 std::string unique_name(const std::string& prefix) {
   static std::atomic<int> counter{0};

@@ -19,6 +19,12 @@ std::string pg_dsn();
 std::string amqp_uri();
 // amqp_uri() as an endpoint for AmqpTestClient (the shared local broker).
 AmqpEndpoint shared_amqp_endpoint();
+// The shared servers' ports, and pg_dsn() / amqp_uri() pointed at another local
+// port instead (a TcpProxy's in front of them).
+int pg_port();
+int amqp_port();
+std::string pg_dsn_via(int port);
+std::string amqp_uri_via(int port);
 
 // prefix_<pid>_<counter>_<random>: unique across processes and runs, lower case.
 std::string unique_name(const std::string& prefix);

@@ -34,8 +34,9 @@ namespace {
 HttpRoutes http_routes(const RelayConfig& config, RelayMetrics& metrics) {
   const auto stall = std::chrono::seconds(config.http.live_stall_s);
   const auto claim_age = std::chrono::seconds(config.http.ready_max_claim_age_s);
-  return HttpRoutes{[&metrics] { return metrics.registry().render(); },
-                    [&metrics, stall] { return metrics.not_alive(stall); },
+  const auto disconnected = std::chrono::seconds(config.http.live_max_disconnected_s);
+  return HttpRoutes{[&metrics] { return metrics.render(); },
+                    [&metrics, stall, disconnected] { return metrics.not_alive(stall, disconnected); },
                     [&metrics, claim_age] { return metrics.not_ready(claim_age); }};
 }
 

@@ -349,6 +349,7 @@ void read_postgres(const YAML::Node& n, const std::string& origin, PostgresConfi
   r.integer("idle_in_transaction_timeout_ms", c.idle_in_transaction_timeout_ms, 1000, 86400000);
   r.integer("connect_timeout_s", c.connect_timeout_s, 1, 3600);
   r.integer("keepalives_idle_s", c.keepalives_idle_s, 1, 7200);
+  r.integer("tcp_user_timeout_ms", c.tcp_user_timeout_ms, 0, 3600000);
   r.boolean("require_tls", c.require_tls);
   r.boolean("synchronous_commit", c.synchronous_commit);
   r.finish();
@@ -477,6 +478,7 @@ void read_http(const YAML::Node& n, const std::string& origin, HttpConfig& c) {
   r.integer("stats_interval_s", c.stats_interval_s, 1, 3600);
   r.integer("ready_max_claim_age_s", c.ready_max_claim_age_s, 1, 86400);
   r.integer("live_stall_s", c.live_stall_s, 10, 86400);
+  r.integer("live_max_disconnected_s", c.live_max_disconnected_s, 0, 86400);
   r.finish();
 }
 

@@ -26,6 +26,13 @@ struct PostgresConfig {
   int connect_timeout_s = 5;
   // TCP keepalive idle time, so a dead server (or relay) is noticed in seconds.
   int keepalives_idle_s = 10;
+  // libpq tcp_user_timeout: how long bytes the relay sent may stay unacknowledged
+  // (a blackholed route, a frozen VM, a NAT that lost the connection) before the
+  // kernel ends the session. Without it a statement sent into such a link waits out
+  // TCP's retransmissions (about 15 min), and the relay with it. With the keepalives
+  // above, a half-open session is noticed within max(this, keepalives_idle_s + 5 s).
+  // 0: the kernel's default (no limit).
+  int tcp_user_timeout_ms = 10000;
   // Refuse to start unless libpq will use sslmode=verify-full (the DSN's last
   // sslmode, else PGSSLMODE; verify-ca does not check the host name), pin that
   // sslmode in the connection string, and check after connecting that the session
@@ -200,6 +207,11 @@ struct HttpConfig {
   int ready_max_claim_age_s = 60;
   // /healthz fails when the relay loop made no progress for this long.
   int live_stall_s = 300;
+  // /healthz also fails when PostgreSQL or RabbitMQ has not been connected for this
+  // long (since start, or since the connection was lost), so an orchestrator
+  // restarts a relay that cannot reach them (a stale DNS answer, a broken route).
+  // 0, the default: never (the relay keeps retrying and /readyz says why).
+  int live_max_disconnected_s = 0;
 };
 
 struct RetentionConfig {

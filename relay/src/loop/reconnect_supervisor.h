@@ -13,7 +13,11 @@ namespace relay {
 
 // The relay's sessions (PostgreSQL, AMQP, lanes) are connected by the loop; this
 // decides the waits and the log lines around it:
-// - a failed attempt waits a growing backoff (200 ms doubling to 10 s, jitter);
+// - a failed attempt waits a growing backoff (200 ms doubling, jitter): to at most
+//   2 s while the cause may go away by itself (a refused or timed-out connection, a
+//   server starting), so publishing resumes within about 2 s of the server or the
+//   link coming back; to 10 s when no retry can fix it (a wrong password, an unknown
+//   database: ConnectFailure::permanent), which the operator must mend anyway;
 // - a connection lost within a second of being made (a peer that accepts and then
 //   drops) waits too before the next attempt, so it never turns into a hot loop;
 // - each distinct error is worth a warning once per outage (at most 8: a restarting
@@ -35,14 +39,16 @@ class ReconnectSupervisor {
     std::chrono::seconds outage_for{0};  // since the outage's first failed attempt
   };
   static constexpr std::chrono::seconds kRepeatEvery{30};
+  static constexpr std::chrono::milliseconds kTransientMax{2000};
 
   ReconnectSupervisor();
 
   // Before an attempt: how long to wait first (zero unless the last connection was
   // lost within a second of being made).
   std::chrono::milliseconds before_attempt(Clock::time_point now);
-  // The attempt failed with `error` (one line, no secret) at `now`.
-  Failed failed(const std::string& error, Clock::time_point now);
+  // The attempt failed with `error` (one line, no secret) at `now`; `permanent` when
+  // no retry can fix it (the slower backoff).
+  Failed failed(const std::string& error, Clock::time_point now, bool permanent = false);
   // The attempt succeeded: the line to log ("connected to ..." or "connected again
   // to ... after N failed attempt(s)").
   std::string connected(const std::string& endpoints, Clock::time_point now);
@@ -51,9 +57,10 @@ class ReconnectSupervisor {
 
  private:
   static constexpr std::size_t kDistinctErrors = 8;
-  Backoff backoff_;
-  int attempt_ = 0;       // failed attempts in this outage
-  int quick_losses_ = 0;  // connections lost within a second of being made, in a row
+  Backoff backoff_;            // transient causes: at most kTransientMax
+  Backoff permanent_backoff_;  // permanent causes: environment_backoff()
+  int attempt_ = 0;            // failed attempts in this outage
+  int quick_losses_ = 0;       // connections lost within a second of being made, in a row
   Clock::time_point connected_at_{};
   bool outage_ = false;
   std::set<std::string> outage_errors_;  // warned about in this outage

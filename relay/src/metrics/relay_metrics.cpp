@@ -117,6 +117,10 @@ RelayMetrics::RelayMetrics(outbox::metrics::Registry& r, const std::string& vers
       parked_rows_(r.gauge("outbox_relay_parked_rows", "Rows parked, waiting for an operator.")),
       oldest_age_(r.gauge("outbox_relay_oldest_pending_age_seconds",
                           "Age of the oldest pending row (0 when none): the relay's lag.")),
+      backlog_age_(r.gauge("outbox_relay_backlog_age_seconds",
+                           "Seconds since the backlog gauges (pending, parked, oldest age) were last "
+                           "measured: they are as old as this; it grows while PostgreSQL cannot be reached "
+                           "(-1: never measured).")),
       lanes_owned_(r.gauge("outbox_relay_lanes_owned",
                            "Ordering lanes this relay owns (ordering: per_key; 0 otherwise).")),
       batch_size_(r.histogram("outbox_relay_batch_size_rows", "Rows per claimed batch.", kBatchBuckets)),
@@ -144,7 +148,8 @@ RelayMetrics::RelayMetrics(outbox::metrics::Registry& r, const std::string& vers
                                    "Published rows deleted by retention (this relay).")),
       retention_batch_seconds_(r.histogram("outbox_relay_retention_batch_duration_seconds",
                                            "Duration of one retention DELETE batch.", kStatementBuckets)),
-      heartbeat_ns_(now_ns()) {
+      heartbeat_ns_(now_ns()),
+      disconnected_ns_(now_ns()) {
   r.gauge("outbox_relay_build_info", "Always 1; the labels name the build.", {{"version", version}}).set(1);
 }
 
@@ -155,6 +160,8 @@ std::int64_t RelayMetrics::now_ns() {
 void RelayMetrics::heartbeat() { heartbeat_ns_ = now_ns(); }
 
 void RelayMetrics::set_connected(bool postgres, bool amqp, bool amqp_blocked) {
+  if (postgres && amqp) disconnected_ns_ = 0;
+  else if (disconnected_ns_.load() == 0) disconnected_ns_ = now_ns();
   connected_pg_.set(postgres ? 1 : 0);
   connected_amqp_.set(amqp ? 1 : 0);
   blocked_.set(amqp_blocked ? 1 : 0);
@@ -260,6 +267,13 @@ void RelayMetrics::set_backlog(std::int64_t pending, std::int64_t parked, double
   pending_.set(static_cast<double>(pending));
   parked_rows_.set(static_cast<double>(parked));
   oldest_age_.set(oldest_pending_age_s);
+  backlog_ns_ = now_ns();
+}
+
+std::string RelayMetrics::render() {
+  const auto measured = backlog_ns_.load();
+  backlog_age_.set(measured == 0 ? -1.0 : static_cast<double>(now_ns() - measured) / 1e9);
+  return registry_.render();
 }
 
 void RelayMetrics::retention_deleted(std::size_t rows, double seconds) {
@@ -267,11 +281,19 @@ void RelayMetrics::retention_deleted(std::size_t rows, double seconds) {
   retention_batch_seconds_.observe(seconds);
 }
 
-std::optional<std::string> RelayMetrics::not_alive(std::chrono::seconds stall) const {
-  auto idle = std::chrono::nanoseconds(now_ns() - heartbeat_ns_.load());
-  if (idle <= stall) return std::nullopt;
-  return fmt::format("the relay loop made no progress for {} s (limit {} s)",
-                     std::chrono::duration_cast<std::chrono::seconds>(idle).count(), stall.count());
+std::optional<std::string> RelayMetrics::not_alive(std::chrono::seconds stall,
+                                                   std::chrono::seconds max_disconnected) const {
+  const auto seconds = [](std::int64_t ns) { return ns / 1000000000; };
+  const auto now = now_ns();
+  const auto idle = now - heartbeat_ns_.load();
+  if (idle > std::chrono::nanoseconds(stall).count())
+    return fmt::format("the relay loop made no progress for {} s (limit {} s)", seconds(idle), stall.count());
+  const auto since = disconnected_ns_.load();
+  if (max_disconnected.count() > 0 && since != 0 && now - since > std::chrono::nanoseconds(max_disconnected).count())
+    return fmt::format("{} not connected for {} s (http.live_max_disconnected_s: {})",
+                       connected_pg_.value() == 0 ? "PostgreSQL" : "RabbitMQ", seconds(now - since),
+                       max_disconnected.count());
+  return std::nullopt;
 }
 
 std::optional<std::string> RelayMetrics::not_ready(std::chrono::seconds max_claim_age) const {

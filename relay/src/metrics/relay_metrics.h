@@ -40,6 +40,8 @@ class RelayMetrics {
   RelayMetrics& operator=(const RelayMetrics&) = delete;
 
   outbox::metrics::Registry& registry() { return registry_; }
+  // The Prometheus text, with the gauges that are ages brought up to now.
+  std::string render();
 
   // --- relay loop hooks -----------------------------------------------------
   // The loop made progress (call at least every few seconds, also while idle).
@@ -85,8 +87,11 @@ class RelayMetrics {
   void retention_deleted(std::size_t rows, double seconds);
 
   // --- endpoints --------------------------------------------------------------
-  // Alive unless the loop made no progress for `stall`.
-  std::optional<std::string> not_alive(std::chrono::seconds stall) const;
+  // Alive unless the loop made no progress for `stall`, or (when
+  // `max_disconnected` > 0) PostgreSQL or RabbitMQ has not been connected for
+  // longer than it (since start or since the connection was lost).
+  std::optional<std::string> not_alive(std::chrono::seconds stall,
+                                       std::chrono::seconds max_disconnected = std::chrono::seconds(0)) const;
   // Ready when connected to both servers, not blocked by the broker, not stalled,
   // and a claim completed or the broker acked a row within `max_claim_age`.
   std::optional<std::string> not_ready(std::chrono::seconds max_claim_age) const;
@@ -99,7 +104,7 @@ class RelayMetrics {
   std::array<outbox::metrics::Counter*, 8> failures_;  // by FailureReason
   outbox::metrics::Counter &reconnects_pg_, &reconnects_amqp_;
   outbox::metrics::Gauge &connected_pg_, &connected_amqp_, &blocked_, &last_claim_;
-  outbox::metrics::Gauge &pending_, &parked_rows_, &oldest_age_, &lanes_owned_;
+  outbox::metrics::Gauge &pending_, &parked_rows_, &oldest_age_, &backlog_age_, &lanes_owned_;
   outbox::metrics::Histogram &batch_size_, &claim_seconds_, &mark_seconds_;
   outbox::metrics::Histogram &enqueue_to_confirm_, &publish_to_confirm_;
   std::array<outbox::metrics::Histogram*, kLatencyStages> stage_seconds_;  // by LatencyStage
@@ -116,6 +121,8 @@ class RelayMetrics {
   std::atomic<std::int64_t> heartbeat_ns_;
   std::atomic<std::int64_t> last_claim_ns_{0};  // 0: never
   std::atomic<std::int64_t> last_ack_ns_{0};    // 0: never
+  std::atomic<std::int64_t> backlog_ns_{0};     // when set_backlog last ran; 0: never
+  std::atomic<std::int64_t> disconnected_ns_;   // since when a server is not connected; 0: both are
   std::atomic<bool> seen_pg_{false}, seen_amqp_{false};
   std::map<std::uint64_t, Clock::time_point> unconfirmed_;  // loop thread only
 };

@@ -12,6 +12,7 @@ std::string dsn_with_session_options(const PostgresConfig& c) {
       {"keepalives_idle", std::to_string(c.keepalives_idle_s)},
       {"keepalives_interval", "5"},
       {"keepalives_count", "3"},
+      {"tcp_user_timeout", std::to_string(c.tcp_user_timeout_ms)},
   };
   // Rebuilt from libpq's own parse: what the configuration checked is what libpq
   // gets, and no value can be mistaken for a keyword.
