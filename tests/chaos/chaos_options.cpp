@@ -27,13 +27,14 @@ long long number(const std::string& flag, const std::string& text, long long min
 const char* usage() {
   return "usage: chaos_driver [--duration S] [--rate MSG_PER_S] [--producers N] [--relays N]\n"
          "                    [--batch-size N] [--min-kills N] [--drain-timeout S] [--seed N]\n"
-         "                    [--keep-servers] [--cluster] [--repo DIR] [--relay-bin PATH]\n"
+         "                    [--keep-servers] [--cluster] [--max-pause S] [--repo DIR] [--relay-bin PATH]\n"
          "Starts a private PostgreSQL and RabbitMQ, writes events at a steady rate, runs the\n"
          "relays through a TCP proxy while injecting faults for --duration seconds, drains,\n"
          "checks the consumers' ledger against the outbox table and prints a table.\n"
          "--cluster: a 3-node RabbitMQ cluster (quorum queue) and a PostgreSQL primary with a\n"
          "standby instead; faults are node kills and stops and one database failover\n"
-         "(--min-kills does not apply; the first round of faults always runs in full).\n"
+         "(--min-kills does not apply; the first round of faults always runs in full);\n"
+         "--max-pause S fails the run when a fault stopped publishing for longer than S s.\n"
          "Exit 0 when every check passed, 1 when one failed, 2 on bad arguments.\n";
 }
 
@@ -56,6 +57,7 @@ ChaosOptions parse_options(int argc, char** argv) {
     else if (a == "--seed") o.seed = static_cast<unsigned>(number(a, value(), 0, 4294967295LL));
     else if (a == "--keep-servers") o.keep_servers = true;
     else if (a == "--cluster") o.cluster = true;
+    else if (a == "--max-pause") o.max_pause_s = static_cast<double>(number(a, value(), 1, 3600));
     else if (a == "--repo") o.repo = value();
     else if (a == "--relay-bin") o.relay_bin = value();
     else throw std::invalid_argument("unknown argument '" + a + "'");

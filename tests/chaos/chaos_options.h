@@ -19,6 +19,9 @@ struct ChaosOptions {
   // Cluster mode (ClusterRun): 3 RabbitMQ nodes, a PostgreSQL primary and standby,
   // node and database failovers instead of the single-server faults.
   bool cluster = false;
+  // Cluster mode: fail the run when any fault stopped publishing for longer than
+  // this many seconds (0: only report the pauses).
+  double max_pause_s = 0;
   std::string repo = OUTBOX_SOURCE_DIR;
   std::string relay_bin = OUTBOX_RELAY_BIN;
 };

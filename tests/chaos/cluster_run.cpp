@@ -14,6 +14,7 @@
 #include "amqp_admin.h"
 #include "ledger_check.h"
 #include "ledger_consumer.h"
+#include "loopback_blackhole.h"
 #include "private_servers.h"
 #include "producer_pool.h"
 #include "relay_fleet.h"
@@ -31,6 +32,7 @@ constexpr int kInFlightBatches = 4;  // as in ChaosRun: bounds the copies one di
 // After each fault is healed, traffic runs this long before the next one, so that
 // every pause is measured on its own.
 constexpr auto kSettle = seconds(3);
+constexpr auto kBlackhole = seconds(8);
 
 Topology topology() {
   Topology t;
@@ -69,7 +71,7 @@ std::string ClusterRun::write_config(const std::string& name, bool admin) {
   std::ofstream out(path);
   out << "postgres:\n  dsn: " << servers_->pg_dsn() << "\n  schema: " << kSchema
       << "\n  statement_timeout_ms: 5000\n  idle_in_transaction_timeout_ms: 8000\n"
-         "  connect_timeout_s: 2\n  keepalives_idle_s: 2\n"
+         "  connect_timeout_s: 2\n  keepalives_idle_s: 2\n  tcp_user_timeout_ms: 3000\n"
       << "amqp:\n";
   if (admin) {
     out << "  uri: " << servers_->amqp_uri() << "\n";
@@ -106,7 +108,10 @@ void ClusterRun::set_up() {
   c.ports = servers_->amqp_ports();
   consumer_ = std::make_unique<LedgerConsumer>(c, ledger_);
   ProducerOptions p;
-  p.dsn = servers_->pg_dsn();
+  // Producers and the monitor notice a blackholed primary in seconds, as the relays do.
+  const std::string dsn = servers_->pg_dsn() +
+                          " connect_timeout=2 tcp_user_timeout=3000 keepalives_idle=2 keepalives_interval=1";
+  p.dsn = dsn;
   p.schema = kSchema;
   p.topology = topology();
   p.threads = options_.producers;
@@ -117,7 +122,7 @@ void ClusterRun::set_up() {
   relays_ = std::make_unique<RelayFleet>(options_.relay_bin, write_config("relay.yaml", false), log_dir_,
                                          options_.relays);
   relays_->start_all();
-  monitor_ = std::make_unique<PublishMonitor>(servers_->pg_dsn(), kSchema);
+  monitor_ = std::make_unique<PublishMonitor>(dsn, kSchema);
 }
 
 int ClusterRun::relay_node(int slot) const {
@@ -134,9 +139,13 @@ int ClusterRun::leader_node() {
   for (int n = 1; n <= 3; ++n) {
     try {
       auto out = servers_->node_rabbitmqctl(n, {"-q", "list_queues", "name", "leader", "--no-table-headers"});
+      // One line per queue, "name<TAB>leader"; a classic queue has no leader, so the
+      // columns are read per line, never as a stream of words.
       std::istringstream in(out);
-      for (std::string name, leader; in >> name >> leader;) {
-        if (name != topology().queue) continue;
+      for (std::string line; std::getline(in, line);) {
+        const auto tab = line.find('\t');
+        if (tab == std::string::npos || line.substr(0, tab) != topology().queue) continue;
+        const std::string leader = line.substr(tab + 1);
         auto at = leader.find("outbox");
         int node = at == std::string::npos ? 0 : std::atoi(leader.c_str() + at + 6) - servers_->amqp_port() + 1;
         if (node >= 1 && node <= 3) return node;
@@ -146,6 +155,22 @@ int ClusterRun::leader_node() {
     }
   }
   return 0;
+}
+
+bool ClusterRun::move_leader(int node) {
+  const std::string target = "outbox" + std::to_string(servers_->amqp_port() + node - 1) + "@localhost";
+  const std::string expr = "{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"/\">>, queue, <<\"" + topology().queue +
+                           "\">>)), rabbit_quorum_queue:transfer_leadership(Q, '" + target + "').";
+  for (int attempt = 0; attempt < 20 && leader_node() != node; ++attempt) {
+    try {
+      const auto out = servers_->node_rabbitmqctl(node, {"eval", expr});
+      if (attempt == 0) log("moving the queue leader to node " + std::to_string(node) + ": " + out);
+    } catch (const std::exception& e) {
+      log(std::string("moving the queue leader: ") + e.what());
+    }
+    std::this_thread::sleep_for(milliseconds(500));
+  }
+  return leader_node() == node;
 }
 
 void ClusterRun::kill_node(int node) {
@@ -162,7 +187,18 @@ void ClusterRun::stop_and_start_node(int node) {
 
 void ClusterRun::fail_over_postgres(int) { servers_->pg_failover(); }
 
-void ClusterRun::inject(const std::string& kind, const std::string& what, void (ClusterRun::*act)(int), int node) {
+void ClusterRun::blackhole_amqp(int node) {
+  testenv::LoopbackBlackhole hole(servers_->amqp_port() + node - 1);
+  std::this_thread::sleep_for(kBlackhole);
+}
+
+void ClusterRun::blackhole_postgres(int) {
+  testenv::LoopbackBlackhole hole(servers_->pg_port());  // the primary until the failover
+  std::this_thread::sleep_for(kBlackhole);
+}
+
+void ClusterRun::inject(const std::string& kind, const std::string& what, void (ClusterRun::*act)(int), int node,
+                        bool half_open) {
   log("fault: " + kind + " (" + what + ")");
   const auto from = Clock::now();
   (this->*act)(node);
@@ -171,10 +207,12 @@ void ClusterRun::inject(const std::string& kind, const std::string& what, void (
   const auto healed = Clock::now();
   while (!monitor_->grew_since(healed) && Clock::now() - healed < seconds(60))
     std::this_thread::sleep_for(milliseconds(100));
+  const double resume = std::chrono::duration<double>(Clock::now() - healed).count();
   std::this_thread::sleep_for(kSettle);
   const double pause = monitor_->longest_pause(from, Clock::now());
-  faults_.push_back({kind, what, std::chrono::duration<double>(from - phase_start_).count(), pause});
-  log("healed: publishing stopped for at most " + std::to_string(pause).substr(0, 5) + " s");
+  faults_.push_back({kind, what, std::chrono::duration<double>(from - phase_start_).count(), pause, half_open, resume});
+  log("healed: publishing stopped for at most " + std::to_string(pause).substr(0, 5) + " s; it ran again " +
+      std::to_string(resume).substr(0, 4) + " s after the heal");
   unexpected_exits_ += relays_->reap_unexpected_exits();
 }
 
@@ -186,6 +224,13 @@ void ClusterRun::fault_phase() {
   phase_start_ = Clock::now();
   const auto end = phase_start_ + seconds(options_.duration_s);
   for (int round = 0; round == 0 || Clock::now() < end; ++round) {
+    if (round == 0) {  // the relay's node and the queue's leader at once
+      const int node = relay_node(0);
+      if (node != 0 && move_leader(node))
+        inject("SIGKILL of relay 0's node, the queue leader's", "node " + std::to_string(node), &ClusterRun::kill_node,
+               node);
+      else leader_fault_skipped_ = true;
+    }
     const int slot = round % relays_->size();
     int node = relay_node(slot);
     if (node == 0) node = 1 + round % 3;
@@ -200,8 +245,15 @@ void ClusterRun::fault_phase() {
     if (leader == 0) leader = 1 + (round + 1) % 3;
     inject("clean stop of the queue leader's node", "node " + std::to_string(leader), &ClusterRun::stop_and_start_node,
            leader);
-    if (round == 0)
+    if (round == 0) {
+      // Half-open links: packets dropped, nothing closed. What counts is how soon
+      // publishing runs again once the link heals.
+      const int node = relay_node(0) != 0 ? relay_node(0) : 1;
+      inject("blackholed AMQP link (relay 0's node)", "node " + std::to_string(node), &ClusterRun::blackhole_amqp, node,
+             true);
+      inject("blackholed PostgreSQL link (the primary)", "primary", &ClusterRun::blackhole_postgres, 0, true);
       inject("PostgreSQL failover (immediate stop, promote)", "primary to standby", &ClusterRun::fail_over_postgres, 0);
+    }
   }
 }
 
@@ -251,6 +303,16 @@ int ClusterRun::run() {
     failures.push_back(std::string("run aborted: ") + e.what());
   }
   if (unexpected_exits_ > 0) failures.push_back(std::to_string(unexpected_exits_) + " relay exits nobody asked for");
+  if (leader_fault_skipped_)
+    failures.push_back("the queue's leader could not be moved to relay 0's node: its fault did not run");
+  for (const auto& f : faults_) {
+    const double measured = f.half_open ? f.resume_s : f.pause_s;
+    if (options_.max_pause_s > 0 && measured > options_.max_pause_s)
+      failures.push_back(f.kind + " (" + f.what + ") " +
+                         (f.half_open ? "resumed publishing only " : "stopped publishing for ") +
+                         std::to_string(measured).substr(0, 5) + " s" + (f.half_open ? " after the heal" : "") +
+                         ", over --max-pause " + std::to_string(options_.max_pause_s).substr(0, 4) + " s");
+  }
 
   std::map<std::string, std::pair<int, double>> by_kind;  // count, longest pause
   for (const auto& f : faults_) {
@@ -271,9 +333,15 @@ int ClusterRun::run() {
   }
   t << "each fault (seconds into the fault phase)\n";
   for (const auto& f : faults_) {
-    std::snprintf(buf, sizeof buf, "  %6.1f s  %-44s %-18s pause %5.1f s\n", f.at_s, f.kind.c_str(), f.what.c_str(),
+    std::snprintf(buf, sizeof buf, "  %6.1f s  %-44s %-18s pause %5.1f s", f.at_s, f.kind.c_str(), f.what.c_str(),
                   f.pause_s);
     t << buf;
+    if (f.half_open) {
+      std::snprintf(buf, sizeof buf, " (%.0f s blackholed; publishing again %.1f s after the heal)",
+                    std::chrono::duration<double>(kBlackhole).count(), f.resume_s);
+      t << buf;
+    }
+    t << "\n";
   }
   auto row = [&](const std::string& label, const std::string& value) {
     std::snprintf(buf, sizeof buf, "  %-46s %s\n", label.c_str(), value.c_str());

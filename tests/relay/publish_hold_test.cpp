@@ -54,3 +54,14 @@ TEST_CASE("the hold is capped at 10 s however many faults in a row, and never sh
   h.after_close(t0);  // a short hold now leaves the long one in force
   CHECK(h.until() == until);
 }
+
+TEST_CASE("nack runs hold longer each time but never over a second, and an ack starts them over") {
+  PublishHold h;
+  CHECK(within_step(h.after_nacks(t0), 1));
+  CHECK(within_step(h.after_nacks(t0 + 1s), 2));
+  std::chrono::milliseconds longest{0};
+  for (int i = 0; i < 20; ++i) longest = std::max(longest, h.after_nacks(t0 + 2s));
+  CHECK(longest == PublishHold::kNackHoldMax);
+  h.acked();
+  CHECK(within_step(h.after_nacks(t0 + 3s), 1));
+}

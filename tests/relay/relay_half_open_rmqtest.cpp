@@ -51,27 +51,28 @@ std::string yaml(const std::string& schema, int pg_port, int amqp_port) {
 // proxy) until stop(); ids() is every message id committed.
 class SteadyProducer {
  public:
-  SteadyProducer(const ScopedSchema& schema, const TestBroker& broker) : thread_([&, name = schema.name()] {
-    OutboxWriter writer({name, {}});
-    pqxx::connection conn(testenv::pg_dsn());
-    while (!stop_) {
-      std::vector<Message> batch(5);
-      for (auto& m : batch) {
-        m.exchange = Exchange(broker.exchange());
-        m.routing_key = RoutingKey(broker.routing_key());
-        m.type = MessageType("HalfOpen");
-        m.payload = "{}";
-      }
-      pqxx::work tx(conn);
-      auto ids = writer.enqueue_batch(tx, batch);
-      tx.commit();
-      {
-        std::lock_guard lock(mu_);
-        for (const auto& id : ids) ids_.insert(id.to_string());
-      }
-      std::this_thread::sleep_for(100ms);
-    }
-  }) {}
+  SteadyProducer(const ScopedSchema& schema, const TestBroker& broker)
+      : thread_([&, name = schema.name()] {
+          OutboxWriter writer({name, {}});
+          pqxx::connection conn(testenv::pg_dsn());
+          while (!stop_) {
+            std::vector<Message> batch(5);
+            for (auto& m : batch) {
+              m.exchange = Exchange(broker.exchange());
+              m.routing_key = RoutingKey(broker.routing_key());
+              m.type = MessageType("HalfOpen");
+              m.payload = "{}";
+            }
+            pqxx::work tx(conn);
+            auto ids = writer.enqueue_batch(tx, batch);
+            tx.commit();
+            {
+              std::lock_guard lock(mu_);
+              for (const auto& id : ids) ids_.insert(id.to_string());
+            }
+            std::this_thread::sleep_for(100ms);
+          }
+        }) {}
   ~SteadyProducer() { stop(); }
   void stop() {
     stop_ = true;
@@ -90,8 +91,8 @@ class SteadyProducer {
 };
 
 long long published(const ScopedSchema& s) {
-  return std::stoll(
-      testenv::sql_value("SELECT count(*) FROM \"" + s.name() + "\".outbox WHERE published_at IS NOT NULL"));
+  return std::stoll(testenv::sql_value("SELECT count(*) FROM \"" + s.name() +
+                                       "\".outbox WHERE published_at IS NOT NULL"));
 }
 
 std::map<std::string, double> metrics(const std::string& address) {
@@ -115,7 +116,8 @@ std::chrono::milliseconds blackhole_and_heal(const std::string& target, std::chr
   testenv::LoopbackBlackhole hole(target == "postgres" ? pg.port() : amqp.port());
   const auto cut = Clock::now();
   // Noticed: not connected, in the metrics and on /readyz, within the stated bound.
-  CHECK_MESSAGE(testenv::eventually(notice_within, [&] { return metrics(address)[series] == 0; }, 100ms),
+  CHECK_MESSAGE(testenv::eventually(
+                    notice_within, [&] { return metrics(address)[series] == 0; }, 100ms),
                 relay.log());
   const auto noticed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - cut);
   MESSAGE(target << " link blackholed: noticed after " << noticed.count() << " ms");
@@ -136,7 +138,9 @@ std::chrono::milliseconds blackhole_and_heal(const std::string& target, std::chr
   const auto before = published(schema);
   hole.heal();
   const auto healed = Clock::now();
-  REQUIRE_MESSAGE(testenv::eventually(20s, [&] { return published(schema) > before; }, 50ms), relay.log());
+  REQUIRE_MESSAGE(testenv::eventually(
+                      20s, [&] { return published(schema) > before; }, 50ms),
+                  relay.log());
   const auto resumed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - healed);
   MESSAGE(target << " link healed: publishing resumed after " << resumed.count() << " ms");
   CHECK(testenv::eventually(10s, [&] { return testenv::http_request(address, "/healthz").status == 200; }));

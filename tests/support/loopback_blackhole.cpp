@@ -1,10 +1,32 @@
 #include "loopback_blackhole.h"
 
-#include <stdexcept>
+#include <spawn.h>
+#include <sys/wait.h>
 
-#include "relay_process.h"
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+extern char** environ;
 
 namespace testenv {
+namespace {
+
+// Runs iptables with `args` (no shell); its exit status, or -1 when it cannot start.
+int iptables(const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"/usr/sbin/iptables", "-w", "5"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
 
 LoopbackBlackhole::LoopbackBlackhole(int port) : port_(port) {
   rules("-I");
@@ -28,12 +50,10 @@ void LoopbackBlackhole::heal() {
 void LoopbackBlackhole::rules(const char* action) {
   const auto port = std::to_string(port_);
   for (const char* direction : {"--dport", "--sport"}) {
-    const std::vector<std::string> argv = {"/usr/sbin/iptables", "-w", "5", action, "INPUT", "-i",  "lo",   "-p",
-                                           "tcp",                direction, port, "-j",   "DROP"};
-    const auto r = run_command(argv);
-    if (r.exit_code != 0)
-      throw std::runtime_error("iptables " + std::string(action) + " INPUT ... " + direction + " " + port +
-                               " failed (root and iptables are needed): " + r.output);
+    const int rc = iptables({action, "INPUT", "-i", "lo", "-p", "tcp", direction, port, "-j", "DROP"});
+    if (rc != 0)
+      throw std::runtime_error("iptables " + std::string(action) + " INPUT -i lo -p tcp " + direction + " " + port +
+                               " -j DROP exited " + std::to_string(rc) + " (root and iptables are needed)");
   }
 }
 

@@ -86,18 +86,8 @@ bool ConfirmReader::read_one(milliseconds timeout) {
   if (!ev) return false;
   last_event_ = Clock::now();
   switch (ev->kind) {
-    case BrokerEvent::Kind::kAck:
-      batches_.on_ack(ev->tag, ev->multiple, last_event_);
-      metrics_.on_acked(ev->tag, ev->multiple);
-      hold_.acked();
-      // A row the broker took is progress, though its batch has not committed yet: a
-      // batch of big rows takes longer than stall_after_s and is not a stall.
-      stall_.progress(last_event_);
-      break;
-    case BrokerEvent::Kind::kNack:
-      batches_.on_nack(ev->tag, ev->multiple, ev->reason);
-      metrics_.on_unconfirmed(ev->tag, ev->multiple);
-      break;
+    case BrokerEvent::Kind::kAck: on_ack(*ev); break;
+    case BrokerEvent::Kind::kNack: on_nack(*ev); break;
     case BrokerEvent::Kind::kReturn: batches_.on_return(ev->message_id, ev->reason); break;
     case BrokerEvent::Kind::kChannelClosed: on_channel_closed(*ev); break;
     case BrokerEvent::Kind::kConnectionClosed:
@@ -106,6 +96,38 @@ bool ConfirmReader::read_one(milliseconds timeout) {
       break;
   }
   return true;
+}
+
+void ConfirmReader::on_ack(const BrokerEvent& ev) {
+  batches_.on_ack(ev.tag, ev.multiple, last_event_);
+  metrics_.on_acked(ev.tag, ev.multiple);
+  hold_.acked();
+  if (nack_run_.nacking()) {
+    spdlog::info("the broker at {} acks again after {} nack(s) in a row", amqp_.endpoint(), nack_run_.in_row());
+    metrics_.set_nacking(false, "");
+  }
+  nack_run_.acked();
+  // A row the broker took is progress, though its batch has not committed yet: a
+  // batch of big rows takes longer than stall_after_s and is not a stall.
+  stall_.progress(last_event_);
+}
+
+void ConfirmReader::on_nack(const BrokerEvent& ev) {
+  batches_.on_nack(ev.tag, ev.multiple, ev.reason);
+  metrics_.on_unconfirmed(ev.tag, ev.multiple);
+  if (!nack_run_.nacked(1, last_event_)) return;
+  // Into a wall: start over on a fresh connection after a pause; what is still
+  // outstanding stays pending (nobody's attempt) and is published again.
+  const auto why = nack_run_.describe(last_event_);
+  metrics_.set_nacking(true, why);
+  stall_.failure(why, last_event_);
+  const auto delay = hold_.after_nacks(last_event_);
+  // Warned once per run; the restarts after it (about one a second) are for debug.
+  spdlog::log(nack_run_.restarts() == 1 ? spdlog::level::warn : spdlog::level::debug,
+              "{}; reconnecting to the broker (now {}) and pausing publishing for {} ms", why, amqp_.endpoint(),
+              delay.count());
+  link_lost(why);
+  amqp_.disconnect();
 }
 
 void ConfirmReader::hold(const std::string& why) {

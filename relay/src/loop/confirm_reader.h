@@ -14,6 +14,7 @@
 #include "loop/stall_watch.h"
 #include "metrics/relay_metrics.h"
 #include "policy/batch_deadline.h"
+#include "policy/nack_run.h"
 
 namespace relay {
 
@@ -28,7 +29,12 @@ namespace relay {
 //   the server's idle-in-transaction timeout would end its session;
 // - a channel close is judged by FailurePolicy::on_channel_close: the environment's
 //   (hold, nobody's attempt), one row's (charged), or one of several (isolation:
-//   the outstanding rows become suspects, Isolator).
+//   the outstanding rows become suspects, Isolator);
+// - a run of nacks with no ack (NackRun): every NackRun::kRunLength of them the
+//   connection is started over (a channel that kept a dead quorum leader nacks for
+//   ever; a fresh one does not) after a growing pause of at most a second
+//   (PublishHold::after_nacks), and /readyz says "the broker nacked every publish"
+//   until the next ack. The rows stay pending, nobody's attempt.
 //
 // Thread safety: none; the loop's thread owns it. REQUIRES: every reference
 // outlives it.
@@ -55,6 +61,8 @@ class ConfirmReader {
   void charge_sole_outstanding(const std::string& reason, int reply_code);
   void fail_overdue(std::chrono::milliseconds timeout);
   void hold(const std::string& why);  // a close nobody is to blame for
+  void on_nack(const BrokerEvent& event);
+  void on_ack(const BrokerEvent& event);
 
   const RelayConfig& config_;
   AmqpPublisher& amqp_;
@@ -64,6 +72,7 @@ class ConfirmReader {
   StallWatch& stall_;
   RelayMetrics& metrics_;
   BatchDeadline deadline_;
+  NackRun nack_run_;
   Clock::time_point last_event_;  // the last ack, nack, return or close read
 };
 

@@ -14,6 +14,12 @@ RelaySettings environment_backoff() {
 
 PublishHold::PublishHold() : backoff_(environment_backoff()) {}
 
+std::chrono::milliseconds PublishHold::after_nacks(Clock::time_point now) {
+  const auto delay = std::min(backoff_.delay(++nack_runs_), kNackHoldMax);
+  until_ = std::max(until_, now + delay);
+  return delay;
+}
+
 std::chrono::milliseconds PublishHold::hold(int step, Clock::time_point now) {
   const auto delay = backoff_.delay(step);
   until_ = std::max(until_, now + delay);

@@ -17,6 +17,7 @@ namespace relay {
 class PublishHold {
  public:
   using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::milliseconds kNackHoldMax{1000};
 
   PublishHold();
 
@@ -24,7 +25,14 @@ class PublishHold {
   std::chrono::milliseconds after_close(Clock::time_point now) { return hold(++closes_, now); }
   // Holds for the next step of the rollbacks in a row; returns the delay.
   std::chrono::milliseconds after_rollback(Clock::time_point now) { return hold(++rollbacks_, now); }
-  void acked() { closes_ = 0; }
+  // Holds for the next step of the nack runs in a row (NackRun), at most
+  // kNackHoldMax: the broker is probed about once a second while it refuses
+  // everything, and publishing resumes within about a second of it taking rows again.
+  std::chrono::milliseconds after_nacks(Clock::time_point now);
+  void acked() {
+    closes_ = 0;
+    nack_runs_ = 0;
+  }
   void committed() { rollbacks_ = 0; }
 
   bool held(Clock::time_point now) const { return now < until_; }
@@ -37,6 +45,7 @@ class PublishHold {
   Clock::time_point until_{};
   int closes_ = 0;     // channel closes nobody is to blame for, since the last ack
   int rollbacks_ = 0;  // batches whose mark failed, since the last commit
+  int nack_runs_ = 0;  // NackRun restarts since the last ack
 };
 
 // The backoff of the relay's environment faults (holds, reconnects): 200 ms, x2, at

@@ -14,8 +14,8 @@ namespace relay {
 // The relay's sessions (PostgreSQL, AMQP, lanes) are connected by the loop; this
 // decides the waits and the log lines around it:
 // - a failed attempt waits a growing backoff (200 ms doubling, jitter): to at most
-//   2 s while the cause may go away by itself (a refused or timed-out connection, a
-//   server starting), so publishing resumes within about 2 s of the server or the
+//   1 s while the cause may go away by itself (a refused or timed-out connection, a
+//   standby being promoted), so publishing resumes within about 1 s of the server or the
 //   link coming back; to 10 s when no retry can fix it (a wrong password, an unknown
 //   database: ConnectFailure::permanent), which the operator must mend anyway;
 // - a connection lost within a second of being made (a peer that accepts and then
@@ -39,7 +39,7 @@ class ReconnectSupervisor {
     std::chrono::seconds outage_for{0};  // since the outage's first failed attempt
   };
   static constexpr std::chrono::seconds kRepeatEvery{30};
-  static constexpr std::chrono::milliseconds kTransientMax{2000};
+  static constexpr std::chrono::milliseconds kTransientMax{1000};
 
   ReconnectSupervisor();
 

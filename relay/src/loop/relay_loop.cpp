@@ -90,6 +90,9 @@ int RelayLoop::run(bool exit_when_idle) {
       continue;
     }
     if (exit_when_idle || stop_) break;
+    // A link lost while idle: reconnect now (ensure_connected paces the attempts), not
+    // after a sleep that only a producer's notification or the fallback poll ends.
+    if (!amqp_.connected() || !primary().connected()) continue;
     sleep_until_work();
   }
   wake_.give_back();  // an idle relay takes over now, not at its fallback poll

@@ -114,6 +114,9 @@ bool WakeCoordinator::wait(Clock::time_point until, bool handover_only) {
       spdlog::warn("PostgreSQL listener session lost, polling until it is back: {}", outbox::one_line(e.what()));
       listener_.disconnect();
       metrics_.set_listen_role(ListenRole::kNone);
+      // The server may be gone with it (a failover): wake now, so the claim finds out
+      // and the loop reconnects, instead of sleeping out the fallback poll.
+      return true;
     }
     auto left = std::chrono::ceil<milliseconds>(until - Clock::now());
     if (left <= milliseconds(0)) return false;
@@ -123,7 +126,10 @@ bool WakeCoordinator::wait(Clock::time_point until, bool handover_only) {
     if (listener_.connected()) fds[n++] = pollfd{listener_.socket(), POLLIN, 0};
     if (!amqp_.has_buffered_data()) ::poll(fds, n, static_cast<int>(std::min(left, milliseconds(100)).count()));
     drain_broker_events();
-    if (!amqp_.connected()) give_back();  // it cannot publish what it is woken for
+    if (!amqp_.connected()) {  // lost while idle: wake, so the loop reconnects at once
+      give_back();             // it cannot publish what it would be woken for
+      return true;
+    }
     if (n == 0) std::this_thread::sleep_for(std::min(left, milliseconds(100)));
   }
   return false;

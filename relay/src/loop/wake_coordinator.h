@@ -60,7 +60,9 @@ class WakeCoordinator {
 
  private:
   bool listener_ready();
-  // Sleeps until `until` on both sockets; true when a notification woke it.
+  // Sleeps until `until` on both sockets; true when a notification woke it, or the
+  // listener session or the broker connection was lost (the loop looks and
+  // reconnects at once instead of sleeping out the fallback poll).
   // `handover_only`: producers' notifications are the holder's to answer.
   bool wait(Clock::time_point until, bool handover_only);
   void drain_broker_events();

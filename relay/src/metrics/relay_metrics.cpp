@@ -138,6 +138,9 @@ RelayMetrics::RelayMetrics(outbox::metrics::Registry& r, const std::string& vers
       stage_cpu_(stage_cpu_counters(r)),
       stalled_(r.gauge("outbox_relay_publish_stalled",
                        "1 while rows are due but none was published for relay.stall_after_s.")),
+      nacking_(r.gauge("outbox_relay_broker_nacking",
+                       "1 while the broker nacks every publish (a run of nacks with no ack): a quorum queue "
+                       "without a leader, or a full queue with overflow reject-publish.")),
       listen_role_{&listen_role(r, "holder"), &listen_role(r, "bystander"), &listen_role(r, "answering")},
       isolations_(r.counter("outbox_relay_isolations_total",
                             "Channel closes over one of several outstanding rows, after which the relay "
@@ -235,6 +238,12 @@ void RelayMetrics::set_stalled(bool stalled, const std::string& why) {
   stall_reason_ = stalled ? why : "";
 }
 
+void RelayMetrics::set_nacking(bool nacking, const std::string& why) {
+  std::lock_guard<std::mutex> lock(stall_mutex_);
+  nacking_reason_ = why;
+  nacking_.set(nacking ? 1 : 0);
+}
+
 void RelayMetrics::isolation_started(std::size_t suspects) {
   isolations_.inc();
   isolated_rows_.inc(static_cast<double>(suspects));
@@ -308,6 +317,7 @@ std::optional<std::string> RelayMetrics::not_ready(std::chrono::seconds max_clai
   if (blocked_.value() != 0) return "RabbitMQ blocks publishing (resource alarm)";
   {
     std::lock_guard<std::mutex> lock(stall_mutex_);
+    if (nacking_.value() != 0) return nacking_reason_;
     if (stalled_.value() != 0) return stall_reason_;
   }
   if (last_claim_ns_.load() == 0) return "no claim completed yet";

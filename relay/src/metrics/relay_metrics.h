@@ -72,6 +72,9 @@ class RelayMetrics {
   // Rows are due but none was published for relay.stall_after_s: `why` (one line,
   // no secret) is what /readyz reports. set_stalled(false, "") when it resumes.
   void set_stalled(bool stalled, const std::string& why);
+  // The broker nacks every publish (NackRun): `why` is what /readyz reports.
+  // set_nacking(false, "") at the next ack.
+  void set_nacking(bool nacking, const std::string& why);
   // The broker closed the channel over one of several outstanding rows, and the
   // relay publishes them again one at a time to find it.
   void isolation_started(std::size_t suspects);
@@ -109,11 +112,11 @@ class RelayMetrics {
   outbox::metrics::Histogram &enqueue_to_confirm_, &publish_to_confirm_;
   std::array<outbox::metrics::Histogram*, kLatencyStages> stage_seconds_;  // by LatencyStage
   std::array<outbox::metrics::Counter*, kCpuStages> stage_cpu_;            // by CpuStage
-  outbox::metrics::Gauge& stalled_;
+  outbox::metrics::Gauge &stalled_, &nacking_;
   std::array<outbox::metrics::Gauge*, 3> listen_role_;  // holder, bystander, answering
   outbox::metrics::Counter &isolations_, &isolated_rows_;
   mutable std::mutex stall_mutex_;
-  std::string stall_reason_;                           // guarded by stall_mutex_
+  std::string stall_reason_, nacking_reason_;          // guarded by stall_mutex_
   std::string connect_error_pg_, connect_error_amqp_;  // guarded by stall_mutex_
   outbox::metrics::Counter& retention_deleted_;
   outbox::metrics::Histogram& retention_batch_seconds_;

@@ -1,5 +1,7 @@
 #include "pg/notify_listener.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <pqxx/pqxx>
 #include <utility>
@@ -73,6 +75,7 @@ void NotifyListener::disconnect() {
   // Closed first, so the receiver's removal sends no UNLISTEN (and libpqxx does not
   // reconnect a broken session to send it).
   if (conn_) outbox::close_pg_connection(*conn_);
+  if (session_.first != 0) previous_session_ = std::exchange(session_, {});
   receiver_.reset();
   conn_.reset();  // the server releases the session's lock with it
   armed_ = false;
@@ -86,6 +89,10 @@ void NotifyListener::connect() {
   pqxx::nontransaction setup(*conn);
   setup.exec("SET statement_timeout = " + std::to_string(config_.statement_timeout_ms));
   setup.exec("SET lock_timeout = " + std::to_string(std::max<long long>(1, lock_wait_.count())));
+  end_previous_session(setup);
+  const auto me =
+      outbox::pgx::exec1(setup, "SELECT pid, backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid()");
+  session_ = {me[0].as<int>(), me[1].as<std::string>()};
   setup.commit();
   auto receiver = std::make_unique<Receiver>(conn->backendpid());
   receiver->listen(*conn, channel_of(config_.schema));
@@ -109,6 +116,25 @@ void NotifyListener::connect() {
                 "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) LIMIT 1");
   conn_ = std::move(conn);
   receiver_ = std::move(receiver);
+}
+
+void NotifyListener::end_previous_session(pqxx::transaction_base& tx) {
+  if (previous_session_.first == 0) return;
+  const auto [pid, started] = std::exchange(previous_session_, {});
+  try {
+    // Allowed for a session of the same role (pg_terminate_backend's rule).
+    const auto r = outbox::pgx::exec_params(tx,
+                                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                            "WHERE pid = $1 AND backend_start::text = $2",
+                                            pid, started);
+    if (!r.empty() && r[0][0].as<bool>())
+      spdlog::info(
+          "ended this relay's previous listener session (pid {}), which the server still kept after the link "
+          "was lost: it held the waiting lock",
+          pid);
+  } catch (const pqxx::sql_error& e) {
+    spdlog::warn("cannot end this relay's previous listener session (pid {}): {}", pid, outbox::one_line(e.what()));
+  }
 }
 
 NotifyListener::Arm NotifyListener::arm() {

@@ -34,7 +34,12 @@ class NotifyListener {
   NotifyListener(const NotifyListener&) = delete;
   NotifyListener& operator=(const NotifyListener&) = delete;
 
-  // Connects and LISTENs. Throws pqxx::broken_connection (and pqxx errors).
+  // Connects and LISTENs. Throws pqxx::broken_connection (and pqxx errors). Ends
+  // this listener's previous session first if the server still keeps it: after a
+  // half-open link the server does not know the client is gone, and that session
+  // would hold the waiting lock for hours (the server's own keepalives), so no relay
+  // got producers' notifications (only pg_stat_activity's pid and backend_start
+  // together name it: a pid alone may have been reused).
   void connect();
   bool connected() const;
   void disconnect();
@@ -79,6 +84,8 @@ class NotifyListener {
   static std::string channel_of(const std::string& schema);
 
  private:
+  void end_previous_session(pqxx::transaction_base& tx);
+
   PostgresConfig config_;
   std::chrono::milliseconds lock_wait_;
   class Receiver;
@@ -86,6 +93,8 @@ class NotifyListener {
   std::unique_ptr<Receiver> receiver_;  // registered on conn_: destroyed first
   bool armed_ = false;
   std::string lock_holder_;
+  // This listener's session on the server (pid, backend_start), the one before it.
+  std::pair<int, std::string> session_, previous_session_;
 };
 
 }  // namespace relay
