@@ -186,6 +186,44 @@ TEST_CASE("a full reject-publish queue nacks: each retry waits longer, no attemp
   CHECK(relay.wait() == 0);
 }
 
+TEST_CASE(
+    "a broker that nacks every publish is reported, probed about once a second on a fresh connection, not "
+    "hammered, and an ack ends it") {
+  node();
+  ScopedSchema schema;
+  TestBroker broker;
+  const std::string full = testenv::unique_name("wall_q");
+  declare_bound_queue(full, broker.exchange(), "full", 1);
+  enqueue(schema, broker.exchange(), "full", 1);    // fills it
+  enqueue(schema, broker.exchange(), "full", 100);  // every one nacked while nobody reads
+  RelayProcess relay(yaml(schema, "  backoff_initial_ms: 100\n  backoff_max_ms: 200\n"));
+  const auto address = testenv::wait_for_http_address([&] { return relay.log(); }, 20s);
+  const auto scrape = [&] { return testenv::parse_prometheus(testenv::http_request(address, "/metrics").body); };
+  REQUIRE_MESSAGE(testenv::eventually(10s, [&] { return scrape()["outbox_relay_broker_nacking"] == 1; }), relay.log());
+  const auto ready = testenv::http_request(address, "/readyz");
+  CHECK(ready.status == 503);
+  CHECK_MESSAGE(ready.body.find("the broker nacked every publish") != std::string::npos, ready.body);
+  // Fresh connections, a pause of at most 1 s before each: a few a second at most.
+  const double before = scrape()["outbox_relay_reconnects_total{peer=\"amqp\"}"];
+  const int warned = testenv::lines_with(relay.log(), "the broker nacked every publish");
+  std::this_thread::sleep_for(6s);
+  const double reconnects = scrape()["outbox_relay_reconnects_total{peer=\"amqp\"}"] - before;
+  // Warned once per run (the relay's own first row, acked late, may end a first one).
+  CHECK_MESSAGE(testenv::lines_with(relay.log(), "the broker nacked every publish") == warned, relay.log());
+  CHECK(reconnects >= 2);
+  CHECK_MESSAGE(reconnects <= 20, reconnects);
+  CHECK(count(schema, "attempts > 0 OR parked_at IS NOT NULL") == 0);  // nobody's attempt
+
+  // Room in the queue: the next publish is acked and the report ends.
+  const auto purged = node().rabbitmqctl("purge_queue " + full);
+  INFO(purged);
+  const bool cleared = testenv::eventually(10s, [&] { return scrape()["outbox_relay_broker_nacking"] == 0; });
+  CHECK_MESSAGE(cleared, (relay.log() + node().rabbitmqctl("list_queues name messages")));
+  CHECK(testenv::lines_with(relay.log(), "acks again after") >= 1);
+  relay.signal(SIGTERM);
+  CHECK(relay.wait() == 0);
+}
+
 TEST_CASE("big rows a queue does not confirm stop at publish_window_bytes instead of flooding the broker") {
   node();
   ScopedSchema schema;

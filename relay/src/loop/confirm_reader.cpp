@@ -107,6 +107,7 @@ void ConfirmReader::on_ack(const BrokerEvent& ev) {
     metrics_.set_nacking(false, "");
   }
   nack_run_.acked();
+  restart_due_ = false;
   // A row the broker took is progress, though its batch has not committed yet: a
   // batch of big rows takes longer than stall_after_s and is not a stall.
   stall_.progress(last_event_);
@@ -115,19 +116,26 @@ void ConfirmReader::on_ack(const BrokerEvent& ev) {
 void ConfirmReader::on_nack(const BrokerEvent& ev) {
   batches_.on_nack(ev.tag, ev.multiple, ev.reason);
   metrics_.on_unconfirmed(ev.tag, ev.multiple);
-  if (!nack_run_.nacked(1, last_event_)) return;
-  // Into a wall: start over on a fresh connection after a pause; what is still
-  // outstanding stays pending (nobody's attempt) and is published again.
-  const auto why = nack_run_.describe(last_event_);
-  metrics_.set_nacking(true, why);
-  stall_.failure(why, last_event_);
-  const auto delay = hold_.after_nacks(last_event_);
-  // Warned once per run; the restarts after it (about one a second) are for debug.
-  spdlog::log(nack_run_.restarts() == 1 ? spdlog::level::warn : spdlog::level::debug,
-              "{}; reconnecting to the broker (now {}) and pausing publishing for {} ms", why, amqp_.endpoint(),
-              delay.count());
-  link_lost(why);
-  amqp_.disconnect();
+  if (nack_run_.nacked(1, last_event_)) {
+    // Into a wall: publish nothing more for a while (PublishHold) and start over on a
+    // fresh connection once what is outstanding is settled: a queue full with
+    // reject-publish nacks at once but acks the one row it took after its disk
+    // write, and that ack must not be lost with the connection.
+    const auto why = nack_run_.describe(last_event_);
+    metrics_.set_nacking(true, why);
+    stall_.failure(why, last_event_);
+    const auto delay = hold_.after_nacks(last_event_);
+    // Warned once per run; the restarts after it (about one a second) are for debug.
+    spdlog::log(nack_run_.restarts() == 1 ? spdlog::level::warn : spdlog::level::debug,
+                "{}; reconnecting to the broker (now {}) and pausing publishing for {} ms", why, amqp_.endpoint(),
+                delay.count());
+    restart_due_ = true;
+  }
+  if (restart_due_ && batches_.outstanding() == 0) {
+    restart_due_ = false;
+    link_lost(nack_run_.describe(last_event_));
+    amqp_.disconnect();
+  }
 }
 
 void ConfirmReader::hold(const std::string& why) {

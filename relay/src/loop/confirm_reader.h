@@ -31,8 +31,8 @@ namespace relay {
 //   (hold, nobody's attempt), one row's (charged), or one of several (isolation:
 //   the outstanding rows become suspects, Isolator);
 // - a run of nacks with no ack (NackRun): every NackRun::kRunLength of them the
-//   connection is started over (a channel that kept a dead quorum leader nacks for
-//   ever; a fresh one does not) after a growing pause of at most a second
+//   connection is started over, once nothing is outstanding (a channel that kept a
+//   dead quorum leader nacks for ever; a fresh one does not) after a growing pause of at most a second
 //   (PublishHold::after_nacks), and /readyz says "the broker nacked every publish"
 //   until the next ack. The rows stay pending, nobody's attempt.
 //
@@ -73,6 +73,7 @@ class ConfirmReader {
   RelayMetrics& metrics_;
   BatchDeadline deadline_;
   NackRun nack_run_;
+  bool restart_due_ = false;      // a nack run: start over once nothing is outstanding
   Clock::time_point last_event_;  // the last ack, nack, return or close read
 };
 

@@ -309,6 +309,9 @@ std::optional<std::string> RelayMetrics::not_ready(std::chrono::seconds max_clai
   {
     // With the last attempt's error: a wrong password shows here, not only in the log.
     std::lock_guard<std::mutex> lock(stall_mutex_);
+    // First: a broker that nacks everything makes the relay reconnect, and "not
+    // connected" between two attempts would hide why.
+    if (nacking_.value() != 0) return nacking_reason_;
     if (connected_pg_.value() == 0)
       return "not connected to PostgreSQL" + (connect_error_pg_.empty() ? "" : ": " + connect_error_pg_);
     if (connected_amqp_.value() == 0)
@@ -317,7 +320,6 @@ std::optional<std::string> RelayMetrics::not_ready(std::chrono::seconds max_clai
   if (blocked_.value() != 0) return "RabbitMQ blocks publishing (resource alarm)";
   {
     std::lock_guard<std::mutex> lock(stall_mutex_);
-    if (nacking_.value() != 0) return nacking_reason_;
     if (stalled_.value() != 0) return stall_reason_;
   }
   if (last_claim_ns_.load() == 0) return "no claim completed yet";
