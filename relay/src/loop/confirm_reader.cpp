@@ -116,6 +116,8 @@ void ConfirmReader::on_ack(const BrokerEvent& ev) {
 void ConfirmReader::on_nack(const BrokerEvent& ev) {
   batches_.on_nack(ev.tag, ev.multiple, ev.reason);
   metrics_.on_unconfirmed(ev.tag, ev.multiple);
+  // One per event: RabbitMQ nacks one tag at a time but for a multiple nack, which at
+  // worst makes a run a little longer before the restart.
   if (nack_run_.nacked(1, last_event_)) {
     // Into a wall: publish nothing more for a while (PublishHold) and start over on a
     // fresh connection once what is outstanding is settled: a queue full with
