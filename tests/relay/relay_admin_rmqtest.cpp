@@ -402,6 +402,26 @@ TEST_CASE("cleanup exits 1 while the retention lock is held elsewhere, and delet
   CHECK(sql_value("SELECT count(*) FROM " + table(schema)) == "5");
 }
 
+TEST_CASE("admin commands on a schema never migrated say to run migrate first, on one line") {
+  const auto schema = testenv::unique_name("never_migrated");
+  testenv::sql_exec("CREATE SCHEMA " + schema);  // there, but without the outbox table
+  const auto config = testenv::write_temp_file(testenv::relay_config_yaml(schema));
+  const std::vector<std::vector<std::string>> commands = {{"status", "--config", config},
+                                                          {"dead", "list", "--config", config},
+                                                          {"replay", "--config", config, "--since", "1h", "--dry-run"}};
+  for (const auto& command : commands) {
+    std::vector<std::string> args = command;
+    const auto r = testenv::run_relay_command(args);
+    CAPTURE(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(contains(r.output, "schema '" + schema +
+                                 "' is not migrated to this version of outbox-relay: run "
+                                 "outbox-relay migrate first"));
+    CHECK_FALSE(contains(r.output, "LINE 1"));  // PostgreSQL's first line only, not its query excerpt
+  }
+  testenv::sql_exec("DROP SCHEMA " + schema);
+}
+
 TEST_CASE("each admin command has --help with its exit codes, and bad usage exits 2") {
   for (std::string cmd : {"status", "replay", "cleanup"}) {
     auto help = run_relay_command({cmd, "--help"});

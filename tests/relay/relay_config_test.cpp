@@ -84,6 +84,25 @@ TEST_CASE("an unknown key is an error naming its path and line") {
   CHECK(contains(config_error(kValid + "extra:\n  a: 1\n"), "extra: unknown section"));
 }
 
+TEST_CASE("a misspelled key or section is refused suggesting the one meant") {
+  SecretEnv env;
+  auto e = config_error(replace(kValid, "  batch_size: 250\n", "  batch_sise: 250\n"));
+  CHECK_MESSAGE(contains(e, "relay.yaml:9: relay.batch_sise: unknown key (did you mean 'batch_size'?)"), e);
+  e = config_error(replace(kValid, "relay:\n", "relya:\n"));
+  CHECK_MESSAGE(contains(e, "relya: unknown section (did you mean 'relay'?)"), e);
+  // No guess when nothing is near.
+  e = config_error(replace(kValid, "  batch_size: 250\n", "  compression: zstd\n"));
+  CHECK_MESSAGE(contains(e, "relay.compression: unknown key"), e);
+  CHECK_FALSE(contains(e, "did you mean"));
+}
+
+TEST_CASE("a misspelled required key is named with the missing one, not only 'is required'") {
+  SecretEnv env;
+  const auto e = config_error(replace(kValid, "  dsn: host=db", "  dns: host=db"));
+  CHECK_MESSAGE(contains(e, "postgres.dsn: is required ('dns' on line 2 is not a key: did you mean 'dsn'?)"), e);
+  CHECK_FALSE(contains(e, "host=db"));  // the value, which may hold a secret, is not shown
+}
+
 TEST_CASE("a wrong type is an error naming the key and the value") {
   SecretEnv env;
   auto e = config_error(replace(kValid, "batch_size: 250", "batch_size: lots"));

@@ -192,4 +192,16 @@ std::string by_type_text(const pqxx::result& rows) {
   return out;
 }
 
+std::string admin_failure_text(const std::exception& e, const std::string& schema) {
+  const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
+  const std::string state = sql ? sql->sqlstate() : "";
+  if (state == "3F000" || state == "42P01" || state == "42883") {
+    std::string first = e.what();
+    first = first.substr(0, first.find('\n'));
+    return "schema '" + schema + "' is not migrated to this version of outbox-relay: run outbox-relay migrate first (" +
+           outbox::one_line(first) + ")";
+  }
+  return outbox::one_line(e.what());
+}
+
 }  // namespace relay

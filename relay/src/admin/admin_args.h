@@ -3,6 +3,7 @@
 // admin commands status, replay, cleanup, dead).
 
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <optional>
 #include <pqxx/result>
@@ -72,6 +73,12 @@ struct TimeBound {
 // The bound `flag` names, or an empty one when it is absent. Throws UsageError naming
 // the flag and the value when it is neither form.
 TimeBound parse_time_bound(const AdminArgs& args, const std::string& flag);
+
+// Why an admin command failed, for its one line on stderr: a schema or table or
+// function that does not exist (SQLSTATE 3F000, 42P01, 42883: the schema was never
+// migrated, or not to this version) says "run outbox-relay migrate first" and
+// PostgreSQL's first line; anything else, the error on one line.
+std::string admin_failure_text(const std::exception& e, const std::string& schema);
 
 // The server's clock now, as RFC 3339 UTC with microseconds: the default upper bound
 // (--until) of a bulk selection, printed so the confirming run selects the same rows.

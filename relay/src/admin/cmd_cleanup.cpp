@@ -148,7 +148,7 @@ int cmd_cleanup(const Args& raw) {
     return g_interrupted ? kExitFailure : kExitOk;
   } catch (const std::exception& e) {
     if (tty) std::fputs("\n", stderr);
-    std::cerr << "cleanup failed: " << outbox::one_line(e.what()) << "\n";
+    std::cerr << "cleanup failed: " << admin_failure_text(e, config->postgres.schema) << "\n";
     return kExitFailure;
   }
 }

@@ -348,7 +348,7 @@ int cmd_dead(const Args& raw) {
   try {
     return sub == "list" ? dead_list(args, *config) : dead_requeue(args, *config);
   } catch (const std::exception& e) {
-    std::cerr << "dead " << sub << " failed: " << outbox::one_line(e.what()) << "\n";
+    std::cerr << "dead " << sub << " failed: " << admin_failure_text(e, config->postgres.schema) << "\n";
     return kExitFailure;
   }
 }

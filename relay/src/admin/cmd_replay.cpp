@@ -245,7 +245,7 @@ int cmd_replay(const Args& raw) {
     print_outcome(args, selection, count, ids);
     return kExitOk;
   } catch (const std::exception& e) {
-    std::cerr << "replay failed: " << outbox::one_line(e.what()) << "\n";
+    std::cerr << "replay failed: " << admin_failure_text(e, config->postgres.schema) << "\n";
     return kExitFailure;
   }
 }

@@ -150,7 +150,7 @@ int cmd_status(const Args& raw) {
     types = query_status(conn, config->postgres.schema);
     rule_breaks = query_rule_breaks(conn, config->postgres.schema);
   } catch (const std::exception& e) {
-    std::cerr << "status failed: " << outbox::one_line(e.what()) << "\n";
+    std::cerr << "status failed: " << admin_failure_text(e, config->postgres.schema) << "\n";
     return kExitFailure;
   }
   TypeStatus total;

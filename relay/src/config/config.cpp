@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "config/endpoint_syntax.h"
+#include "config/spelling.h"
 #include "config/tls_policy.h"
 #include "outbox/amqp_wire.h"
 #include "outbox/bounded_read.h"
@@ -73,7 +74,7 @@ class SectionReader {
   void string(const std::string& key, std::string& out, bool required, bool secret = false) {
     auto v = take(key);
     if (!v) {
-      if (required) fail(node_, key_path(key), "is required");
+      if (required) fail(node_, key_path(key), "is required" + misspelling_of(key));
       return;
     }
     if (!v.IsScalar()) fail(v, key_path(key), "expected a string, got a " + kind(v));
@@ -85,7 +86,7 @@ class SectionReader {
   // so that a secret with spaces or quotes cannot split it (expand_conninfo_template).
   void conninfo(const std::string& key, std::string& out) {
     auto v = take(key);
-    if (!v) fail(node_, key_path(key), "is required");
+    if (!v) fail(node_, key_path(key), "is required" + misspelling_of(key));
     if (!v.IsScalar()) fail(v, key_path(key), "expected a string, got a " + kind(v));
     try {
       out = outbox::expand_conninfo_template(v.Scalar(), [&](const std::string& name) {
@@ -171,10 +172,26 @@ class SectionReader {
   }
 
   void finish() const {
+    const std::vector<std::string> known(seen_.begin(), seen_.end());
     for (const auto& kv : node_) {
       const auto& key = kv.first.Scalar();  // a plain name: the constructor checked
-      if (!seen_.count(key)) fail(kv.first, key_path(key), "unknown key");
+      if (seen_.count(key)) continue;
+      const auto meant = nearest_name(key, known);
+      fail(kv.first, key_path(key), "unknown key" + (meant ? " (did you mean '" + *meant + "'?)" : std::string()));
     }
+  }
+
+  // For a required `key` that is missing: the key given instead that is probably it
+  // misspelled (" ('dns' on line 3 is not a key: did you mean 'dsn'?)"), or "".
+  std::string misspelling_of(const std::string& key) const {
+    for (const auto& kv : node_) {
+      const auto& given = kv.first.Scalar();
+      if (nearest_name(given, {key}) != key) continue;
+      return " ('" + given + "'" +
+             (kv.first.Mark().line >= 0 ? " on line " + std::to_string(kv.first.Mark().line + 1) : "") +
+             " is not a key: did you mean '" + key + "'?)";
+    }
+    return "";
   }
 
   const YAML::Node& node() const { return node_; }
@@ -281,7 +298,7 @@ class SectionReader {
 YAML::Node section(SectionReader& root, const std::string& key, bool required) {
   auto v = root.node()[key];
   if (!v) {
-    if (required) root.fail(root.node(), key, "section is required");
+    if (required) root.fail(root.node(), key, "section is required" + root.misspelling_of(key));
     return YAML::Node(YAML::NodeType::Map);
   }
   if (!v.IsMap()) root.fail(v, key, "expected a mapping of settings");
@@ -535,8 +552,11 @@ RelayConfig read_config(const YAML::Node& root, const std::string& origin) {
   static const std::set<std::string> kSections = {"postgres", "amqp", "relay", "log", "http", "retention"};
   for (const auto& kv : root) {
     const auto& key = kv.first.Scalar();  // a plain name: SectionReader checked
-    if (!kSections.count(key))
-      top.fail(kv.first, key, "unknown section (expected postgres, amqp, relay, log, http, retention)");
+    if (kSections.count(key)) continue;
+    const auto meant = nearest_name(key, {kSections.begin(), kSections.end()});
+    top.fail(kv.first, key,
+             meant ? "unknown section (did you mean '" + *meant + "'?)"
+                   : "unknown section (expected postgres, amqp, relay, log, http, retention)");
   }
   if (c.postgres.idle_in_transaction_timeout_ms <= c.amqp.confirm_timeout_ms)
     top.fail(root["postgres"]["idle_in_transaction_timeout_ms"], "postgres.idle_in_transaction_timeout_ms",
