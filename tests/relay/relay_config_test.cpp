@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -101,6 +102,21 @@ TEST_CASE("a misspelled required key is named with the missing one, not only 'is
   const auto e = config_error(replace(kValid, "  dsn: host=db", "  dns: host=db"));
   CHECK_MESSAGE(contains(e, "postgres.dsn: is required ('dns' on line 2 is not a key: did you mean 'dsn'?)"), e);
   CHECK_FALSE(contains(e, "host=db"));  // the value, which may hold a secret, is not shown
+}
+
+TEST_CASE("an unknown key is reported even when a required key is missing, and both are named") {
+  SecretEnv env;
+  // The newcomer's file: the DSN's key misspelled, and a relay setting misspelled.
+  auto e = config_error(replace(replace(kValid, "  dsn: host=db", "  dns: host=db"), "  batch_size: 250\n",
+                                "  batch_sise: 250\n"));
+  CHECK_MESSAGE(contains(e, "relay.yaml:9: relay.batch_sise: unknown key (did you mean 'batch_size'?); and "), e);
+  CHECK_MESSAGE(contains(e, "postgres.dsn: is required ('dns' on line 2 is not a key: did you mean 'dsn'?)"), e);
+  // Two required keys missing: both named, in the order of the file.
+  e = config_error(replace(replace(kValid, "  dsn: host=db", "  dns: host=db"), "  uri: ", "  url: "));
+  CHECK_MESSAGE(contains(e, "postgres.dsn: is required"), e);
+  CHECK_MESSAGE(contains(e, "; and relay.yaml:"), e);
+  CHECK_MESSAGE(contains(e, "amqp.uri: is required ('url' on line"), e);
+  CHECK_FALSE(contains(e, "must start with amqp://"));  // no second error about the absent value
 }
 
 TEST_CASE("a wrong type is an error naming the key and the value") {
@@ -493,6 +509,50 @@ TEST_CASE("a configuration file over 1 MiB is refused naming the path and the li
     CHECK(std::string(e.what()) == path + ": the configuration file is larger than 1 MiB, the most the relay reads");
   }
   std::remove(path.c_str());
+}
+
+// load_config(path) as user nobody, in a child process (the suite runs as root,
+// which reads any file): the error text, or "(accepted)".
+std::string load_error_as_nobody(const std::string& path) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    std::string out = "(accepted)";
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) out = "(cannot become nobody)";
+    try {
+      if (out == "(accepted)") load_config(path);
+    } catch (const std::exception& e) {
+      out = e.what();
+    }
+    (void)!::write(fds[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  ::waitpid(child, nullptr, 0);
+  return text;
+}
+
+TEST_CASE("an unreadable configuration file says why: permission denied, no such file") {
+  SecretEnv env;
+  const std::string path = "/tmp/relay_config_test_private_" + std::to_string(::getpid()) + ".yaml";
+  std::ofstream(path) << kValid;
+  REQUIRE(::chmod(path.c_str(), 0600) == 0);  // root's, as `install -m 600` leaves it
+  CHECK(load_error_as_nobody(path) == path + ": cannot read the configuration file: cannot open: Permission denied");
+  std::remove(path.c_str());
+  try {
+    load_config(path);
+    FAIL("a missing file was accepted");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()) ==
+          path + ": cannot read the configuration file: cannot open: No such file or directory");
+  }
 }
 
 TEST_CASE("a configuration path or ${file:} secret that is a FIFO is refused by type at once, never read") {

@@ -21,5 +21,5 @@ TEST_CASE("a misspelled key is matched to the one known key near it, and to none
   CHECK(nearest_name("dns", {"dsn", "schema"}) == "dsn");
   CHECK_FALSE(nearest_name("compression", relay_keys).has_value());
   CHECK_FALSE(nearest_name("lane", {"lanes", "lane_"}).has_value());  // two at 1: no guess
-  CHECK_FALSE(nearest_name("xy", {"ab"}).has_value());               // short names: 1 edit at most
+  CHECK_FALSE(nearest_name("xy", {"ab"}).has_value());                // short names: 1 edit at most
 }

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "config/endpoint_syntax.h"
+#include "config/section_reader.h"
 #include "config/spelling.h"
 #include "config/tls_policy.h"
 #include "outbox/amqp_wire.h"
@@ -24,276 +25,6 @@
 
 namespace relay {
 namespace {
-
-// Reads one mapping, remembering which keys it consumed so that finish() can
-// reject the rest as unknown. A key given twice is refused at construction.
-class SectionReader {
- public:
-  SectionReader(const YAML::Node& node, std::string path, const std::string& origin)
-      : node_(node), path_(std::move(path)), origin_(origin) {
-    reject_duplicate_keys();
-  }
-
-  [[noreturn]] void fail(const YAML::Node& at, const std::string& key, const std::string& what) const {
-    std::ostringstream msg;
-    msg << origin_;
-    if (at.IsDefined() && at.Mark().line >= 0) msg << ":" << at.Mark().line + 1;
-    msg << ": " << key << ": " << what;
-    throw ConfigError(msg.str());
-  }
-
-  std::string key_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-
-  void integer(const std::string& key, int& out, long long min, long long max) {
-    auto v = take(key);
-    if (!v) return;
-    long long n = 0;
-    if (!v.IsScalar() || !YAML::convert<long long>::decode(v, n))
-      fail(v, key_path(key), "expected an integer, got " + shown(v));
-    // yaml-cpp reads 011 as octal (9) and 0x1F as hex: only plain decimal is taken.
-    if (!plain_decimal(v.Scalar()))
-      fail(v, key_path(key), "expected a decimal integer without leading zeros, got " + shown(v));
-    if (n < min || n > max)
-      fail(v, key_path(key),
-           "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + std::to_string(n));
-    out = static_cast<int>(n);
-  }
-
-  void real(const std::string& key, double& out, double min, double max) {
-    auto v = take(key);
-    if (!v) return;
-    double d = 0;
-    if (!v.IsScalar() || !YAML::convert<double>::decode(v, d))
-      fail(v, key_path(key), "expected a number, got " + shown(v));
-    if (!(d >= min && d <= max))
-      fail(v, key_path(key), "must be between " + fmt_double(min) + " and " + fmt_double(max) + ", got " + v.Scalar());
-    out = d;
-  }
-
-  // `secret`: the value (and what ${ENV} expanded to) never appears in a message.
-  void string(const std::string& key, std::string& out, bool required, bool secret = false) {
-    auto v = take(key);
-    if (!v) {
-      if (required) fail(node_, key_path(key), "is required" + misspelling_of(key));
-      return;
-    }
-    if (!v.IsScalar()) fail(v, key_path(key), "expected a string, got a " + kind(v));
-    out = expand_env(v, key_path(key), v.Scalar());
-    if (required && out.empty()) fail(v, key_path(key), secret ? "must not be empty" : "must not be empty");
-  }
-
-  // A libpq connection string (required, secret), its ${...} references expanded
-  // so that a secret with spaces or quotes cannot split it (expand_conninfo_template).
-  void conninfo(const std::string& key, std::string& out) {
-    auto v = take(key);
-    if (!v) fail(node_, key_path(key), "is required" + misspelling_of(key));
-    if (!v.IsScalar()) fail(v, key_path(key), "expected a string, got a " + kind(v));
-    try {
-      out = outbox::expand_conninfo_template(v.Scalar(), [&](const std::string& name) {
-        return reference_value(v, key_path(key), name);
-      });
-    } catch (const std::invalid_argument& e) {
-      fail(v, key_path(key), e.what());
-    }
-    if (out.empty()) fail(v, key_path(key), "must not be empty");
-  }
-
-  // A non-empty sequence of non-empty strings, ${...} expanded; each item a secret.
-  void string_list(const std::string& key, std::vector<std::string>& out) {
-    auto v = take(key);
-    if (!v) return;
-    // Each item is a secret, so is a scalar written where the list belongs (a URI
-    // with its password): it is described, never shown.
-    if (!v.IsSequence() || v.size() == 0)
-      fail(v, key_path(key),
-           "expected a non-empty list of strings, got " +
-               (v.IsSequence() ? std::string("an empty list")
-                : v.IsScalar() ? "a single value (not shown: it may hold a password); write "
-                                 "it as a list item ('- VALUE') or use the one-value key"
-                               : "a " + kind(v)));
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      const std::string item_key = key_path(key) + "[" + std::to_string(i) + "]";
-      if (!v[i].IsScalar()) fail(v[i], item_key, "expected a string, got a " + kind(v[i]));
-      out.push_back(expand_env(v[i], item_key, v[i].Scalar()));
-      if (out.back().empty()) fail(v[i], item_key, "must not be empty");
-    }
-  }
-
-  void boolean(const std::string& key, bool& out) {
-    auto v = take(key);
-    if (!v) return;
-    if (!v.IsScalar() || !YAML::convert<bool>::decode(v, out))
-      fail(v, key_path(key), "expected true or false, got " + shown(v));
-  }
-
-  // A duration such as "7d" or "12h", stored in seconds, in [min_s, max_s].
-  void duration(const std::string& key, long long& out_s, long long min_s, long long max_s) {
-    auto v = take(key);
-    if (!v) return;
-    if (!v.IsScalar()) fail(v, key_path(key), "expected a duration such as 7d, got " + shown(v));
-    try {
-      out_s = outbox::parse_duration(v.Scalar()).count();
-    } catch (const std::invalid_argument& e) {
-      fail(v, key_path(key), e.what());
-    }
-    if (out_s < min_s)
-      fail(v, key_path(key),
-           "must be at least " + outbox::format_duration(std::chrono::seconds(min_s)) + ", got " + shown(v));
-    if (out_s > max_s)
-      fail(v, key_path(key),
-           "must be at most " + outbox::format_duration(std::chrono::seconds(max_s)) + ", got " + shown(v));
-  }
-
-  // The raw YAML text of a string value, before ${...} expansion ("" when absent).
-  std::string raw(const std::string& key) const {
-    auto v = node_[key];
-    return v && v.IsScalar() ? v.Scalar() : "";
-  }
-
-  void one_of(const std::string& key, std::string& out, const std::set<std::string>& allowed) {
-    auto v = take(key);
-    if (!v) return;
-    if (!v.IsScalar() || !allowed.count(v.Scalar())) {
-      std::string list;
-      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      fail(v, key_path(key), "must be one of " + list + ", got " + shown(v));
-    }
-    out = v.Scalar();
-  }
-
-  // An enum setting: one of the names in `names`, stored as its value.
-  template <class Enum>
-  void one_of(const std::string& key, Enum& out, const std::map<std::string, Enum>& names) {
-    std::set<std::string> allowed;
-    for (const auto& [name, value] : names) allowed.insert(name);
-    std::string text;
-    one_of(key, text, allowed);
-    if (!text.empty()) out = names.at(text);
-  }
-
-  void finish() const {
-    const std::vector<std::string> known(seen_.begin(), seen_.end());
-    for (const auto& kv : node_) {
-      const auto& key = kv.first.Scalar();  // a plain name: the constructor checked
-      if (seen_.count(key)) continue;
-      const auto meant = nearest_name(key, known);
-      fail(kv.first, key_path(key), "unknown key" + (meant ? " (did you mean '" + *meant + "'?)" : std::string()));
-    }
-  }
-
-  // For a required `key` that is missing: the key given instead that is probably it
-  // misspelled (" ('dns' on line 3 is not a key: did you mean 'dsn'?)"), or "".
-  std::string misspelling_of(const std::string& key) const {
-    for (const auto& kv : node_) {
-      const auto& given = kv.first.Scalar();
-      if (nearest_name(given, {key}) != key) continue;
-      return " ('" + given + "'" +
-             (kv.first.Mark().line >= 0 ? " on line " + std::to_string(kv.first.Mark().line + 1) : "") +
-             " is not a key: did you mean '" + key + "'?)";
-    }
-    return "";
-  }
-
-  const YAML::Node& node() const { return node_; }
-
- private:
-  // yaml-cpp keeps every pair of a mapping, but node[key] finds only the first: a
-  // second `require_tls: true` or a second `relay:` section would be silently
-  // ignored. So each key may appear once; the error names both lines.
-  // A key that is a sequence or mapping (`? [a, b]`) names no setting, and yaml-cpp
-  // throws when it is read as a string: refused here, before anything reads it.
-  void reject_duplicate_keys() const {
-    if (!node_.IsMap()) return;
-    std::map<std::string, YAML::Node> first;
-    for (const auto& kv : node_) {
-      if (!kv.first.IsScalar()) {
-        std::ostringstream msg;
-        msg << origin_;
-        if (kv.first.Mark().line >= 0) msg << ":" << kv.first.Mark().line + 1;
-        msg << ": " << (path_.empty() ? "" : path_ + ": ") << "a key must be a plain name, not a "
-            << (kv.first.IsNull() ? "null" : kind(kv.first));
-        throw ConfigError(msg.str());
-      }
-      auto [it, fresh] = first.emplace(kv.first.Scalar(), kv.first);
-      if (fresh) continue;
-      const auto& before = it->second.Mark();
-      fail(kv.first, key_path(kv.first.Scalar()),
-           "given twice (first at line " + std::to_string(before.line + 1) + "); each key may appear once");
-    }
-  }
-
-  YAML::Node take(const std::string& key) {
-    seen_.insert(key);
-    auto v = node_[key];
-    if (v && v.IsNull()) fail(v, key_path(key), "has no value");
-    return v;
-  }
-
-  std::string expand_env(const YAML::Node& at, const std::string& key, const std::string& raw) const {
-    std::string out;
-    for (std::size_t i = 0; i < raw.size();) {
-      if (raw.compare(i, 2, "${") == 0) {
-        auto end = raw.find('}', i + 2);
-        if (end == std::string::npos) fail(at, key, "unterminated ${ in value");
-        out += reference_value(at, key, raw.substr(i + 2, end - i - 2));
-        i = end + 1;
-      } else {
-        out += raw[i++];
-      }
-    }
-    return out;
-  }
-
-  // The text of ${NAME}: the environment variable NAME, or the file of ${file:PATH}.
-  std::string reference_value(const YAML::Node& at, const std::string& key, const std::string& name) const {
-    if (name.rfind("file:", 0) == 0) return read_secret_file(at, key, name.substr(5));
-    const char* val = std::getenv(name.c_str());
-    if (name.empty() || !val) fail(at, key, "environment variable '" + name + "' is not set");
-    return val;
-  }
-
-  // ${file:PATH}: a mounted secret (Kubernetes Secret, systemd credential). The
-  // path may be named in messages; the contents never are.
-  std::string read_secret_file(const YAML::Node& at, const std::string& key, const std::string& path) const {
-    if (path.empty()) fail(at, key, "${file:} needs a path");
-    // A directory opens, and reads as nothing: an empty password. The shared reader
-    // refuses it, and a FIFO or device, by type before reading.
-    auto read = outbox::read_bounded(path, kMaxSecretFileBytes);
-    if (read.status == outbox::BoundedRead::Status::kTooLarge)
-      fail(at, key,
-           "secret file '" + path + "' is larger than " + outbox::size_text(kMaxSecretFileBytes) +
-               ", the most a ${file:} reference reads");
-    if (!read.ok()) fail(at, key, "cannot read secret file '" + path + "': " + read.why(kMaxSecretFileBytes));
-    auto& text = read.text;
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-    return text;
-  }
-
-  static bool plain_decimal(const std::string& text) {
-    const auto digits = text.find_first_not_of("+-") == 1 ? text.substr(1) : text;
-    return !digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos &&
-           (digits == "0" || digits[0] != '0');
-  }
-
-  static std::string kind(const YAML::Node& v) {
-    return v.IsMap() ? "mapping" : v.IsSequence() ? "sequence" : "scalar";
-  }
-  static std::string shown(const YAML::Node& v) {
-    if (!v.IsScalar()) return "a " + kind(v);
-    auto s = v.Scalar();
-    return "'" + (s.size() > 64 ? s.substr(0, 64) + "..." : s) + "'";
-  }
-  static std::string fmt_double(double d) {
-    std::ostringstream o;
-    o << d;
-    return o.str();
-  }
-
-  YAML::Node node_;
-  std::string path_;
-  const std::string& origin_;
-  std::set<std::string> seen_;
-};
 
 YAML::Node section(SectionReader& root, const std::string& key, bool required) {
   auto v = root.node()[key];
@@ -352,9 +83,9 @@ std::optional<std::string> sslmode_of(const std::string& dsn) {
   }
 }
 
-void read_postgres(const YAML::Node& n, const std::string& origin, PostgresConfig& c,
+void read_postgres(const YAML::Node& n, const std::string& origin, std::vector<std::string>* missing, PostgresConfig& c,
                    std::vector<std::string>& warnings) {
-  SectionReader r(n, "postgres", origin);
+  SectionReader r(n, "postgres", origin, missing);
   r.conninfo("dsn", c.dsn);
   r.string("schema", c.schema, false);
   try {
@@ -382,7 +113,7 @@ void read_amqp_endpoints(SectionReader& r, const YAML::Node& n, AmqpConfig& c) {
     r.fail(n["uris"], "amqp.uris", "amqp.uri and amqp.uris are both given: use uri for one node or uris for a list");
   if (!n["uris"]) {
     r.string("uri", c.uri, true, true);
-    if (c.uri.rfind("amqp://", 0) != 0 && c.uri.rfind("amqps://", 0) != 0)
+    if (n["uri"] && c.uri.rfind("amqp://", 0) != 0 && c.uri.rfind("amqps://", 0) != 0)
       r.fail(n["uri"], "amqp.uri", "must start with amqp:// or amqps://");
   } else {
     r.string_list("uris", c.uris);
@@ -401,8 +132,9 @@ void read_amqp_endpoints(SectionReader& r, const YAML::Node& n, AmqpConfig& c) {
                                                               {"shuffled", outbox::amqp::EndpointOrder::kShuffled}});
 }
 
-void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c, std::vector<std::string>& warnings) {
-  SectionReader r(n, "amqp", origin);
+void read_amqp(const YAML::Node& n, const std::string& origin, std::vector<std::string>* missing, AmqpConfig& c,
+               std::vector<std::string>& warnings) {
+  SectionReader r(n, "amqp", origin, missing);
   read_amqp_endpoints(r, n, c);
   r.integer("heartbeat_s", c.heartbeat_s, 0, 3600);
   r.integer("confirm_timeout_ms", c.confirm_timeout_ms, 100, 3600000);
@@ -452,8 +184,8 @@ void read_amqp(const YAML::Node& n, const std::string& origin, AmqpConfig& c, st
                std::to_string(c.confirm_timeout_ms) + " ms");
 }
 
-void read_relay(const YAML::Node& n, const std::string& origin, RelaySettings& c) {
-  SectionReader r(n, "relay", origin);
+void read_relay(const YAML::Node& n, const std::string& origin, std::vector<std::string>* missing, RelaySettings& c) {
+  SectionReader r(n, "relay", origin, missing);
   r.integer("batch_size", c.batch_size, 1, 100000);
   r.integer("pipeline_depth", c.pipeline_depth, 1, 8);
   r.integer("poll_interval_ms", c.poll_interval_ms, 1, 3600000);
@@ -482,8 +214,8 @@ void read_relay(const YAML::Node& n, const std::string& origin, RelaySettings& c
                std::to_string(c.backoff_max_ms));
 }
 
-void read_http(const YAML::Node& n, const std::string& origin, HttpConfig& c) {
-  SectionReader r(n, "http", origin);
+void read_http(const YAML::Node& n, const std::string& origin, std::vector<std::string>* missing, HttpConfig& c) {
+  SectionReader r(n, "http", origin, missing);
   r.string("listen", c.listen, false);
   if (!c.listen.empty()) {
     try {
@@ -499,8 +231,9 @@ void read_http(const YAML::Node& n, const std::string& origin, HttpConfig& c) {
   r.finish();
 }
 
-void read_retention(const YAML::Node& n, const std::string& origin, RetentionConfig& c) {
-  SectionReader r(n, "retention", origin);
+void read_retention(const YAML::Node& n, const std::string& origin, std::vector<std::string>* missing,
+                    RetentionConfig& c) {
+  SectionReader r(n, "retention", origin, missing);
   r.boolean("enabled", c.enabled);
   // A floor of one minute keeps retention clear of rows a batch is marking right now.
   r.duration("keep", c.keep_s, 60, outbox::kMaxAge.count());
@@ -510,8 +243,8 @@ void read_retention(const YAML::Node& n, const std::string& origin, RetentionCon
   r.finish();
 }
 
-void read_log(const YAML::Node& n, const std::string& origin, LogConfig& c) {
-  SectionReader r(n, "log", origin);
+void read_log(const YAML::Node& n, const std::string& origin, std::vector<std::string>* missing, LogConfig& c) {
+  SectionReader r(n, "log", origin, missing);
   r.one_of("level", c.level,
            std::map<std::string, LogLevel>{{"trace", LogLevel::kTrace},
                                            {"debug", LogLevel::kDebug},
@@ -542,13 +275,14 @@ RelayConfig read_config(const YAML::Node& root, const std::string& origin) {
   if (!root.IsMap()) throw ConfigError(origin + ": the top level must be a mapping of sections");
 
   RelayConfig c;
-  SectionReader top(root, "", origin);
-  read_postgres(section(top, "postgres", true), origin, c.postgres, c.warnings);
-  read_amqp(section(top, "amqp", true), origin, c.amqp, c.warnings);
-  read_relay(section(top, "relay", false), origin, c.relay);
-  read_log(section(top, "log", false), origin, c.log);
-  read_http(section(top, "http", false), origin, c.http);
-  read_retention(section(top, "retention", false), origin, c.retention);
+  std::vector<std::string> missing;  // required keys not given: see SectionReader
+  SectionReader top(root, "", origin, &missing);
+  read_postgres(section(top, "postgres", true), origin, &missing, c.postgres, c.warnings);
+  read_amqp(section(top, "amqp", true), origin, &missing, c.amqp, c.warnings);
+  read_relay(section(top, "relay", false), origin, &missing, c.relay);
+  read_log(section(top, "log", false), origin, &missing, c.log);
+  read_http(section(top, "http", false), origin, &missing, c.http);
+  read_retention(section(top, "retention", false), origin, &missing, c.retention);
   static const std::set<std::string> kSections = {"postgres", "amqp", "relay", "log", "http", "retention"};
   for (const auto& kv : root) {
     const auto& key = kv.first.Scalar();  // a plain name: SectionReader checked
@@ -558,6 +292,7 @@ RelayConfig read_config(const YAML::Node& root, const std::string& origin) {
              meant ? "unknown section (did you mean '" + *meant + "'?)"
                    : "unknown section (expected postgres, amqp, relay, log, http, retention)");
   }
+  SectionReader::throw_missing(missing);  // the checks below read the required keys
   if (c.postgres.idle_in_transaction_timeout_ms <= c.amqp.confirm_timeout_ms)
     top.fail(root["postgres"]["idle_in_transaction_timeout_ms"], "postgres.idle_in_transaction_timeout_ms",
              "must exceed amqp.confirm_timeout_ms (" + std::to_string(c.amqp.confirm_timeout_ms) +
