@@ -8,12 +8,23 @@ SERVERS="$REPO/deploy/local/servers.sh"
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# install_and_build demo: only what the demo runs (its packages; the relay and the
+# three examples, no tests or benchmarks), so a fresh machine gets there in minutes.
+# install_and_build all: everything, for the test suite. Both use the same build
+# folder and build type, so one reuses what the other compiled.
 install_and_build() {
-  step "Installing missing Debian packages"
-  "$REPO/deploy/local/install-deps.sh"
-  step "Building ($BUILD_DIR)"
-  cmake -S "$REPO" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$BUILD_DIR" -j "$(nproc)"
+  local what=$1 deps=() options=() targets=()
+  case "$what" in
+    demo) deps=(--demo) targets=(--target outbox-relay order-service event-printer billing-consumer)
+          options=(-DOUTBOX_BUILD_TESTS=OFF -DOUTBOX_BUILD_BENCH=OFF -DOUTBOX_BUILD_EXAMPLES=ON) ;;
+    all) options=(-DOUTBOX_BUILD_TESTS=ON -DOUTBOX_BUILD_BENCH=ON -DOUTBOX_BUILD_EXAMPLES=ON) ;;
+    *) echo "install_and_build: expected demo or all, got '$what'" >&2; return 2 ;;
+  esac
+  step "Installing missing Debian packages${deps:+ (${deps[*]})}"
+  "$REPO/deploy/local/install-deps.sh" "${deps[@]}"
+  step "Building ($BUILD_DIR${targets:+: ${targets[*]:1}})"
+  cmake -S "$REPO" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${options[@]}" >/dev/null
+  cmake --build "$BUILD_DIR" -j "$(nproc)" "${targets[@]}"
 }
 
 start_servers() {

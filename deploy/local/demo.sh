@@ -10,7 +10,7 @@ ROLLBACK_EVERY="${ROLLBACK_EVERY:-10}"
 DUPLICATES="${DUPLICATES:-20}"
 BILLING_CONCURRENCY="${BILLING_CONCURRENCY:-8}"
 BILLING_LATENCY_MS="${BILLING_LATENCY_MS:-200}"
-install_and_build
+install_and_build demo
 start_servers
 BIN="$BUILD_DIR"
 CONFIG="$REPO/deploy/local/relay.yaml"

@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # Installs the Debian packages outbox-relay needs to build, test and run its demo
-# (with --image, also those of the container image test and of the Debian 13 leg,
-# deploy/local/trixie-leg.sh). Debian 12 (bookworm) and 13 (trixie); the release is
+# (with --demo, only those of the demo: the relay, the examples and the servers,
+# no test or benchmark tools; with --image, also those of the container image test
+# and of the Debian 13 leg, deploy/local/trixie-leg.sh). Debian 12 (bookworm) and 13 (trixie); the release is
 # read from /etc/os-release (OUTBOX_OS_RELEASE names another file, for a check).
 # Idempotent: packages already installed are skipped, and apt is not touched at all
 # when nothing is missing.
-#   deploy/local/install-deps.sh [--image] [--list]   # --list: print the names, install nothing
+#   deploy/local/install-deps.sh [--demo | --image] [--list]   # --list: print the names, install nothing
 set -euo pipefail
 
-IMAGE=0 LIST=0
+IMAGE=0 LIST=0 DEMO=0
 for arg in "$@"; do
   case "$arg" in
+    --demo) DEMO=1 ;;
     --image) IMAGE=1 ;;
     --list) LIST=1 ;;
-    *) echo "usage: $0 [--image] [--list]" >&2; exit 2 ;;
+    *) echo "install-deps: unknown argument '$arg'; usage: $0 [--demo | --image] [--list]" >&2; exit 2 ;;
   esac
 done
+if [ "$DEMO" = 1 ] && [ "$IMAGE" = 1 ]; then
+  echo "install-deps: --demo and --image exclude each other (--image adds to the test suite's list)" >&2; exit 2
+fi
 
 # The names that differ between releases: PostgreSQL's server and client carry the
 # major version (the scripts find the server binaries of whichever is installed:
@@ -31,13 +36,17 @@ case "$VERSION_ID" in
           "($(. "${OUTBOX_OS_RELEASE:-/etc/os-release}" && echo "${PRETTY_NAME:-unknown}")): trying the generic package names" >&2 ;;
 esac
 
-PACKAGES=(
+# The demo's: the compiler, the libraries of the relay and the examples, the servers.
+DEMO_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libpqxx-dev librabbitmq-dev libboost-dev libboost-system-dev
-  libyaml-cpp-dev doctest-dev libssl-dev nlohmann-json3-dev
-  libspdlog-dev libfmt-dev libbenchmark-dev libcli11-dev
-  "${POSTGRES[@]}" rabbitmq-server
-  python3 procps iproute2
+  libyaml-cpp-dev libssl-dev nlohmann-json3-dev
+  libspdlog-dev libfmt-dev libcli11-dev
+  "${POSTGRES[@]}" rabbitmq-server procps
+)
+PACKAGES=(
+  "${DEMO_PACKAGES[@]}" doctest-dev libbenchmark-dev
+  python3 iproute2
   # operations (issue 8): TLS test certificates, /metrics cross-check, dashboard picture
   openssl python3-prometheus-client python3-yaml python3-matplotlib systemd
   # the SQL contract from other languages and the package test (issue 14): Python
@@ -61,6 +70,7 @@ if [ "$IMAGE" = 1 ]; then
   # networks (services find each other by name).
   PACKAGES+=(podman runc slirp4netns "${CONTAINER_DNS[@]}" mmdebstrap podman-compose)
 fi
+[ "$DEMO" = 1 ] && PACKAGES=("${DEMO_PACKAGES[@]}")
 if [ "$LIST" = 1 ]; then echo "${PACKAGES[*]}"; exit 0; fi
 
 missing=()

@@ -5,7 +5,7 @@
 # runs it with podman, many minutes) runs only when the arguments name it (-L image).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-install_and_build
+install_and_build all
 start_servers
 step "Running the tests"
 cd "$BUILD_DIR"
