@@ -39,7 +39,8 @@ trap 'rm -rf "$WORK"' EXIT
 git -C "$REPO" archive HEAD | tar -x -C "$WORK"
 echo "fresh-machine-demo: $RELEASE, tree $(git -C "$REPO" rev-parse --short HEAD), $(nproc) cores"
 # Each output line is prefixed with the seconds since the demo started.
-podman run --rm -v "$WORK:/src:Z" -w /src "$IMAGE" bash -c '
+podman --runtime runc run --rm --ulimit "nofile=$(ulimit -Sn):$(ulimit -Hn)" --ulimit nproc=4096:4096 \
+  -v "$WORK:/src:Z" -w /src "$IMAGE" bash -c '
   start=$(date +%s)
   set -o pipefail
   deploy/local/demo.sh 2>&1 | while IFS= read -r line; do
