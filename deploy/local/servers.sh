@@ -27,6 +27,7 @@
 set -euo pipefail
 
 DIR="${OUTBOX_LOCAL_DIR:-/tmp/outbox-relay-local}"
+case "$DIR" in /*) ;; *) DIR="$PWD/$DIR" ;; esac  # as_user runs from /
 PG_PORT="${OUTBOX_PG_PORT:-35432}"
 AMQP_PORT="${OUTBOX_AMQP_PORT:-35673}"
 TLS_DIR="${OUTBOX_TLS_DIR:-}"
@@ -36,10 +37,11 @@ PG_DIR="$DIR/pg"
 RMQ_DIR="$DIR/rabbitmq"
 RMQ_NODE="outbox${AMQP_PORT}@localhost"
 
+# From /: the server users may not enter the caller's folder (a clone under /root).
 as_user() { # as_user USER COMMAND...: run COMMAND as USER, keeping this script's environment
   local user="$1"; shift
   if [ "$(id -un)" = "$user" ]; then "$@"; else
-    su "$user" -s /bin/sh -c "$(printf '%q ' "$@")"; fi
+    su "$user" -s /bin/sh -c "cd / && $(printf '%q ' "$@")"; fi
 }
 
 # pg_bin, require_pg_bin: which PostgreSQL binaries (OUTBOX_PG_BIN, see pg-bin.sh).
