@@ -31,6 +31,14 @@ class Admin:
             cur.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
             if not drop_only:
                 cur.execute(f'CREATE DATABASE "{db}"')
+            elif spec.logins:
+                # The page's logins are the cluster's, not the database's: gone with it, they
+                # hold nothing and can go too (a privilege elsewhere would keep one: then say so).
+                for login in spec.logins:
+                    try:
+                        cur.execute(f'DROP ROLE IF EXISTS "{login}"')
+                    except psycopg2.Error as e:
+                        print(f"note: login {login} kept: {str(e).strip()}")
         conn.close()
         with pika.BlockingConnection(pika.URLParameters(self.amqp_uri)) as amqp:
             for q in spec.queues:
@@ -142,9 +150,11 @@ class Spec:
     migrate: bool = False  # migrated by the test (the page assumes a running deployment)
     exchanges: list = field(default_factory=list)
     queues: list = field(default_factory=list)
+    logins: list = field(default_factory=list)  # login roles the page creates, dropped after it
 
 
 SCENARIOS = {
-    "shop": Spec(check_shop, exchanges=["orders", "no-such-exchange"], queues=["billing", "shipping"]),
+    "shop": Spec(check_shop, exchanges=["orders", "no-such-exchange"], queues=["billing", "shipping"],
+                 logins=["shop"]),
     "runbook": Spec(check_runbook, migrate=True),
 }

@@ -43,6 +43,7 @@ import doc_checks  # noqa: E402  (the scenarios' assertions)
 import snippets  # noqa: E402
 
 SYSTEMD_TEST = "tests/systemd/systemd_unit_test.py"  # written alongside; may not exist yet
+SUPPLIED = ("DSN", "ADMIN_DSN", "AMQP_URI", "ROLES_SQL")  # what an env block may name (Scenario.supplied)
 
 
 class Failure(Exception):
@@ -75,6 +76,15 @@ def check_markers(source, blocks):
         elif m.kind == "run" and b.lang not in snippets.RUNNERS:
             errors.append(f"{b.where}: 'run' on a ```{b.lang} block: the test runs only "
                           f"{', '.join(sorted(snippets.RUNNERS))}")
+        elif m.kind == "env":
+            try:
+                unknown = [v for v, _ in snippets.exports(b.text, b.where) if v not in SUPPLIED and
+                           not v.endswith("_DSN")]
+            except ValueError as e:
+                unknown = [str(e)]
+            if unknown:
+                errors.append(f"{b.where}: the test cannot supply {', '.join(unknown)} (it knows {', '.join(SUPPLIED)} "
+                              "and *_DSN)")
         elif m.kind == "run" and m.background and b.lang == "sql":
             errors.append(f"{b.where}: sql cannot run in background")
     return errors
@@ -277,7 +287,7 @@ def main():
             try:
                 Scenario(name, its_blocks, args, pathlib.Path(tmp)).run()
                 print(f"scenario {name}: ok in {time.monotonic() - t0:.1f} s", flush=True)
-            except (Failure, doc_checks.CheckFailed, subprocess.CalledProcessError) as e:
+            except (Failure, ValueError, doc_checks.CheckFailed, subprocess.CalledProcessError) as e:
                 detail = e.stderr if isinstance(e, subprocess.CalledProcessError) else ""
                 failures.append(f"scenario {name}: {e}{detail or ''}")
                 print(f"scenario {name}: FAILED", flush=True)
