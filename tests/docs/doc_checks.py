@@ -91,11 +91,22 @@ def effects(ctx):
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
+def expect_output(ctx, text, lines):
+    got = [ln.strip() for ln in ctx.scenario.output_of(text).splitlines() if ln.strip()]
+    if got != lines:
+        raise CheckFailed(f"the block holding {text!r} printed {got}, the page says {lines}")
+
+
 def check_shop(ctx):
     """SQL-CONTRACT.md's shop: every order placed (psql, Python, Node) is published by the
     relay and billed once (Python consumer) and shipped once (Node consumer); the same
     messages delivered again change nothing; an event to a missing exchange stays
     pending with the broker's 404 as its last error, as the page says."""
+    # What the page says its statements print.
+    expect_output(ctx, "ON CONFLICT (order_id) DO NOTHING", ["INSERT 0 1", "INSERT 0 0"])
+    expect_output(ctx, "UPDATE orders SET status = 'paid'", ["UPDATE 1", "UPDATE 0"])
+    printed = {ctx.scenario.output_of("python3 place_order.py").strip(),
+               ctx.scenario.output_of("node producer.js").strip()}
     orders = ctx.wait_for("every order has an invoice and a shipment",
                           lambda: (e := effects(ctx)) and all(v == (1, 1) for v in e.values()) and e)
     if len(orders) < 3:
@@ -105,6 +116,8 @@ def check_shop(ctx):
     if len(rows) != len(orders) or not all(r[4] for r in rows):
         raise CheckFailed(f"{len(orders)} orders but outbox rows (message id, published): "
                           f"{[(r[0], r[4]) for r in rows]}")
+    if not printed <= {r[0] for r in rows}:
+        raise CheckFailed(f"the producers printed {sorted(printed)}, not message ids of outbox rows")
     # Every message again, with its own id: a redelivery, as the broker makes after a lost ack.
     with pika.BlockingConnection(pika.URLParameters(ctx.env["AMQP_URI"])) as amqp:
         ch = amqp.channel()

@@ -100,6 +100,7 @@ class Scenario:
         self.db = "docs_" + re.sub(r"[^a-z0-9]", "_", name)
         self.spec = doc_checks.SCENARIOS[name]
         self.background = []
+        self.outputs = {}  # block -> what it printed (the checks compare it with the page)
         self.state = self.dir / ".shell-state"
         self.state.write_text("")
         self.pg = urllib.parse.urlparse(to_url(os.environ["OUTBOX_PG_DSN"]))
@@ -191,7 +192,14 @@ class Scenario:
             if p.poll() is not None:
                 raise Failure(f"{b.where}: exited with {p.returncode} at once:\n{self.log_of(b)}")
         else:
-            self.command(cmd, env, b)
+            self.outputs[b] = self.command(cmd, env, b)
+
+    def output_of(self, text):
+        """What the one run block holding `text` printed."""
+        hits = [out for b, out in self.outputs.items() if text in b.text]
+        if len(hits) != 1:
+            raise Failure(f"{len(hits)} run blocks of scenario {self.name} hold {text!r}: expected one")
+        return hits[0]
 
     def command(self, cmd, env, b):
         try:

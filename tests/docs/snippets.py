@@ -30,7 +30,7 @@ class Marker:
     reason: str = ""  # not-run
 
 
-@dataclass
+@dataclass(eq=False)  # compared and hashed by identity: a key of Scenario.outputs
 class Block:
     page: str
     line: int  # the opening fence's line, 1-based
