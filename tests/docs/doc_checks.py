@@ -29,16 +29,12 @@ class Admin:
         conn.autocommit = True
         with conn.cursor() as cur:
             cur.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+            # The page's logins are the cluster's, not the database's: with it gone they hold
+            # nothing, and go too (before, so that a page's CREATE ROLE runs as on a new server).
+            for login in spec.logins:
+                cur.execute(f'DROP ROLE IF EXISTS "{login}"')
             if not drop_only:
                 cur.execute(f'CREATE DATABASE "{db}"')
-            elif spec.logins:
-                # The page's logins are the cluster's, not the database's: gone with it, they
-                # hold nothing and can go too (a privilege elsewhere would keep one: then say so).
-                for login in spec.logins:
-                    try:
-                        cur.execute(f'DROP ROLE IF EXISTS "{login}"')
-                    except psycopg2.Error as e:
-                        print(f"note: login {login} kept: {str(e).strip()}")
         conn.close()
         with pika.BlockingConnection(pika.URLParameters(self.amqp_uri)) as amqp:
             for q in spec.queues:
@@ -150,11 +146,30 @@ def check_shop(ctx):
         raise CheckFailed(f"a row to a missing exchange was marked published: {row}")
 
 
-def check_runbook(ctx):
-    """The runbook's queries ran (exit 0) against a migrated schema: they name real
-    columns and catalogs. Nothing more is promised of an idle database."""
-    if not ctx.query("SELECT 1 FROM outbox.outbox_migrations LIMIT 1"):
-        raise CheckFailed("the runbook's database was not migrated")
+def check_operations(ctx):
+    """OPERATIONS.md's roles: the logins it creates hold what its table says (the relay
+    UPDATE of its state columns only, DELETE with retention=true, no INSERT; the consumer
+    login its role), and the consumer names are mapped. The runbook's queries (OPERATIONS.md,
+    UPGRADING.md) ran against the migrated schema: they name real columns and catalogs."""
+    may = {}
+    for column in ("published_at", "parked_at", "attempts", "payload", "exchange", "message_id"):
+        may[column] = ctx.query("SELECT has_column_privilege('relay', 'outbox.outbox', %s, 'UPDATE')",
+                                (column,))[0][0]
+    want = {"published_at": True, "parked_at": True, "attempts": True, "payload": False, "exchange": False,
+            "message_id": False}
+    if may != want:
+        raise CheckFailed(f"login relay may UPDATE (column: may) {may}; OPERATIONS.md says {want}")
+    table = ctx.query("SELECT has_table_privilege('relay', 'outbox.outbox', 'DELETE'), "
+                      "has_table_privilege('relay', 'outbox.outbox', 'INSERT'), "
+                      "pg_has_role('billing_svc', 'outbox_consumer', 'MEMBER'), "
+                      "pg_has_role('relay', 'outbox_relay', 'MEMBER')")[0]
+    if table != (True, False, True, True):
+        raise CheckFailed(f"(relay DELETE, relay INSERT, billing_svc in outbox_consumer, relay in outbox_relay) = "
+                          f"{table}; the page's roles.sql runs (retention=true) and logins give (True, False, "
+                          "True, True)")
+    mapped = ctx.query("SELECT consumer, member_of::text FROM outbox.inbox_consumers ORDER BY consumer")
+    if mapped != [("billing", "billing_svc"), ("shipping", "shipping_svc")]:
+        raise CheckFailed(f"outbox.inbox_consumers holds {mapped}")
 
 
 @dataclass
@@ -169,5 +184,5 @@ class Spec:
 SCENARIOS = {
     "shop": Spec(check_shop, exchanges=["orders", "no-such-exchange"], queues=["billing", "shipping"],
                  logins=["shop"]),
-    "runbook": Spec(check_runbook, migrate=True),
+    "operations": Spec(check_operations, migrate=True, logins=["relay", "billing_svc"]),
 }
