@@ -7,7 +7,7 @@ Each fence has an HTML comment on the line just before it (tests/docs/snippets.p
   <!-- snippet: run SCENARIO [with VAR] [in background] -->  run it (sh: bash; sql: psql
         "$DSN", or "$VAR"; python: /usr/bin/python3; js: node) in SCENARIO, in page order
   <!-- snippet: file SCENARIO NAME -->    written as NAME into the scenario's folder
-        (a relay.yaml is also checked with `outbox-relay check-config`)
+        (a .yaml is a relay configuration: `outbox-relay check-config` must pass)
   <!-- snippet: env SCENARIO -->          `export VAR=...` lines: the test gives VAR the
         value for its own servers (the docs tell the user to set them)
   <!-- snippet: excerpt of PATH -->       verbatim lines of PATH (leading spaces aside)
@@ -16,10 +16,12 @@ Each fence has an HTML comment on the line just before it (tests/docs/snippets.p
         runnable here; REASON says which
 
 A scenario runs in a database of its own (docs_SCENARIO) on the test's servers, in a
-scratch folder, with only the environment its env blocks name, the built outbox-relay
-first on PATH and NODE_PATH at the npm packages tests/CMakeLists.txt installs. Blocks
-run in background are stopped at the scenario's end. Then the scenario's check (below)
-asserts what the page promises. Every failure names FILE:LINE.
+scratch folder, with the variables its env blocks name (and no OUTBOX_* or PG* of the
+test's own), the built outbox-relay first on PATH, then /usr/bin, and NODE_PATH at the
+npm packages tests/CMakeLists.txt installs. Its sh blocks share one shell's variables,
+as in one terminal. Blocks run in background are stopped at the scenario's end. Then
+the scenario's check (tests/docs/doc_checks.py) asserts what the page promises and
+what its blocks print. Every failure names FILE:LINE.
 
   doc_snippets_test.py --source DIR [--relay BIN --node-modules DIR] [--check-only]
 
@@ -30,7 +32,6 @@ import argparse
 import os
 import pathlib
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -169,7 +170,7 @@ class Scenario:
         if m.kind != "run":
             return
         print(f"  {b.where}: run ({b.lang}{', background' if m.background else ''})", flush=True)
-        script = self.dir / f".block-{b.line}{snippets.RUNNERS[b.lang]['suffix']}"
+        script = self.dir / f"{self.stem(b)}{snippets.RUNNERS[b.lang]['suffix']}"
         if b.lang in ("sh", "bash"):
             # One shell session across the page: variables a block sets reach the later ones.
             script.write_text(f'set -eo pipefail\nset -a\n. "{self.state}"\n{b.text}\n'
@@ -184,7 +185,7 @@ class Scenario:
             raise Failure(f"{b.where}: the sql block runs with ${m.var or 'DSN'}, which no env block of "
                           f"scenario {self.name} sets")
         if m.background:
-            log = open(self.dir / f".block-{b.line}.log", "w")
+            log = open(self.dir / f"{self.stem(b)}.log", "w")
             p = subprocess.Popen([str(c) for c in cmd], cwd=self.dir, env=env, stdout=log, stderr=subprocess.STDOUT,
                                  start_new_session=True)
             self.background.append((b, p, log))
@@ -212,8 +213,13 @@ class Scenario:
                           f"{self.background_logs()}")
         return p.stdout
 
+    @staticmethod
+    def stem(b):
+        """A block's files in the scenario folder: a scenario may span pages."""
+        return f".block-{pathlib.Path(b.page).stem}-{b.line}"
+
     def log_of(self, b):
-        path = self.dir / f".block-{b.line}.log"
+        path = self.dir / f"{self.stem(b)}.log"
         return path.read_text(errors="replace")[-3000:] if path.exists() else ""
 
     def background_logs(self):
