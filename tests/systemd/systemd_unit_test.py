@@ -16,7 +16,11 @@
      cleanly (SIGTERM, exit 0);
   5. a misspelled key, then a missing configuration file: each time the unit ends in
      `failed` and stays there (NRestarts=0 a few seconds later, longer than RestartSec),
-     and `journalctl -u outbox-relay` says why (the key's name; the file's path).
+     and the journal says why (the relay's message naming the key; systemd's
+     243/CREDENTIALS and "Failed to set up credentials"); the key fixed, `systemctl
+     restart` brings the unit back;
+  6. the package removed, the hand install block (the repository's unit, the built
+     relay in /usr/local/bin), the edit and the secrets block again: it publishes.
 
 Any failure exits 1 with the step and what was seen. Needs root, podman (runc) and
 mmdebstrap (deploy/local/install-deps.sh installs them), OUTBOX_PG_DSN and
@@ -418,7 +422,7 @@ def check_publishes(c, servers, pg_secret):
     expect(s["ActiveState"] == "inactive" and s["Result"] == "success", f"after systemctl stop: {s}")
 
 
-def check_fails_for_good(c, what, break_it, reason, systemd_reason=None):
+def check_fails_for_good(c, what, break_it, reason, systemd_reason=None, fix_it=None):
     step(f"a broken configuration ({what}): failed for good, the reason in the journal")
     cursor = c.cursor()
     c.sh(break_it)
@@ -440,6 +444,12 @@ def check_fails_for_good(c, what, break_it, reason, systemd_reason=None):
         expect(re.search(systemd_reason, logged), f"{what}: systemd's reason is not in the journal "
                                                   f"(no match for {systemd_reason!r})")
     print(f"    {s}")
+    if fix_it:
+        step(f"{what} fixed, then `systemctl restart outbox-relay` (as the docs say)")
+        c.sh(fix_it)
+        c.sh(f"systemctl restart {UNIT}")
+        wait_for("the unit active again", lambda: c.show()["ActiveState"] == "active", 20)
+        c.sh(f"systemctl stop {UNIT}", timeout=60)
     c.sh(f"systemctl reset-failed {UNIT}")
 
 
@@ -478,14 +488,15 @@ def main():
         check_publishes(container, servers, pg_secret)
         check_fails_for_good(container, "a misspelled key",
                              "sed -i 's/^  schema:/  shema:/' /etc/outbox-relay/relay.yaml",
-                             r"invalid configuration: \S+/relay\.yaml:\d+: postgres\.shema: unknown key")
+                             r"invalid configuration: \S+/relay\.yaml:\d+: postgres\.shema: unknown key",
+                             fix_it="sed -i 's/^  shema:/  schema:/' /etc/outbox-relay/relay.yaml")
         check_fails_for_good(container, "no relay.yaml", "rm /etc/outbox-relay/relay.yaml",
                              r"status=243/CREDENTIALS",
                              r"Failed to set up credentials: No such file or directory")
         install_by_hand(container, blocks, servers, work, pg_secret)
         check_publishes(container, servers, pg_secret)
     except (Failure, psycopg2.Error, pika.exceptions.AMQPError) as e:
-        print(f"FAIL: {type(e).__name__ if not isinstance(e, Failure) else ''} {e}", file=sys.stderr)
+        print(f"FAIL: {'' if isinstance(e, Failure) else type(e).__name__ + ': '}{e}", file=sys.stderr)
         if container:
             print(container.sh(f"systemctl status {UNIT} --no-pager; journalctl -u {UNIT} --no-pager | tail -30",
                                check=False).stdout, file=sys.stderr)
