@@ -2,8 +2,9 @@
 # Installs the Debian packages outbox-relay needs to build, test and run its demo
 # (with --demo, only those of the demo: the relay, the examples and the servers,
 # no test or benchmark tools; with --image, also those of the container image test
-# and of the Debian 13 leg, deploy/local/trixie-leg.sh). Debian 12 (bookworm) and 13 (trixie); the release is
-# read from /etc/os-release (OUTBOX_OS_RELEASE names another file, for a check).
+# and of the Debian 13 leg, deploy/local/trixie-leg.sh; podman, runc and mmdebstrap
+# are in the default list: the systemd unit's test needs them). Debian 12 (bookworm)
+# and 13 (trixie); the release is read from /etc/os-release (OUTBOX_OS_RELEASE names another file, for a check).
 # Idempotent: packages already installed are skipped, and apt is not touched at all
 # when nothing is missing.
 #   deploy/local/install-deps.sh [--demo | --image] [--list]   # --list: print the names, install nothing
@@ -54,6 +55,10 @@ PACKAGES=(
   # the C++ format check (tools/check-format.sh, ctest format_test): .clang-format is
   # written for Debian 12's clang-format 14
   clang-format
+  # the systemd unit's test (issue 38, ctest systemd_unit_rmqtest, in the default test
+  # command): it boots systemd in a podman container (runc) made with mmdebstrap from
+  # Debian's packages, and installs the relay's .deb there
+  podman runc mmdebstrap
 )
 # The Node producer of the same test needs node and npm (the test installs the `pg`
 # package from npm into the build tree). Debian's own only when neither is there, so a
@@ -63,12 +68,13 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 # --image: also what the container image test needs (deploy/docker/check-image.py, ctest
 # label image, not part of the default test command) and the Debian 13 leg of .ci/run
-# (deploy/local/trixie-leg.sh): podman and base images from packages.
+# (deploy/local/trixie-leg.sh): podman's networking and compose (podman itself, runc and
+# mmdebstrap are in the default list above).
 if [ "$IMAGE" = 1 ]; then
   # Recommends of podman that --no-install-recommends leaves out: slirp4netns (the
   # image check's containers reach the host's loopback) and the DNS of compose
   # networks (services find each other by name).
-  PACKAGES+=(podman runc slirp4netns "${CONTAINER_DNS[@]}" mmdebstrap podman-compose)
+  PACKAGES+=(slirp4netns "${CONTAINER_DNS[@]}" podman-compose)
 fi
 [ "$DEMO" = 1 ] && PACKAGES=("${DEMO_PACKAGES[@]}")
 if [ "$LIST" = 1 ]; then echo "${PACKAGES[*]}"; exit 0; fi
