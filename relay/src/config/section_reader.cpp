@@ -112,8 +112,9 @@ void SectionReader::conninfo(const std::string& key, std::string& out) {
   if (!v) return absent(key);
   if (!v.IsScalar()) fail(v, key_path(key), "expected a string, got a " + kind(v));
   try {
-    out = outbox::expand_conninfo_template(
-        v.Scalar(), [&](const std::string& name) { return reference_value(v, key_path(key), name); });
+    out = outbox::expand_conninfo_template(v.Scalar(), [&](const std::string& name) {
+      return reference_value(v, key_path(key), name);
+    });
   } catch (const std::invalid_argument& e) {
     fail(v, key_path(key), e.what());
   }
