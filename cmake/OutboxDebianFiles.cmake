@@ -17,6 +17,7 @@
 set(OUTBOX_MAINTAINER "outbox-relay maintainers <outbox-relay@example.com>")  # packages, changelog, copyright
 set(OUTBOX_DEBIAN_REVISION 1)  # the -1 of 0.1.0-1 (CPACK_DEBIAN_PACKAGE_RELEASE)
 set(OUTBOX_DEB_DIR ${PROJECT_BINARY_DIR}/debian)
+set(OUTBOX_MAN_DIR ${OUTBOX_DEB_DIR}/man)  # a MANPATH folder (deploy_files_test: the unit's man: page)
 set(OUTBOX_RELAY_DOCS ARCHITECTURE CONFIGURATION ENCRYPTION OPERATIONS SECURITY SQL-CONTRACT UPGRADING)
 set(OUTBOX_DEV_DOCS CONSUMER EMBEDDING SQL-CONTRACT)
 
@@ -108,7 +109,7 @@ endif()
 set(outbox_man_pages "")
 if(OUTBOX_HELP2MAN)
   function(outbox_man_page target summary commands extra)
-    set(out ${OUTBOX_DEB_DIR}/man/${target}.1.gz)
+    set(out ${OUTBOX_MAN_DIR}/man1/${target}.1.gz)
     add_custom_command(OUTPUT ${out}
       COMMAND ${CMAKE_COMMAND} -E env SOURCE_DATE_EPOCH=${OUTBOX_SOURCE_DATE_EPOCH}
               ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:${target}> -DNAME=${target} -DSUMMARY=${summary}
@@ -119,7 +120,7 @@ if(OUTBOX_HELP2MAN)
       COMMENT "help2man ${target} -> ${target}.1.gz" VERBATIM)
     set(outbox_man_pages ${outbox_man_pages} ${out} PARENT_SCOPE)
   endfunction()
-  file(MAKE_DIRECTORY ${OUTBOX_DEB_DIR}/man)
+  file(MAKE_DIRECTORY ${OUTBOX_MAN_DIR}/man1)
   outbox_man_page(outbox-relay "publish committed outbox rows to RabbitMQ"
                   "run,migrate,check-config,status,replay,cleanup,dead" ${PROJECT_SOURCE_DIR}/packaging/outbox-relay.h2m)
   outbox_man_page(outbox-keys "field-encryption master keys: check, rotate (rewrap), erase"
