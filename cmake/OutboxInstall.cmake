@@ -1,9 +1,13 @@
 # cmake --install BUILD --prefix P: what goes where (GNUInstallDirs), by component.
 #   relay: bin/outbox-relay, bin/outbox-keys, the systemd unit, share/outbox-relay/{migrations,events,
-#          roles.sql}, share/doc/outbox-relay/examples/*.yaml (and, with
-#          OUTBOX_BUILD_SHARED, the versioned shared libraries the binary needs)
+#          roles.sql}, share/doc/outbox-relay/examples/*.yaml, the operator's documents,
+#          share/man/man1/outbox-{relay,keys}.1.gz (and, with OUTBOX_BUILD_SHARED, the
+#          versioned shared libraries the binary needs)
 #   dev:   include/outbox/..., the libraries, lib/cmake/OutboxRelay/ (the CMake
-#          package: find_package(OutboxRelay 0.1)), lib/pkgconfig/outbox-*.pc
+#          package: find_package(OutboxRelay 0.1)), lib/pkgconfig/outbox-*.pc, the
+#          SDK's documents
+#   both:  share/doc/PACKAGE/{copyright,changelog.Debian.gz,changelog.gz}
+#          (cmake/OutboxDebianFiles.cmake)
 # The two components are the two Debian packages (cmake/OutboxPackaging.cmake).
 include(CMakePackageConfigHelpers)
 
@@ -13,14 +17,25 @@ set(OUTBOX_DOC_DIR ${CMAKE_INSTALL_DATAROOTDIR}/doc/outbox-relay)
 
 # --- the relay and its files ---
 install(TARGETS outbox-relay outbox-keys RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT relay)
+# A stripping install (cmake --install --strip, and cpack: CPACK_STRIP_FILES) also drops
+# the .comment section (compiler versions), as Debian's dh_strip does (lintian:
+# binary-has-unneeded-section).
+install(CODE "
+  if(CMAKE_INSTALL_DO_STRIP)
+    foreach(program outbox-relay outbox-keys)
+      execute_process(COMMAND \"${CMAKE_OBJCOPY}\" --remove-section=.comment
+                              \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/\${program}\"
+                      COMMAND_ERROR_IS_FATAL ANY)
+    endforeach()
+  endif()
+  " COMPONENT relay)
 install(DIRECTORY schema/migrations schema/events DESTINATION ${OUTBOX_DATA_DIR} COMPONENT relay)
 install(FILES schema/roles.sql DESTINATION ${OUTBOX_DATA_DIR} COMPONENT relay)
 install(FILES deploy/systemd/relay.yaml DESTINATION ${OUTBOX_DOC_DIR}/examples COMPONENT relay)
 install(FILES deploy/local/relay.yaml DESTINATION ${OUTBOX_DOC_DIR}/examples RENAME relay-local.yaml
         COMPONENT relay)
-if(EXISTS ${PROJECT_SOURCE_DIR}/LICENSE)
-  install(FILES LICENSE DESTINATION ${OUTBOX_DOC_DIR} RENAME copyright COMPONENT relay)
-endif()
+# copyright, changelogs, documents and man pages of both packages:
+include(${CMAKE_CURRENT_LIST_DIR}/OutboxDebianFiles.cmake)
 # The unit runs the relay from where this install put it: deploy/systemd names
 # /usr/local/bin (a hand install); the install prefix is only known at install time
 # (cpack installs with the prefix /usr).
@@ -40,6 +55,20 @@ install(TARGETS ${outbox_sdk_targets} EXPORT OutboxRelayTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT relay NAMELINK_COMPONENT dev
   FILE_SET HEADERS DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
+# A stripping install takes the debug information out of the static archives, as
+# dh_strip does (lintian: unstripped-static-library); their symbols stay for linking.
+if(NOT OUTBOX_BUILD_SHARED)
+  foreach(target IN LISTS outbox_sdk_targets)
+    install(CODE "
+      if(CMAKE_INSTALL_DO_STRIP)
+        execute_process(COMMAND \"${CMAKE_STRIP}\" --strip-debug --remove-section=.comment --remove-section=.note
+                                --enable-deterministic-archives
+                                \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/$<TARGET_FILE_NAME:${target}>\"
+                        COMMAND_ERROR_IS_FATAL ANY)
+      endif()
+      " COMPONENT dev)
+  endforeach()
+endif()
 install(EXPORT OutboxRelayTargets NAMESPACE outbox:: FILE OutboxRelayTargets.cmake
         DESTINATION ${OUTBOX_CMAKE_DIR} COMPONENT dev)
 configure_package_config_file(cmake/OutboxRelayConfig.cmake.in

@@ -11,7 +11,7 @@
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME outbox-relay)
 set(CPACK_PACKAGE_VENDOR "outbox-relay")
-set(CPACK_PACKAGE_CONTACT "outbox-relay maintainers <outbox-relay@example.com>")
+set(CPACK_PACKAGE_CONTACT "${OUTBOX_MAINTAINER}")  # cmake/OutboxDebianFiles.cmake
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 # Each package's synopsis is the first line of its CPACK_DEBIAN_<COMPONENT>_DESCRIPTION:
 # CPackDeb prepends the project-wide summary unless it is left at CPack's own default.
@@ -22,21 +22,26 @@ set(CPACK_COMPONENTS_ALL relay dev)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # NAME_VERSION-RELEASE_ARCH.deb
-set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
-set(CPACK_DEBIAN_PACKAGE_HOMEPAGE ${PROJECT_HOMEPAGE_URL})
+set(CPACK_DEBIAN_PACKAGE_RELEASE ${OUTBOX_DEBIAN_REVISION})  # packaging/changelog's
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_COMPRESSION_TYPE gzip)  # quick to build; the archives are small
 
 set(CPACK_DEBIAN_RELAY_PACKAGE_NAME outbox-relay)
 set(CPACK_DEBIAN_RELAY_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_RELAY_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_RELAY_DESCRIPTION "Transactional outbox relay for PostgreSQL and RabbitMQ
-outbox-relay claims committed outbox rows with SELECT ... FOR UPDATE SKIP LOCKED,
-publishes them to RabbitMQ with publisher confirms and marks a row published only
-after the broker acked it: at-least-once delivery, never an event of a rolled-back
-transaction. Includes the systemd unit (not enabled), the schema migrations (also
-built into the binary: outbox-relay migrate), least-privilege roles, event schemas
-and example configurations under /usr/share/doc/outbox-relay/examples.")
+# Descriptions: a synopsis (no article, no final full stop) and lines of at most 79
+# characters (lintian: extended-description-line-too-long); package_rmqtest checks both.
+set(CPACK_DEBIAN_RELAY_DESCRIPTION "transactional outbox relay from PostgreSQL to RabbitMQ
+outbox-relay claims committed rows of an outbox table (SELECT ... FOR UPDATE
+SKIP LOCKED), publishes them to RabbitMQ with publisher confirms and marks a
+row published only after the broker acked it: at-least-once delivery, never
+an event of a rolled-back transaction. outbox-keys rotates the master keys of
+field encryption.
+.
+This package holds both programs and their man pages, the systemd unit (not
+enabled), the schema migrations (also built into the binary: outbox-relay
+migrate), least-privilege roles, event schemas, the operator's documents and
+example configurations under /usr/share/doc/outbox-relay.")
 
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME liboutbox-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
@@ -54,7 +59,7 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # shared libraries its binary loads, libpqxx-6.4 or libpqxx-7.10 and so on.)
 set(OUTBOX_DEV_DEPENDS
   libpqxx-dev=minor librabbitmq-dev=any libssl-dev=any libyaml-cpp-dev=minor nlohmann-json3-dev=-
-  libfmt-dev=major libspdlog-dev=minor libboost-system-dev=- pkg-config=-)
+  libfmt-dev=major libspdlog-dev=minor libboost-system-dev=- pkgconf=-)
 find_program(OUTBOX_DPKG_QUERY dpkg-query)
 mark_as_advanced(OUTBOX_DPKG_QUERY)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "")
@@ -95,17 +100,25 @@ foreach(entry IN LISTS OUTBOX_DEV_DEPENDS)
   endif()
   string(APPEND CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "${depends}")
 endforeach()
+# The headers are C++20 (include/outbox/cxx20.h stops an older mode with #error): GCC 12
+# (Debian 12's g++) is the oldest compiler the SDK is built and tested with; any other
+# C++ compiler (c++-compiler) must be run in C++20 mode.
+set(OUTBOX_DEV_RECOMMENDS "cmake, g++ (>= 4:12) | c++-compiler")
+set(OUTBOX_DEBIAN_VERSION "${PROJECT_VERSION}-${OUTBOX_DEBIAN_REVISION}")
 if(OUTBOX_BUILD_SHARED)  # the versioned shared libraries ship with the relay package
-  string(APPEND CPACK_DEBIAN_DEV_PACKAGE_DEPENDS ", outbox-relay (= ${PROJECT_VERSION}-1)")
-  set(CPACK_DEBIAN_DEV_PACKAGE_RECOMMENDS "cmake")
+  string(APPEND CPACK_DEBIAN_DEV_PACKAGE_DEPENDS ", outbox-relay (= ${OUTBOX_DEBIAN_VERSION})")
+  set(CPACK_DEBIAN_DEV_PACKAGE_RECOMMENDS "${OUTBOX_DEV_RECOMMENDS}")
 else()
-  set(CPACK_DEBIAN_DEV_PACKAGE_RECOMMENDS "cmake, outbox-relay (= ${PROJECT_VERSION}-1)")
+  set(CPACK_DEBIAN_DEV_PACKAGE_RECOMMENDS "${OUTBOX_DEV_RECOMMENDS}, outbox-relay (= ${OUTBOX_DEBIAN_VERSION})")
 endif()
-set(CPACK_DEBIAN_DEV_DESCRIPTION "C++ SDK of outbox-relay (producer and consumer)
+set(CPACK_DEBIAN_DEV_DESCRIPTION "C++20 SDK of outbox-relay (producer and consumer)
 Headers, static libraries, the CMake package and pkg-config files of the
-outbox-relay SDK: outbox::OutboxWriter enqueues events in the application's own
-libpqxx transaction; the consumer SDK deduplicates with an inbox and runs an AMQP
-consumer with one transaction per message. find_package(OutboxRelay 0.1) and
-target_link_libraries(app PRIVATE outbox::producer), or pkg-config outbox-producer.")
+outbox-relay SDK: outbox::OutboxWriter enqueues events in the application's
+own libpqxx transaction; the consumer SDK deduplicates with an inbox and runs
+an AMQP consumer with one transaction per message.
+.
+Use it with find_package(OutboxRelay 0.1) and target_link_libraries(app
+PRIVATE outbox::producer), or with pkg-config outbox-producer. The headers
+need a C++20 compiler (-std=c++20); they say so in older modes.")
 
 include(CPack)

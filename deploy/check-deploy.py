@@ -240,7 +240,7 @@ def check_compose(relay, tmp):
     check(grace >= confirm_timeout_s(image_cfg) + 10, f"compose relay: stop_grace_period {grace}s covers the drain")
 
 
-def check_systemd(relay, tmp):
+def check_systemd(relay, tmp, man_dir):
     unit = os.path.join(DEPLOY, "systemd", "outbox-relay.service")
     relay_check_config(relay, open(os.path.join(DEPLOY, "systemd", "relay.yaml")).read(), "systemd/relay.yaml", tmp)
     if not shutil.which("systemd-analyze"):
@@ -248,7 +248,9 @@ def check_systemd(relay, tmp):
         return
     copy = os.path.join(tmp, "outbox-relay.service")
     open(copy, "w").write(open(unit).read().replace("/usr/local/bin/outbox-relay", os.path.abspath(relay)))
-    r = subprocess.run(["systemd-analyze", "verify", copy], capture_output=True, text=True)
+    # verify runs man(1) for each Documentation=man:... page: the build's own pages
+    env = dict(os.environ, MANPATH=os.path.abspath(man_dir)) if man_dir else None
+    r = subprocess.run(["systemd-analyze", "verify", copy], capture_output=True, text=True, env=env)
     check(r.returncode == 0 and not r.stderr.strip(), f"systemd-analyze verify: {r.stderr.strip() or 'clean'}")
     r = subprocess.run(["systemd-analyze", "security", "--offline=yes", copy], capture_output=True, text=True)
     m = re.search(r"Overall exposure level for \S+: ([0-9.]+)", r.stdout)
@@ -298,6 +300,8 @@ def check_docker(image_build):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--relay", required=True, help="the outbox-relay binary")
+    parser.add_argument("--man-dir", help="a man page folder (MANPATH) holding man1/outbox-relay.1.gz: "
+                        "systemd-analyze verify looks up the unit's Documentation=man:outbox-relay(1)")
     parser.add_argument("--image-build", action="store_true", help="also run the image's build steps (slow)")
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="outbox-check-deploy-")
@@ -305,7 +309,7 @@ def main():
         check_yaml_parses()
         check_kubernetes(args.relay, tmp)
         check_compose(args.relay, tmp)
-        check_systemd(args.relay, tmp)
+        check_systemd(args.relay, tmp, args.man_dir)
         check_docker(args.image_build)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -40,6 +40,9 @@ esac
 # The demo's: the compiler, the libraries of the relay and the examples, the servers.
 DEMO_PACKAGES=(
   build-essential cmake ninja-build pkg-config
+  # the man pages of outbox-relay and outbox-keys, made from their --help at build time
+  # (without it the build warns and the Debian package has none)
+  help2man
   libpqxx-dev librabbitmq-dev libboost-dev libboost-system-dev
   libyaml-cpp-dev libssl-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libcli11-dev
@@ -52,6 +55,8 @@ PACKAGES=(
   openssl python3-prometheus-client python3-yaml python3-matplotlib systemd
   # the SQL contract from other languages and the package test (issue 14): Python
   python3-psycopg2 python3-pika
+  # the Debian packages' check (package_rmqtest): lintian --pedantic on both packages
+  lintian
   # the C++ format check (tools/check-format.sh, ctest format_test): .clang-format is
   # written for Debian 12's clang-format 14
   clang-format

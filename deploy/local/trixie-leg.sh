@@ -18,8 +18,8 @@
 # The image, localhost/outbox-trixie:build, is made once from Debian packages with
 # mmdebstrap (no registry needed, and no apt run inside) and kept in podman's store;
 # the tar it is imported from is kept too (OUTBOX_TRIXIE_TAR), so a removed image is
-# imported again without a download. OUTBOX_TRIXIE_REBUILD_IMAGE=1 makes both again
-# (after a change of IMAGE_PACKAGES below).
+# imported again without a download. A change of IMAGE_PACKAGES below makes both again
+# (the image is labelled with a hash of the list); OUTBOX_TRIXIE_REBUILD_IMAGE=1 forces it.
 #
 # Settings (environment):
 #   OUTBOX_TRIXIE_IMAGE       default localhost/outbox-trixie:build
@@ -62,10 +62,12 @@ IMAGE_PACKAGES=(
   postgresql rabbitmq-server
   python3 python3-psycopg2 python3-pika python3-yaml python3-prometheus-client
   procps iproute2 openssl dpkg-dev file nodejs npm
+  help2man lintian
 )
 # What the tests need from the image (checked before the build: an image made from an
 # older package list says what is missing instead of failing half-way through).
 IMAGE_COMMANDS=(cmake ninja c++ pkg-config psql node npm python3 dpkg-deb dpkg-shlibdeps openssl ss su
+                help2man lintian man readelf
                 /usr/lib/rabbitmq/bin/rabbitmq-server /usr/lib/rabbitmq/bin/rabbitmqctl)
 IMAGE_PYTHON_MODULES="psycopg2, pika, yaml, prometheus_client"
 # The libraries and servers the leg reports it built and ran with.
@@ -107,12 +109,22 @@ make_tar() {
   mv "$TAR.partial" "$TAR"
 }
 
+# The image carries the hash of the package list it was made from (label
+# outbox.packages): after a change of IMAGE_PACKAGES, the next run makes it again by
+# itself (an image from before the label counts as another list).
+packages_hash() { printf '%s\n' "${IMAGE_PACKAGES[@]}" | sha256sum | cut -c1-16; }
+
 import_tar() {
   echo "podman import $TAR $IMAGE"
-  podman import --quiet "$TAR" "$IMAGE" >/dev/null
+  podman import --quiet --change "LABEL outbox.packages=$(packages_hash)" "$TAR" "$IMAGE" >/dev/null
 }
 
 ensure_image() {
+  if podman image exists "$IMAGE" &&
+     [ "$(podman image inspect -f '{{index .Labels "outbox.packages"}}' "$IMAGE")" != "$(packages_hash)" ]; then
+    echo "image $IMAGE: made from another package list than IMAGE_PACKAGES; making it again"
+    OUTBOX_TRIXIE_REBUILD_IMAGE=1
+  fi
   if [ "${OUTBOX_TRIXIE_REBUILD_IMAGE:-0}" = 1 ]; then
     if podman image exists "$IMAGE"; then podman rmi "$IMAGE" >/dev/null; fi
     rm -f "$TAR"

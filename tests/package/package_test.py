@@ -5,6 +5,8 @@
   2. dpkg-deb -I/-c: package names, Depends, and the files each carries (every public
      header and no private one);
   3. dpkg-deb -x unpacks both into a scratch root (the system is not touched);
+     debian_checks.py: lintian --pedantic, copyright and changelogs, man pages, the
+     documents cited, hardening of the binaries, the headers' C++20 guard;
   4. examples/embedding (outside the tree's build) is configured with
      find_package(OutboxRelay 0.1) against the scratch root, and built; its producer
      is built again with pkg-config (outbox-producer.pc) and its consumer with
@@ -15,7 +17,8 @@
      exits when idle, and the consumer ships exactly the committed orders, once.
 
 Any failure exits 1 with the step and the command's output. Needs OUTBOX_PG_DSN and
-OUTBOX_AMQP_URI, dpkg-deb, pkg-config, a C++ compiler, python3-psycopg2 and python3-pika.
+OUTBOX_AMQP_URI, dpkg-deb, pkg-config, a C++ compiler, lintian, man (man-db), readelf
+(binutils), python3-psycopg2 and python3-pika.
 Everything it creates (schemas, exchange, queues, the scratch folder) is removed.
 """
 
@@ -31,6 +34,9 @@ import uuid
 
 import pika
 import psycopg2
+
+import debian_checks
+from pkg_common import Failure, expect, run, step
 
 PUBLIC_HEADER_TREES = ["common/include", "crypto/include", "amqp/include", "producer_sdk/include",
                        "consumer_sdk/include"]
@@ -53,34 +59,7 @@ def debian_release():
 
 RELAY_DEPENDS = RELAY_DEPENDS_BY_RELEASE.get(debian_release(), RELAY_DEPENDS_BY_RELEASE["12"])
 DEV_DEPENDS = ["libpqxx-dev", "librabbitmq-dev", "libssl-dev", "libyaml-cpp-dev", "nlohmann-json3-dev",
-               "libfmt-dev", "libspdlog-dev", "libboost-system-dev", "pkg-config"]
-
-
-class Failure(Exception):
-    pass
-
-
-def step(text):
-    print(f"==> {text}", flush=True)
-
-
-def run(cmd, timeout=120, env=None, cwd=None):
-    """Runs cmd; returns its stdout. Raises Failure with the output when it fails."""
-    t0 = time.monotonic()
-    try:
-        p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout,
-                           env=env, cwd=cwd)
-    except subprocess.TimeoutExpired as e:
-        raise Failure(f"timed out after {timeout} s: {' '.join(map(str, cmd))}\n{e.stdout or ''}{e.stderr or ''}")
-    print(f"    {' '.join(map(str, cmd))[:160]}  [{time.monotonic() - t0:.1f} s]", flush=True)
-    if p.returncode != 0:
-        raise Failure(f"exit {p.returncode}: {' '.join(map(str, cmd))}\n{p.stdout}{p.stderr}")
-    return p.stdout
-
-
-def expect(condition, text):
-    if not condition:
-        raise Failure(text)
+               "libfmt-dev", "libspdlog-dev", "libboost-system-dev", "pkgconf"]
 
 
 def depends_names(field):
@@ -285,6 +264,7 @@ def main():
         check_contents(debs, args.source)
         root = tmp / "root"
         unpack(debs, root)
+        debian_checks.check_all(debs, root, tmp, args.version, debian_release())
         cmake_apps = build_with_cmake(args, root, tmp)
         pc_apps = build_with_pkg_config(args, root, tmp)
         run_end_to_end(root, tmp, cmake_apps, pc_apps, servers)

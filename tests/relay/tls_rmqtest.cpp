@@ -36,7 +36,9 @@ using testenv::contains;
 
 std::string run_output(const std::string& cmd) {
   auto out = testenv::write_temp_file("", ".out");
-  std::system((cmd + " >" + out + " 2>&1").c_str());
+  // The caller judges the output; the exit status is not needed (and must be read:
+  // _FORTIFY_SOURCE marks system() warn_unused_result).
+  [[maybe_unused]] const int status = std::system((cmd + " >" + out + " 2>&1").c_str());
   std::ifstream in(out);
   std::stringstream s;
   s << in.rdbuf();
@@ -73,8 +75,10 @@ class TlsServers {
     setenv("OUTBOX_AMQP_URI", ("amqp://guest:guest@127.0.0.1:" + std::to_string(amqp_port_) + "/%2f").c_str(), 1);
   }
   ~TlsServers() {
-    std::system(("env " + env_ + OUTBOX_SERVERS_SH " stop >/dev/null 2>&1").c_str());
-    std::system(("rm -rf " + dir_).c_str());
+    // Best effort in a destructor: a failure leaves servers or files of this test behind.
+    [[maybe_unused]] const int stopped =
+        std::system(("env " + env_ + OUTBOX_SERVERS_SH " stop >/dev/null 2>&1").c_str());
+    [[maybe_unused]] const int removed = std::system(("rm -rf " + dir_).c_str());
   }
   std::string ca(const std::string& name = "ca.crt") const { return dir_ + "/tls/" + name; }
   int pg_port() const { return pg_port_; }

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // AMQP wire limits shared by the producer SDK (which refuses what cannot be sent)
 // and the relay (which checks every row again before it publishes it).
 

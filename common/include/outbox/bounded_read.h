@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // Reading a file the tools are given, the one way every file is read: the relay's
 // configuration and its ${file:PATH} secrets, keyring files, event schemas.
 

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // Durations as operators write them: "90s", "30m", "12h", "7d".
 
 #include <chrono>

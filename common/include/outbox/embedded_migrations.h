@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // The schema migrations compiled into the library (from schema/migrations/).
 
 #include <string_view>

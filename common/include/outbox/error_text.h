@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // How the SDKs put caller-supplied text into an error message. Callers log what()
 // as it is; a value with CR/LF or other control bytes must not split or forge a log
 // line, and a huge value must not flood it.

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // Header rules: the AMQP header names and sizes an outbox row may carry. The SDK
 // refuses a message that breaks them (validate_message); migration 0007 holds the
 // same rules as CHECK constraints on the outbox table, for rows written around the

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // The JSON log format shared by the relay and the consumer SDK: one object per
 // line with time, level, pid and a readable msg, then the LogFields in scope.
 

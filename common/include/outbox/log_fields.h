@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // LogFields: named fields (message_id, row_id, reason, attempt, consumer...) for
 // the log lines a thread writes while they are in scope, so a log pipeline can
 // filter on them; the JSON log format (json_log.h) writes them beside "msg".

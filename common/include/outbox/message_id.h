@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // MessageId: a UUID, generated once per message at enqueue (UUIDv7, time ordered).
 
 #include <array>

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // Metrics: counters, gauges and histograms with labels, rendered in the Prometheus
 // text exposition format 0.0.4 (what /metrics serves).
 

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // MigrationSteps: a migration file split into what runs inside its transaction and
 // the index builds that must run outside one (CREATE INDEX CONCURRENTLY).
 

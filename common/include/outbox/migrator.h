@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // Migrator: applies the embedded schema migrations to one PostgreSQL schema.
 
 #include <string>

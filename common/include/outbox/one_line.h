@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // one_line: makes any text (errors, broker replies, handler messages) safe for a
 // single log line or last_error. The relay and the consumer SDK share it.
 

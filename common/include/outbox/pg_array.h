@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // Encoders for PostgreSQL array literals, so a batch travels as one parameter per
 // column (`unnest($1::text[], ...)`) instead of one statement per row.
 

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // open_pg_connection: opens a PostgreSQL connection from a user's connection
 // string without letting its password out. The relay and the consumer SDK share it.
 

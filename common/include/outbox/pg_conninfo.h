@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // PgConnInfo: a PostgreSQL connection string (keyword form or URI) exactly as libpq
 // parses it, and the keyword string handed to libpq (the relay and the consumer SDK).
 

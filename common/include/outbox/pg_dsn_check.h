@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // pg_dsn_syntax_error: whether a PostgreSQL connection string is one libpq can use,
 // checked before connecting, so a malformed one is a configuration error (the
 // relay's postgres.dsn, the consumer SDK's pg_dsn) rather than a retry forever.

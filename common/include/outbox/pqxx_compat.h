@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // What differs between libpqxx 6.4 (Debian 12) and 7.x (Debian 13), in one place,
 // so the rest of the code names one thing whichever it is built against.
 

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // rabbitmq-c's headers under either layout: rabbitmq-c/ since 0.12 (Debian 13 ships
 // 0.15, where the old top-level names still exist but warn), top level in 0.11
 // (Debian 12). Include this instead of <amqp.h> and its siblings.

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // SecretScrubber: removes every trace of known secrets from text meant for output.
 
 #include <string>

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // Strong types for the names that travel with a message, so an exchange can
 // never be passed where a routing key is expected.
 

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // ConsumerRunner: consumes an AMQP queue and runs a handler once per message,
 // in one PostgreSQL transaction with the inbox; acks after the commit.
 

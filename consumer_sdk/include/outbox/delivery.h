@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // Delivery: one AMQP message as a consumer handler sees it.
 
 #include <chrono>

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // EnvironmentError: a failure that belongs to the environment, not to the message.
 
 #include <stdexcept>

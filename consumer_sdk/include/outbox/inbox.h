@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // Inbox: records (message id, consumer) in the caller's transaction, before the effect.
 
 #include <string>

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // InboxRetention: how long inbox rows are kept, and the batched cleanup.
 
 #include <chrono>

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // NaturalKeyInsert: inserts a business row only if its business key is new.
 
 #include <pqxx/transaction_base>

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // PayloadDecryptor: restores a delivered payload's encrypted fields for a consumer
 // that holds the keyring (see docs/ENCRYPTION.md).
 

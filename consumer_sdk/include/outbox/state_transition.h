@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // StateTransition: moves a row to a new state only from the expected state(s).
 
 #include <pqxx/transaction_base>

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // Error types of field encryption. Messages name the JSON path, the key id and the
 // reason; they never contain a field's value (plain or decrypted) or key bytes.
 

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // EventSchema: the shape of one event type's JSON payload and which of its fields
 // hold personal data, from a YAML file in schema/events/.
 

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // FieldDecryptor: restores the sensitive fields of a payload from their envelopes.
 
 #include <functional>

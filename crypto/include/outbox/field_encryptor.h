@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // FieldEncryptor: replaces the sensitive fields of a payload by FieldEnvelopes.
 
 #include <memory>

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // FieldEnvelope: one sensitive value, sealed with AES-256-GCM, as it appears in
 // the payload in place of the value.
 

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // Keyring: the master keys that encrypt sensitive fields, by key id.
 
 #include <map>

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // SchemaRegistry: the event schemas a producer or consumer knows, by event type.
 
 #include <map>

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // SecretKey: 32 bytes of AES-256 / HMAC-SHA-256 key material.
 
 #include <array>

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // SubjectKeyStore: per-subject data keys for crypto-shredding, stored wrapped in
 // SCHEMA.outbox_subject_keys (migration 0003).
 

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // OutboxWriter: writes outbox rows inside the caller's own transaction.
 
 #include <memory>

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // W3C Trace Context (https://www.w3.org/TR/trace-context/): the traceparent and
 // tracestate values a message carries so consumers continue the producer's trace.
 

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "admin/admin_args.h"
+#include "config/doc_paths.h"
 #include "config/preflight.h"
 #include "outbox/one_line.h"
 #include "outbox/pqxx_compat.h"
@@ -117,7 +118,8 @@ void print_table(const std::string& schema, const TypeStatus& total, const std::
   std::printf("  published, last minute %12lld\n", static_cast<long long>(total.published_last_minute));
   if (!rule_breaks.empty()) {
     // Rule names come from the migration, never from a row: nothing to escape.
-    std::printf("\nrows still to publish that break a row rule (kept from before the rule; docs/UPGRADING.md)\n");
+    std::printf("\nrows still to publish that break a row rule (kept from before the rule; UPGRADING.md %s)\n",
+                kDocsWhere);
     for (const auto& [rule, count] : rule_breaks)
       std::printf("  %-34s %10lld\n", rule.c_str(), static_cast<long long>(count));
   }

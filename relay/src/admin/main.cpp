@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "admin/commands.h"
+#include "config/doc_paths.h"
 #include "outbox/one_line.h"
 
 namespace relay {
@@ -13,7 +14,7 @@ const std::vector<Command>& all_commands() {
       {"run", cmd_run, "--config FILE [--exit-when-idle]   publish pending outbox rows", false},
       {"migrate", cmd_migrate,
        "--config FILE                  create or upgrade the schema (safe on a live\n"
-       "                          table: docs/UPGRADING.md)",
+       "                          table: UPGRADING.md)",
        false},
       {"check-config", cmd_check_config,
        "FILE [--connect]          validate a configuration file (--connect: and\n"
@@ -47,7 +48,9 @@ const char* kCommonFlags =
 void print_usage(std::ostream& out) {
   out << "usage:\n";
   for (const auto& c : relay::all_commands()) out << "  outbox-relay " << c.name << " " << c.usage << "\n";
-  out << "  outbox-relay --help | --version\n" << kCommonFlags;
+  out << "  outbox-relay --help | --version\n"
+      << kCommonFlags << "documents: man outbox-relay; OPERATIONS.md, CONFIGURATION.md, UPGRADING.md "
+      << relay::kDocsWhere << "\n";
 }
 
 bool asks_for_help(const relay::Args& args) {

@@ -2,6 +2,7 @@
 
 #include <pqxx/pqxx>
 
+#include "config/doc_paths.h"
 #include "outbox/pqxx_compat.h"
 #include "outbox/sql_identifier.h"
 
@@ -64,7 +65,8 @@ void preflight(outbox::PgConnection& conn, const RelayConfig& config) {
     }
     std::string text = "PostgreSQL role '" + role + "' lacks ";
     for (std::size_t i = 0; i < missing.size(); ++i) text += (i ? "; and " : "") + missing[i];
-    throw PreflightError(text + ". Grant the relay role from schema/roles.sql (see docs/OPERATIONS.md)");
+    throw PreflightError(text + ". Grant the relay role with roles.sql (" + kRolesSqlWhere + "; OPERATIONS.md " +
+                         kDocsWhere + ")");
   }
 }
 

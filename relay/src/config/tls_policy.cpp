@@ -1,4 +1,5 @@
 #include "config/tls_policy.h"
+#include "config/doc_paths.h"
 
 namespace relay {
 
@@ -42,7 +43,8 @@ std::optional<std::string> TlsPolicy::unverified_warning(bool pg_verified, const
   if (what.empty()) return std::nullopt;
   return "the server is not verified for " + what +
          ": a network attacker can read or change the traffic; use sslmode=verify-full, amqps:// and "
-         "require_tls: true (docs/OPERATIONS.md, TLS)";
+         "require_tls: true (OPERATIONS.md, \"TLS\", " +
+         kDocsWhere + ")";
 }
 
 }  // namespace relay

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // AmqpError: the one exception type of the AMQP connection layer and its users.
 
 #include <stdexcept>

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // Conversions between rabbitmq-c's C types and C++ strings and durations.
 
 #include "outbox/rabbitmq_c.h"

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // AmqpUri: an amqp:// or amqps:// URI taken apart by rabbitmq-c's own parser.
 
 #include <string>

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // AmqpConnection: one rabbitmq-c connection, plain or TLS, logged in.
 
 #include "outbox/rabbitmq_c.h"

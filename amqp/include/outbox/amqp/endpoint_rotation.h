@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // EndpointRotation: which broker node of a list to try next.
 
 #include <cstddef>

@@ -1,4 +1,6 @@
 #pragma once
+#include "outbox/cxx20.h"  // first: a pre-C++20 compiler stops here, saying why
+
 // Settings: what it takes to open one AMQP connection (plain or TLS).
 
 #include <cstdint>
