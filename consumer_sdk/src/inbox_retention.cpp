@@ -53,7 +53,7 @@ InboxRetention::PurgeResult InboxRetention::purge(outbox::PgConnection& conn) co
       if (removed == 0) break;
       result.removed += static_cast<std::int64_t>(removed);
       ++result.batches;
-      if (removed < static_cast<std::size_t>(policy_.batch_size)) break;
+      if (static_cast<std::int64_t>(removed) < static_cast<std::int64_t>(policy_.batch_size)) break;
     }
   } catch (...) {
     try {

@@ -210,12 +210,14 @@ void SubjectKeyStore::refuse_if_keyring_differs(pqxx::transaction_base& tx, cons
   // rows to make an honest producer doubt its keyring. So a login whose keyring is
   // wrong and that meets only one other login's keys cannot tell; it supersedes, which
   // loses nothing (the old key is kept) and `outbox-keys check --schema` reports it.
+  // The LIMITs here go as text (the server types $n): libpqxx 7.10's params::append of
+  // an integer trips GCC 14's -Wmaybe-uninitialized, a false positive in std::variant.
   auto rows = outbox::pgx::exec_params(tx,
                                        std::string("SELECT ") + kRowColumns + " FROM " + table_ +
                                            " WHERE wrapping_key_id = $1 AND wrapped_key IS NOT NULL "
                                            "AND created_by IS DISTINCT FROM NULLIF($2, '') LIMIT $3",
                                        *bad.wrapping_key_id, bad.created_by.value_or(""),
-                                       static_cast<long long>(kSamplePerLogin));
+                                       std::to_string(kSamplePerLogin));
   if (rows.empty()) return;
   for (const auto& r : rows)
     if (try_unwrap(row_from<Row>(r))) return;
@@ -304,7 +306,7 @@ std::size_t SubjectKeyStore::rewrap_table(pqxx::transaction_base& tx, const std:
                                              " WHERE wrapped_key IS NOT NULL AND wrapping_key_id <> $1 "
                                              "AND wrapping_key_id = ANY($3::text[]) AND key_id > $4 "
                                              "ORDER BY key_id LIMIT $2 FOR UPDATE",
-                                         keyring_->active_id(), static_cast<long long>(limit - done), held, after);
+                                         keyring_->active_id(), std::to_string(limit - done), held, after);
     if (rows.empty()) break;
     for (const auto& r : rows) {
       auto row = row_from<Row>(r);
@@ -351,7 +353,7 @@ std::vector<SubjectKeyStore::KeyCheck> SubjectKeyStore::check_keyring(pqxx::tran
                       superseded_ +
                       ") k WHERE wrapped_key IS NOT NULL AND wrapping_key_id = ANY($1::text[])) s WHERE n <= $2";
   for (const auto& r :
-       outbox::pgx::exec_params(tx, sample, pg::text_array(keyring_->key_ids()), static_cast<long long>(per_login))) {
+       outbox::pgx::exec_params(tx, sample, pg::text_array(keyring_->key_ids()), std::to_string(per_login))) {
     const auto row = row_from<Row>(r);
     auto& check = by_id[*row.wrapping_key_id];
     check.master_key_id = *row.wrapping_key_id;
