@@ -12,7 +12,7 @@
                checked functions (__*_chk: _FORTIFY_SOURCE) and the stack protector
   C++20        every installed header, compiled with -std=c++17, stops at the SDK's
                #error, which says what to do; the CMake package asks for cxx_std_20
-Each function raises pkg_common.Failure naming the file or tag at fault.
+Each function raises script_steps.Failure naming the file or tag at fault.
 """
 
 import gzip
@@ -21,7 +21,7 @@ import re
 import shutil
 import subprocess
 
-from pkg_common import Failure, expect, run, step
+from script_steps import Failure, expect, run, step
 
 # W: tags that may remain, by Debian release (VERSION_ID), each with why it is right.
 # None today on Debian 12 (lintian 2.116) or 13 (lintian 2.122): the two tags that hold

@@ -35,8 +35,9 @@ import uuid
 import pika
 import psycopg2
 
-import debian_checks
-from pkg_common import Failure, expect, run, step
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "support"))
+import debian_checks  # noqa: E402
+from script_steps import Failure, expect, run, step  # noqa: E402
 
 PUBLIC_HEADER_TREES = ["common/include", "crypto/include", "amqp/include", "producer_sdk/include",
                        "consumer_sdk/include"]

@@ -48,6 +48,10 @@ import psycopg2
 import psycopg2.extensions
 import yaml
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "support"))
+from script_steps import Failure, expect, step  # noqa: E402
+from script_steps import run_process as run  # noqa: E402
+
 SNIPPET_MARK = "<!-- snippet: run by tests/systemd/systemd_unit_test.py -->"
 SNIPPETS = 3  # package + folders; secrets + enable; the hand install (docs/OPERATIONS.md, "systemd")
 UNIT = "outbox-relay"
@@ -61,32 +65,6 @@ IMAGE_REPO = "localhost/outbox-systemd"
 RECIPE_LABEL = "outbox.recipe"
 # Longer than the unit's RestartSec=2s (and one more start): a restart would show by then.
 SETTLE_S = 6
-
-
-class Failure(Exception):
-    pass
-
-
-def step(text):
-    print(f"==> {text}", flush=True)
-
-
-def run(cmd, timeout=120, check=True, input=None):
-    """Runs cmd; returns the CompletedProcess. Raises Failure with the output when it fails."""
-    t0 = time.monotonic()
-    try:
-        p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, input=input)
-    except subprocess.TimeoutExpired as e:
-        raise Failure(f"timed out after {timeout} s: {' '.join(map(str, cmd))}\n{e.stdout or ''}{e.stderr or ''}")
-    print(f"    {' '.join(map(str, cmd)).replace(chr(10), '; ')[:150]}  [{time.monotonic() - t0:.1f} s]", flush=True)
-    if check and p.returncode != 0:
-        raise Failure(f"exit {p.returncode}: {' '.join(map(str, cmd))}\n{p.stdout}{p.stderr}")
-    return p
-
-
-def expect(condition, text):
-    if not condition:
-        raise Failure(text)
 
 
 def os_release():
