@@ -408,6 +408,7 @@ json run_mode(BenchEnv& env, const BenchOptions& o, const RelaySpec& spec, const
            {"achieved_rate", static_cast<double>(committed) / produced_s},
            {"producers", plan.producers},
            {"messages_per_transaction", plan.per_tx},
+           {"relay_peak_rss_mib", usage->peak_rss_mib},
            {"samples", rows}};
   out["comparison"] = compare_windows(mode, samples, total_s);
   env.reset();
