@@ -82,6 +82,10 @@ void apply_smoke(BenchOptions& o) {
   o.idle_seconds = 3;
   o.scale_relays = {1, 2};
   o.scale_keys = 100;
+  // Only with --phases soak: the settings of bench_soak_smoke_rmqtest.
+  o.soak_minutes = 0.5;
+  o.soak_sample_seconds = 5;
+  o.soak_rate = 300;
 }
 
 }  // namespace
@@ -91,7 +95,7 @@ std::string bench_usage() {
          "Measures the broker ceiling, the PostgreSQL claim ceiling, producer enqueue rates,\n"
          "relay drain rates (1 and 2 processes), latency at steady rates, relay RSS, CPU and\n"
          "idle queries, against OUTBOX_PG_DSN and OUTBOX_AMQP_URI (deploy/local/servers.sh).\n"
-         "  --smoke                   tiny sizes, under a minute (CI)\n"
+         "  --smoke                   tiny sizes, under a minute (CI); with --phases soak, 30 s per mode\n"
          "  --json FILE               write the summary as JSON\n"
          "  --message-bytes N         payload size (default 300)\n"
          "  --queue-type classic|quorum  the bench queue's type (default classic)\n"

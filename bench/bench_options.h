@@ -9,7 +9,8 @@ namespace bench {
 
 struct BenchOptions {
   // --smoke: every phase, tiny sizes, well under a minute; checks that the program
-  // and the relay work, not how fast they are.
+  // and the relay work, not how fast they are. With --phases soak: 30 s per mode, a
+  // sample every 5 s, 300 msg/s.
   bool smoke = false;
   // --json FILE: the summary as JSON (keys listed in docs/PERFORMANCE.md).
   std::string json_path;
