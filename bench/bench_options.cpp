@@ -19,11 +19,11 @@ long parse_long(const std::string& option, const std::string& text, long min, lo
   return value;
 }
 
-double parse_seconds(const std::string& option, const std::string& text) {
+double parse_seconds(const std::string& option, const std::string& text, const char* unit = "seconds") {
   std::istringstream in(text);
   double value = 0;
   if (!(in >> value) || !in.eof() || !std::isfinite(value))
-    throw BenchUsageError(option + ": expected a number of seconds, got '" + text + "'");
+    throw BenchUsageError(option + ": expected a number of " + unit + ", got '" + text + "'");
   if (value <= 0 || value > 86400) throw BenchUsageError(option + ": must be above 0 and at most 86400, got " + text);
   return value;
 }
@@ -41,7 +41,8 @@ std::vector<long> parse_list(const std::string& option, const std::string& text,
 }
 
 std::vector<std::string> parse_phases(const std::string& option, const std::string& text) {
-  static const std::vector<std::string> kKnown = {"rounds", "enqueue", "latency", "sweeps", "scale", "wire", "fanout"};
+  static const std::vector<std::string> kKnown = {"rounds", "enqueue", "latency", "sweeps",
+                                                  "scale",  "wire",    "fanout",  "soak"};
   std::vector<std::string> phases;
   std::size_t start = 0;
   while (start <= text.size()) {
@@ -50,11 +51,26 @@ std::vector<std::string> parse_phases(const std::string& option, const std::stri
     auto p = text.substr(start, comma - start);
     if (std::find(kKnown.begin(), kKnown.end(), p) == kKnown.end())
       throw BenchUsageError(option + ": unknown phase '" + p +
-                            "' (rounds, enqueue, latency, sweeps, scale, wire, fanout)");
+                            "' (rounds, enqueue, latency, sweeps, scale, wire, fanout, soak)");
     phases.push_back(p);
     start = comma + 1;
   }
   return phases;
+}
+
+std::vector<std::string> parse_soak_modes(const std::string& option, const std::string& text) {
+  std::vector<std::string> modes;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    auto comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    auto m = text.substr(start, comma - start);
+    if (m != "mark" && m != "delete" && m != "ordered")
+      throw BenchUsageError(option + ": unknown mode '" + m + "' (mark, delete, ordered)");
+    modes.push_back(m);
+    start = comma + 1;
+  }
+  return modes;
 }
 
 void apply_smoke(BenchOptions& o) {
@@ -66,6 +82,10 @@ void apply_smoke(BenchOptions& o) {
   o.idle_seconds = 3;
   o.scale_relays = {1, 2};
   o.scale_keys = 100;
+  // Only with --phases soak: the settings of bench_soak_smoke_rmqtest.
+  o.soak_minutes = 0.5;
+  o.soak_sample_seconds = 5;
+  o.soak_rate = 300;
 }
 
 }  // namespace
@@ -75,7 +95,7 @@ std::string bench_usage() {
          "Measures the broker ceiling, the PostgreSQL claim ceiling, producer enqueue rates,\n"
          "relay drain rates (1 and 2 processes), latency at steady rates, relay RSS, CPU and\n"
          "idle queries, against OUTBOX_PG_DSN and OUTBOX_AMQP_URI (deploy/local/servers.sh).\n"
-         "  --smoke                   tiny sizes, under a minute (CI)\n"
+         "  --smoke                   tiny sizes, under a minute (CI); with --phases soak, 30 s per mode\n"
          "  --json FILE               write the summary as JSON\n"
          "  --message-bytes N         payload size (default 300)\n"
          "  --queue-type classic|quorum  the bench queue's type (default classic)\n"
@@ -97,7 +117,14 @@ std::string bench_usage() {
          "                            postgres.K=V / amqp.K=V for those sections\n"
          "  --scale-relays LIST       relay counts of the scale phase, both ordering modes (default 1,2,4)\n"
          "  --scale-keys N            ordering keys in the scale phase's backlog (default 1000)\n"
-         "  --phases LIST             rounds,enqueue,latency,sweeps,scale,wire,fanout (default: all)\n"
+         "  --phases LIST             rounds,enqueue,latency,sweeps,scale,wire,fanout,soak\n"
+         "                            (default: all but soak)\n"
+         "  --soak-minutes M          soak: minutes per mode (default 60; decimals allowed)\n"
+         "  --soak-rate R             soak: steady producer rate, messages/s (default 2000)\n"
+         "  --soak-modes LIST         soak: mark,delete,ordered (default: all three)\n"
+         "  --soak-sample-seconds S   soak: one row of figures every S seconds (default 60)\n"
+         "  --soak-retention-minutes M  soak: retention.keep of the mark and ordered modes (default 1)\n"
+         "  --soak-csv FILE           soak: the rows (default: beside --json, else ./outbox-bench-soak.csv)\n"
          "  --relay-bin PATH          outbox-relay binary to run\n"
          "  --broker-cpus LIST        the broker on these CPUs, PostgreSQL, the bench and the relays on\n"
          "                            the others, as on separate hosts (needs root; restored at exit)\n";
@@ -148,6 +175,12 @@ BenchOptions parse_bench_options(int argc, char** argv) {
     else if (a == "--broker-cpus") o.broker_cpus = parse_list(a, v, 0, 1023);
     else if (a == "--scale-relays") o.scale_relays = parse_list(a, v, 1, 16);
     else if (a == "--scale-keys") o.scale_keys = parse_long(a, v, 1, kMaxRows);
+    else if (a == "--soak-minutes") o.soak_minutes = parse_seconds(a, v, "minutes");
+    else if (a == "--soak-rate") o.soak_rate = parse_long(a, v, 1, 1000000);
+    else if (a == "--soak-modes") o.soak_modes = parse_soak_modes(a, v);
+    else if (a == "--soak-sample-seconds") o.soak_sample_seconds = parse_seconds(a, v);
+    else if (a == "--soak-retention-minutes") o.soak_retention_minutes = parse_long(a, v, 1, 1440);
+    else if (a == "--soak-csv") o.soak_csv = v;
     else if (a == "--relay-setting") {
       auto eq = v.find('=');
       const auto dot = v.find('.');
@@ -164,6 +197,14 @@ BenchOptions parse_bench_options(int argc, char** argv) {
     if ((kv.rfind("ordering=", 0) == 0 || kv.rfind("relay.ordering=", 0) == 0) && o.runs("scale"))
       throw BenchUsageError("--relay-setting: '" + kv +
                             "': the scale phase sets ordering itself; leave scale out of --phases");
+  for (const auto& kv : o.relay_settings)
+    for (const char* key : {"ordering=", "relay.ordering=", "on_publish=", "relay.on_publish="})
+      if (kv.rfind(key, 0) == 0 && o.runs("soak"))
+        throw BenchUsageError("--relay-setting: '" + kv +
+                              "': the soak phase sets ordering and on_publish itself; leave soak out of --phases");
+  if (o.runs("soak") && o.soak_sample_seconds > o.soak_minutes * 60)
+    throw BenchUsageError("--soak-sample-seconds: " + std::to_string(o.soak_sample_seconds) +
+                          " is longer than a soak mode (--soak-minutes " + std::to_string(o.soak_minutes) + ")");
   return o;
 }
 

@@ -9,7 +9,8 @@ namespace bench {
 
 struct BenchOptions {
   // --smoke: every phase, tiny sizes, well under a minute; checks that the program
-  // and the relay work, not how fast they are.
+  // and the relay work, not how fast they are. With --phases soak: 30 s per mode, a
+  // sample every 5 s, 300 msg/s.
   bool smoke = false;
   // --json FILE: the summary as JSON (keys listed in docs/PERFORMANCE.md).
   std::string json_path;
@@ -61,8 +62,20 @@ struct BenchOptions {
   // on the others, for the whole run (BrokerCpuIsolation): as on separate hosts.
   // Empty: nobody is pinned.
   std::vector<long> broker_cpus;
+  // The soak phase (only when --phases names it: it takes hours by default):
+  // producers at --soak-rate messages/s for --soak-minutes per mode of --soak-modes
+  // (mark with retention, delete, ordered), a row of figures every
+  // --soak-sample-seconds, written to --soak-csv (default: beside --json).
+  double soak_minutes = 60;
+  long soak_rate = 2000;
+  std::vector<std::string> soak_modes = {"mark", "delete", "ordered"};
+  double soak_sample_seconds = 60;
+  // --soak-retention-minutes: retention.keep of the mark and ordered modes; short, so
+  // that retention deletes rows (and autovacuum follows) many times within a run.
+  long soak_retention_minutes = 1;
+  std::string soak_csv;
   // --phases: which parts run (rounds, enqueue, latency, sweeps, scale, wire,
-  // fanout); all by default.
+  // fanout, soak); all but soak by default.
   // Keys of the phases left out are missing from the JSON.
   std::vector<std::string> phases = {"rounds", "enqueue", "latency", "sweeps", "scale", "wire", "fanout"};
   bool runs(const std::string& phase) const;

@@ -16,58 +16,36 @@
 #include <unordered_map>
 
 #include "measurements.h"
-#include "outbox/outbox_writer.h"
 #include "process_cpu.h"
+#include "steady_load.h"
 
 namespace bench {
 namespace {
 
 using SysClock = std::chrono::system_clock;
 
-std::int64_t unix_us(SysClock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-}
-
-// Receives from the run's queue on a thread of its own until stopped.
+// Keeps every delivery of the run's queue until taken.
 class Receiver {
  public:
-  explicit Receiver(BenchEnv& env) : client_(env.amqp_uri()) {
-    client_.consume(env.queue());
-    thread_ = std::thread([this] { loop(); });
-  }
-  ~Receiver() { stop(); }
-  void stop() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
+  explicit Receiver(BenchEnv& env)
+      : stream_(env, [this](Delivery&& d) {
+          std::lock_guard<std::mutex> lock(mutex_);
+          got_.push_back(std::move(d));
+        }) {}
   std::size_t count() {
     std::lock_guard<std::mutex> lock(mutex_);
     return got_.size();
   }
   std::vector<Delivery> take() {
-    stop();
-    if (!error_.empty()) throw BenchError("latency consumer: " + error_);
+    stream_.stop();
+    if (stream_.failed()) throw BenchError("latency consumer failed: " + stream_.error());
     return std::move(got_);
   }
 
  private:
-  void loop() {
-    try {
-      while (!stop_)
-        if (auto d = client_.next_delivery(std::chrono::milliseconds(50))) {
-          std::lock_guard<std::mutex> lock(mutex_);
-          got_.push_back(std::move(*d));
-        }
-    } catch (const std::exception& e) {
-      error_ = e.what();
-    }
-  }
-  AmqpBenchClient client_;
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
   std::mutex mutex_;
   std::vector<Delivery> got_;
-  std::string error_;
+  DeliveryStream stream_;  // last: its thread stops before the vector goes
 };
 
 struct Sent {
@@ -79,29 +57,15 @@ struct Sent {
 // schedule (open loop: a late commit does not delay the ones after it).
 std::vector<Sent> produce(BenchEnv& env, pqxx::connection& conn, double tx_per_second, int per_tx,
                           SysClock::duration length, double phase, const std::string& payload) {
-  outbox::OutboxWriter writer({env.schema(), {}});
-  outbox::Message m;
-  m.exchange = outbox::Exchange(env.exchange());
-  m.routing_key = outbox::RoutingKey(env.routing_key());
-  m.type = outbox::MessageType("BenchEvent");
-  m.payload = payload;
   std::vector<Sent> sent;
-  const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(1.0 / tx_per_second));
-  // Producers are spread over the interval (`phase` in [0,1)), not in lockstep.
-  const auto start = std::chrono::steady_clock::now() +
-                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(interval * phase);
-  const std::vector<outbox::Message> group(static_cast<std::size_t>(per_tx), m);
-  for (long k = 0;; ++k) {
-    const auto at = start + k * interval;
-    if (at - start >= length) break;
-    std::this_thread::sleep_until(at);
-    pqxx::work tx(conn);
-    auto ids = per_tx == 1 ? std::vector<outbox::MessageId>{writer.enqueue(tx, m)} : writer.enqueue_batch(tx, group);
-    tx.commit();
-    const auto committed = unix_us(SysClock::now());
-    for (const auto& id : ids) sent.push_back({id.to_string(), committed});
-  }
+  ProducerRun run;
+  run.tx_per_second = tx_per_second;
+  run.per_tx = per_tx;
+  run.length = length;
+  run.phase = phase;
+  produce_steady(env, conn, run, payload, [&](const std::vector<std::string>& ids, std::int64_t committed) {
+    for (const auto& id : ids) sent.push_back({id, committed});
+  });
   return sent;
 }
 
@@ -137,11 +101,10 @@ double cores(const std::optional<double>& from, const std::optional<double>& to,
 LatencyResult measure_latency(BenchEnv& env, long rate, double seconds, int bytes, int per_tx,
                               const std::vector<pid_t>& relay_pids) {
   Receiver receiver(env);
-  // A commit with its WAL flush takes about a millisecond here, more under load: one
-  // connection per 250 transactions/s keeps the schedule (open loop).
-  if (per_tx <= 0) per_tx = static_cast<int>(std::ceil(rate / 1000.0));
-  const double tx_rate = static_cast<double>(rate) / per_tx;
-  const int producers = static_cast<int>(std::ceil(tx_rate / 250.0));
+  const SteadyPlan plan = plan_steady(rate, per_tx);
+  per_tx = plan.per_tx;
+  const double tx_rate = plan.tx_rate;
+  const int producers = plan.producers;
   const auto length = std::chrono::duration_cast<SysClock::duration>(std::chrono::duration<double>(seconds));
   const std::string payload = BenchEnv::random_payload(bytes);
   std::vector<std::vector<Sent>> per_thread(static_cast<std::size_t>(producers));

@@ -1,5 +1,6 @@
 #include "process_cpu.h"
 
+#include <dirent.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -35,6 +36,35 @@ std::optional<double> process_cpu_seconds(pid_t pid) {
   if (!fields || fields->size() < 13) return std::nullopt;
   const unsigned long long utime = std::stoull((*fields)[11]), stime = std::stoull((*fields)[12]);  // fields 14, 15
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+std::optional<double> process_tree_cpu_seconds(pid_t pid) {
+  const auto fields = stat_fields(pid);
+  if (!fields || fields->size() < 15) return std::nullopt;
+  unsigned long long ticks = 0;
+  for (std::size_t i = 11; i <= 14; ++i) ticks += std::stoull((*fields)[i]);  // fields 14-17
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  double seconds = static_cast<double>(ticks) / tick;
+  // A child that exits between two readings moves from the live sum to the parent's
+  // cutime/cstime (once reaped) with all of its time: the total never goes back.
+  if (DIR* proc = ::opendir("/proc")) {
+    while (const dirent* e = ::readdir(proc)) {
+      if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+      const pid_t child = static_cast<pid_t>(std::atol(e->d_name));
+      const auto f = stat_fields(child);
+      if (!f || f->size() < 13 || std::stol((*f)[1]) != pid) continue;
+      seconds += static_cast<double>(std::stoull((*f)[11]) + std::stoull((*f)[12])) / tick;
+    }
+    ::closedir(proc);
+  }
+  return seconds;
+}
+
+std::optional<double> process_rss_mib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return std::nullopt;
 }
 
 std::optional<pid_t> parent_pid(pid_t pid) {

@@ -16,6 +16,15 @@ namespace bench {
 // utime + stime of `pid` in seconds; nullopt when it is gone or unreadable.
 std::optional<double> process_cpu_seconds(pid_t pid);
 
+// CPU seconds of `pid` and everything it started: its own utime + stime, its reaped
+// children's (cutime + cstime: backends and autovacuum workers that already exited)
+// and every live child's utime + stime. For the postmaster: the whole PostgreSQL
+// server. nullopt when `pid` is gone or unreadable.
+std::optional<double> process_tree_cpu_seconds(pid_t pid);
+
+// The resident set of `pid` now (VmRSS), in MiB; nullopt when it is gone.
+std::optional<double> process_rss_mib(pid_t pid);
+
 // The parent pid of `pid` (/proc/PID/stat); nullopt when it is gone or unreadable.
 std::optional<pid_t> parent_pid(pid_t pid);
 

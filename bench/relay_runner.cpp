@@ -31,7 +31,8 @@ int decode_status(int status) {
 }  // namespace
 
 std::string relay_yaml(const std::string& schema, int batch_size, const std::vector<std::string>& extra) {
-  // "postgres.key=value", "amqp.key=value" and "http.key=value" go to those sections,
+  // "postgres.key=value", "amqp.key=value", "http.key=value" and "retention.key=value"
+  // go to those sections,
   // "key=value" to relay:.
   auto section = [&](const std::string& name) {
     std::string lines;
@@ -51,6 +52,7 @@ std::string relay_yaml(const std::string& schema, int batch_size, const std::vec
     << section("amqp") << "relay:\n  batch_size: " << batch_size << "\n"
     << section("relay");
   if (const auto http = section("http"); !http.empty()) y << "http:\n" << http;
+  if (const auto retention = section("retention"); !retention.empty()) y << "retention:\n" << retention;
   // OUTBOX_BENCH_RELAY_LOG_LEVEL=debug prints each batch's phases (with
   // OUTBOX_BENCH_KEEP_LOGS=1, the logs stay in /tmp to read afterwards).
   const char* level = std::getenv("OUTBOX_BENCH_RELAY_LOG_LEVEL");

@@ -51,7 +51,7 @@ class RelayRunner {
 // The relay configuration the bench uses: its schema, the relays' DSN and the
 // broker from the environment (OUTBOX_BENCH_RELAY_DSN, OUTBOX_AMQP_URI), quiet logs,
 // `batch_size`, and `extra` lines ("key=value") in the relay: section (or, as
-// "postgres.", "amqp.", "http.key=value", in that one).
+// "postgres.", "amqp.", "http.", "retention.key=value", in that one).
 std::string relay_yaml(const std::string& schema, int batch_size, const std::vector<std::string>& extra);
 
 }  // namespace bench
