@@ -3,9 +3,6 @@
 // counts grow, the ratio table is printed, and nothing is left behind. The figures'
 // values are not checked (issue 39: the hour-long runs are for that).
 #include <doctest/doctest.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -16,36 +13,15 @@
 #include "relay_process.h"
 #include "test_env.h"
 
-extern char** environ;
-
 namespace {
 
-struct Run {
-  int exit_code = -1;
-  std::string output;
-};
+using Run = testenv::CommandResult;
 
+// outbox-bench with `args`: its exit code and its stdout and stderr together.
 Run run_bench(const std::vector<std::string>& args) {
-  const std::string out_path = testenv::write_temp_file("", ".out");
   std::vector<std::string> all = {OUTBOX_BENCH_BIN};
   all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = -1;
-  REQUIRE(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0);
-  posix_spawn_file_actions_destroy(&actions);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  std::ifstream in(out_path);
-  std::stringstream s;
-  s << in.rdbuf();
-  ::unlink(out_path.c_str());
-  return Run{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), s.str()};
+  return testenv::run_command(all);
 }
 
 std::string read_file(const std::string& path) {
