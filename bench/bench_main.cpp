@@ -18,6 +18,7 @@
 #include "bench_env.h"
 #include "bench_options.h"
 #include "cpu_isolation.h"
+#include "floor_pipeline.h"
 #include "measurements.h"
 #include "number_text.h"
 #include "outbox/pqxx_compat.h"
@@ -288,6 +289,7 @@ class Bench {
     measure_latency(env, o_.rates.front(), std::min(2.0, o_.latency_seconds / 4), o_.message_bytes,
                     o_.latency_per_transaction);
     json all = json::array();
+    std::vector<LatencyResult> relay_results;
     // The summary keys quote the rate nearest 1000 messages/s (the target's).
     long headline = o_.rates.front();
     for (long rate : o_.rates)
@@ -295,6 +297,7 @@ class Bench {
     for (long rate : o_.rates) {
       const auto before = scrape_metrics_settled(metrics_at);
       auto r = measure_latency(env, rate, o_.latency_seconds, o_.message_bytes, o_.latency_per_transaction, pids);
+      relay_results.push_back(r);
       const auto stages = stage_breakdown(before, scrape_metrics_settled(metrics_at));
       all.push_back(json{{"rate", r.rate},
                          {"achieved_rate", r.achieved_rate},
@@ -322,7 +325,6 @@ class Bench {
         report_["latency_rate_msgs_per_s"] = rate;
       }
     }
-    report_["latency"] = all;
     std::this_thread::sleep_for(std::chrono::seconds(1));  // settle into idle
     double idle = measure_idle_queries(env, o_.idle_seconds);
     report_["idle_queries_per_s"] = idle;
@@ -339,6 +341,38 @@ class Bench {
     if (!usage || usage->exit_code != 0)
       throw BenchError("the latency relay did not stop cleanly; log tail:\n" + relay.log_tail());
     peak_rss_ = std::max(peak_rss_, usage->peak_rss_mib);
+    env.reset();
+    if (o_.latency_floor) latency_floor(env, relay_results, all, headline);
+    report_["latency"] = all;
+  }
+
+  // The same rates through FloorPipeline, the relay stopped: its latency, and the
+  // relay's as ratios to it (same producers, same machine, minutes apart).
+  void latency_floor(BenchEnv& env, const std::vector<LatencyResult>& relay, json& all, long headline) {
+    FloorPipeline floor(env, spec_.batch_size);
+    measure_latency(env, o_.rates.front(), std::min(2.0, o_.latency_seconds / 4), o_.message_bytes,
+                    o_.latency_per_transaction);  // warm-up, as for the relay
+    for (std::size_t i = 0; i < o_.rates.size(); ++i) {
+      auto f = measure_latency(env, o_.rates[i], o_.latency_seconds, o_.message_bytes, o_.latency_per_transaction);
+      const Percentiles& r = relay[i].to_confirm_ms;
+      const auto ratio = [](double relay_ms, double floor_ms) { return floor_ms > 0 ? relay_ms / floor_ms : -1; };
+      const json ratios{{"p50", ratio(r.p50, f.to_confirm_ms.p50)},
+                        {"p99", ratio(r.p99, f.to_confirm_ms.p99)},
+                        {"p999", ratio(r.p999, f.to_confirm_ms.p999)}};
+      all[i]["floor"] = json{{"achieved_rate", f.achieved_rate},
+                             {"to_confirm_ms", to_json(f.to_confirm_ms)},
+                             {"to_receipt_ms", to_json(f.to_receipt_ms)},
+                             {"cpu_cores", to_json(f.cpu)},
+                             {"relay_to_floor", ratios}};
+      std::cout << "latency floor at " << o_.rates[i] << " msg/s (achieved " << fmt(f.achieved_rate)
+                << "; the bench's simplest correct pipeline): commit->confirm " << show(f.to_confirm_ms)
+                << "; commit->receipt " << show(f.to_receipt_ms) << "\n  relay / floor, commit->confirm: p50 "
+                << fmt(ratios["p50"].get<double>(), 2) << " p99 " << fmt(ratios["p99"].get<double>(), 2) << " p999 "
+                << fmt(ratios["p999"].get<double>(), 2) << "\n"
+                << show_by_second(f.p99_by_second_ms) << std::flush;
+      if (o_.rates[i] == headline) report_["latency_p99_to_floor_ratio"] = ratios["p99"];
+    }
+    floor.stop();
     env.reset();
   }
 

@@ -108,6 +108,8 @@ std::string bench_usage() {
          "  --latency-per-transaction N  messages per producer transaction in the latency phase\n"
          "                            (default: ceil(rate / 1000), at most 1 000 commits/s)\n"
          "  --latency-relays N        relay processes in the latency phase (default 1)\n"
+         "  --latency-floor on|off    the same rates through the simplest correct pipeline, and the\n"
+         "                            relay's latency as ratios to it (default on)\n"
          "  --idle-seconds S          idle query counting time (default 20)\n"
          "  --sweep-batch-sizes LIST  extra one-relay drains at these batch sizes\n"
          "  --sweep-message-bytes LIST  extra ceiling + drain at these payload sizes\n"
@@ -166,7 +168,10 @@ BenchOptions parse_bench_options(int argc, char** argv) {
     else if (a == "--latency-seconds") o.latency_seconds = parse_seconds(a, v);
     else if (a == "--latency-per-transaction") o.latency_per_transaction = static_cast<int>(parse_long(a, v, 1, 1000));
     else if (a == "--latency-relays") o.latency_relays = static_cast<int>(parse_long(a, v, 1, 16));
-    else if (a == "--idle-seconds") o.idle_seconds = parse_seconds(a, v);
+    else if (a == "--latency-floor") {
+      if (v != "on" && v != "off") throw BenchUsageError(a + ": must be on or off, got '" + v + "'");
+      o.latency_floor = v == "on";
+    } else if (a == "--idle-seconds") o.idle_seconds = parse_seconds(a, v);
     else if (a == "--sweep-batch-sizes") o.sweep_batch_sizes = parse_list(a, v, 1, 100000);
     else if (a == "--sweep-message-bytes") o.sweep_message_bytes = parse_list(a, v, 1, 1024 * 1024);
     else if (a == "--sweep-backlogs") o.sweep_backlogs = parse_list(a, v, 1, kMaxRows);

@@ -43,6 +43,10 @@ struct BenchOptions {
   // --latency-relays: relay processes on the run's schema in the latency phase (a
   // deployment scaled out at a low rate); the first one's /metrics gives the stages.
   int latency_relays = 1;
+  // --latency-floor on|off: after the relay, the same rates through the bench's
+  // simplest correct pipeline (floor_pipeline.h), and the relay's latency as ratios
+  // to it.
+  bool latency_floor = true;
   // --idle-seconds: how long the idle relay's queries are counted.
   double idle_seconds = 20;
   // --sweep-batch-sizes, --sweep-message-bytes, --sweep-backlogs: extra drain

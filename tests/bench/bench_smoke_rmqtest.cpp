@@ -62,6 +62,18 @@ TEST_CASE("outbox-bench --smoke measures every phase, writes the JSON summary an
   REQUIRE(!by_second.empty());
   for (const auto& p99 : by_second) CHECK(p99.get<double>() > 0);
   CHECK(run.output.find("p99 by second of commit (ms):") != std::string::npos);
+  // The same rate through the bench's floor pipeline: every message published and
+  // received, and the relay's percentiles as ratios to the floor's.
+  const auto& floor = report["latency"][0]["floor"];
+  REQUIRE(floor.is_object());
+  CHECK(floor["to_confirm_ms"]["count"].get<long>() > 0);
+  CHECK(floor["to_receipt_ms"]["count"] == floor["to_confirm_ms"]["count"]);
+  for (const char* p : {"p50", "p99", "p999"}) {
+    INFO(p);
+    CHECK(floor["relay_to_floor"][p].get<double>() > 0);
+  }
+  CHECK(report["latency_p99_to_floor_ratio"].get<double>() > 0);
+  CHECK(run.output.find("relay / floor, commit->confirm: p50 ") != std::string::npos);
   const auto& cpu = report["latency"][0]["cpu_cores"];
   double parts = 0;
   for (const char* part : {"producers_pg", "relay_pg", "broker", "relay", "bench"}) {
