@@ -117,7 +117,7 @@ void BenchEnv::reset() {
   if (history_max_id_ > 0)
     pqxx::nontransaction(*pg_).exec("DELETE FROM \"" + name_ + "\".outbox WHERE id > " +
                                     std::to_string(history_max_id_));
-  else pqxx::nontransaction(*pg_).exec("TRUNCATE \"" + name_ + "\".outbox");
+  else pqxx::nontransaction(*pg_).exec("TRUNCATE \"" + name_ + "\".outbox, \"" + name_ + "\".outbox_key_sequences");
   amqp_->purge(queue_);
 }
 

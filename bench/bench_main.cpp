@@ -14,6 +14,7 @@
 #include <pqxx/pqxx>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "bench_env.h"
 #include "bench_options.h"
@@ -254,6 +255,16 @@ class Bench {
         e[key + "_msgs_per_s"] = rate;
         line += " " + key + " " + fmt(rate) + "/s";
       }
+    // Single-message transactions with ordering keys: each row's number costs an
+    // upsert of its key's counter (migration 0016); producers of one key queue.
+    for (const auto& [conns, keys, name] : {std::tuple{1, EnqueueKeys::kNewEach, "1conn_single_new_key_each"},
+                                            std::tuple{1, EnqueueKeys::kThousand, "1conn_single_1000_keys"},
+                                            std::tuple{8, EnqueueKeys::kThousand, "8conn_single_1000_keys"},
+                                            std::tuple{8, EnqueueKeys::kOneShared, "8conn_single_one_key"}}) {
+      double rate = measure_enqueue_rate(env, conns, 1, o_.producer_seconds, o_.message_bytes, keys);
+      e[std::string(name) + "_msgs_per_s"] = rate;
+      line += std::string(" ") + name + " " + fmt(rate) + "/s";
+    }
     // The same while a relay waits for notifications (the bench holds the waiting
     // relay's lock of migration 0004): every commit then sends a NOTIFY.
     {

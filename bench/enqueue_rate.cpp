@@ -10,7 +10,7 @@
 
 namespace bench {
 
-double measure_enqueue_rate(BenchEnv& env, int connections, int per_tx, double seconds, int bytes) {
+double measure_enqueue_rate(BenchEnv& env, int connections, int per_tx, double seconds, int bytes, EnqueueKeys keys) {
   using Clock = std::chrono::steady_clock;
   const auto duration = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   std::atomic<long> total{0};
@@ -19,6 +19,17 @@ double measure_enqueue_rate(BenchEnv& env, int connections, int per_tx, double s
   std::mutex error_mutex;
   const std::string payload = BenchEnv::random_payload(bytes);
   const auto start = Clock::now();
+  std::atomic<long> next_key{0};
+  // The key of the next message; "" without keys.
+  const auto key_for = [&]() -> std::string {
+    switch (keys) {
+      case EnqueueKeys::kNone: return "";
+      case EnqueueKeys::kNewEach: return "new-" + std::to_string(next_key++);
+      case EnqueueKeys::kThousand: return "k" + std::to_string(next_key++ % 1000);
+      case EnqueueKeys::kOneShared: return "shared";
+    }
+    return "";
+  };
   std::vector<std::thread> threads;
   for (int c = 0; c < connections; ++c) {
     threads.emplace_back([&] {
@@ -34,6 +45,7 @@ double measure_enqueue_rate(BenchEnv& env, int connections, int per_tx, double s
         }
         long done = 0;
         while (Clock::now() - start < duration && !failed) {
+          for (auto& m : batch) m.ordering_key = key_for();
           pqxx::work tx(conn);
           if (per_tx == 1) writer.enqueue(tx, batch.front());
           else writer.enqueue_batch(tx, batch);

@@ -58,7 +58,17 @@ double measure_pg_ceiling(BenchEnv& env, long rows, int batch, int bytes, PgSett
 
 // Producer SDK enqueue on `connections` connections, `per_tx` messages per
 // transaction (1: enqueue, more: enqueue_batch), for `seconds`. Messages/s.
-double measure_enqueue_rate(BenchEnv& env, int connections, int per_tx, double seconds, int bytes);
+// Which ordering keys the enqueue-rate producers give their messages: each key's
+// rows are numbered in the producer's transaction (migration 0016), which costs an
+// upsert of the key's counter row, and serialises producers of one key.
+enum class EnqueueKeys {
+  kNone,       // no ordering key: no number, the trigger skipped
+  kNewEach,    // a key never used before on every message: a new counter row each time
+  kThousand,   // 1 000 keys in turn, shared by the connections: an existing counter row
+  kOneShared,  // one key for every message of every connection: they wait for each other
+};
+double measure_enqueue_rate(BenchEnv& env, int connections, int per_tx, double seconds, int bytes,
+                            EnqueueKeys keys = EnqueueKeys::kNone);
 
 struct DrainResult {
   double msgs_per_s = 0;         // rows over the wall time from the relays' start to their exit

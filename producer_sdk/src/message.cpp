@@ -122,6 +122,7 @@ void check_header_frame(const Message& m, const MessageLimits& limits) {
   wire.type = &m.type.value();
   wire.correlation_id = m.correlation_id ? &*m.correlation_id : nullptr;
   wire.headers = &headers;
+  wire.ordering_key = &m.ordering_key;  // a keyed row is sent with its key and sequence
   const auto frame = content_header_frame_bytes(wire);
   if (frame > limits.frame_max)
     throw ValidationError("headers", "the message's AMQP header frame would be " + std::to_string(frame) +
@@ -142,7 +143,7 @@ void validate_message(const Message& m, const MessageLimits& limits) {
   require_wire_text("exchange", m.exchange.value(), true);
   require_wire_text("routing_key", m.routing_key.value(), true);
   require_wire_text("type", m.type.value(), true);
-  require_short("ordering_key", m.ordering_key, false);  // never sent: any text
+  require_short("ordering_key", m.ordering_key, false);  // sent as the header x-outbox-key: any text
   require_wire_text("content_type", m.content_type, true);
   if (m.correlation_id) require_wire_text("correlation_id", *m.correlation_id, true);
   if (m.message_id) MessageId::parse_distinct(*m.message_id, "message_id");

@@ -111,6 +111,12 @@ TEST_CASE("outbox-bench --smoke measures every phase, writes the JSON summary an
     CHECK(cpu["commit"].get<double>() > 0);
   }
   CHECK(report["enqueue"]["8conn_batch100_msgs_per_s"].get<double>() > 0);
+  // With ordering keys (migration 0016's numbering): new keys, shared ones, one for all.
+  for (const char* key : {"1conn_single_new_key_each_msgs_per_s", "1conn_single_1000_keys_msgs_per_s",
+                          "8conn_single_1000_keys_msgs_per_s", "8conn_single_one_key_msgs_per_s"}) {
+    INFO(key);
+    CHECK(report["enqueue"][key].get<double>() > 0);
+  }
   // The scale phase: 1 and 2 relays in each ordering mode, each drain complete.
   const auto& runs = report["scale"]["runs"];
   REQUIRE(runs.size() == 4);

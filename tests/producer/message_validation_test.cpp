@@ -312,6 +312,21 @@ TEST_CASE("a frame just within the smallest frame_max passes, a little more is r
   CHECK_MESSAGE(error.find("header frame would be 4098 bytes, above frame_max 4096") != std::string::npos, error);
 }
 
+TEST_CASE("a keyed message's frame counts the key and sequence headers the relay adds") {
+  auto m = valid_message();
+  MessageLimits limits;
+  limits.frame_max = 4096;
+  const std::string id(36, '0');
+  std::vector<std::pair<std::string, std::string>> sent{{"h", ""}};
+  WireProperties wire{&m.content_type, &id, &m.type.value(), nullptr, &sent};
+  m.headers["h"] = std::string(4096 - content_header_frame_bytes(wire), 'v');
+  CHECK_NOTHROW(validate_message(m, limits));
+  // x-outbox-key (13 + 1 + 4 + 5 bytes) and x-outbox-seq (13 + 1 + 8).
+  m.ordering_key = "k-123";
+  const auto error = rejection(m, limits);
+  CHECK_MESSAGE(error.find("header frame would be 4141 bytes, above frame_max 4096") != std::string::npos, error);
+}
+
 TEST_CASE("a frame_max below AMQP's minimum is refused naming it") {
   CHECK(rejected_field([&] { validate_message(valid_message(), MessageLimits{1024, 4095}); }) == "frame_max");
   CHECK_NOTHROW(validate_message(valid_message(), MessageLimits{1024, 4096}));

@@ -4,6 +4,7 @@
 // exactly what cannot be sent, nothing more.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,14 +23,26 @@ testenv::AmqpEndpoint endpoint(int frame_max) {
   return e;
 }
 
-// Publishes the message the relay would send (same properties and header table).
-int publish(amqp_connection_state_t conn, const std::vector<std::pair<std::string, std::string>>& headers) {
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// Publishes the message the relay would send (same properties and header table; with
+// a non-empty `key`, the relay's x-outbox-key and x-outbox-seq entries too).
+int publish(amqp_connection_state_t conn, const Headers& headers, const std::string& key = "") {
   const std::string content_type = "application/json", message_id = "0190f5a0-0000-7000-8000-000000000001",
                     type = "OrderPlaced", correlation = "corr-1", queue = "amq.rabbitmq.nonexistent-routing";
   std::vector<amqp_table_entry_t> entries(1);
   entries[0].key = amqp_cstring_bytes("x-outbox-id");
   entries[0].value.kind = AMQP_FIELD_KIND_I64;
   entries[0].value.value.i64 = 42;
+  if (!key.empty()) {
+    entries.resize(3);
+    entries[1].key = amqp_cstring_bytes(outbox::kKeyHeader);
+    entries[1].value.kind = AMQP_FIELD_KIND_UTF8;
+    entries[1].value.value.bytes = amqp_bytes_of(key);
+    entries[2].key = amqp_cstring_bytes(outbox::kKeySeqHeader);
+    entries[2].value.kind = AMQP_FIELD_KIND_I64;
+    entries[2].value.value.i64 = INT64_MAX;
+  }
   for (const auto& [name, value] : headers) {
     amqp_table_entry_t e;
     e.key = amqp_bytes_of(name);
@@ -51,25 +64,29 @@ int publish(amqp_connection_state_t conn, const std::vector<std::pair<std::strin
   return amqp_basic_publish(conn, 1, amqp_cstring_bytes(""), amqp_bytes_of(queue), 0, 0, &p, amqp_cstring_bytes("{}"));
 }
 
-std::size_t computed(const std::vector<std::pair<std::string, std::string>>& headers) {
+std::size_t computed(const Headers& headers, const std::string& key = "") {
   const std::string content_type = "application/json", message_id = "0190f5a0-0000-7000-8000-000000000001",
                     type = "OrderPlaced", correlation = "corr-1";
-  return outbox::content_header_frame_bytes({&content_type, &message_id, &type, &correlation, &headers});
+  return outbox::content_header_frame_bytes({&content_type, &message_id, &type, &correlation, &headers, &key});
 }
 
 }  // namespace
 
 TEST_CASE("a content header of exactly frame_max bytes is sent and one byte more cannot be") {
   const int frame_max = 8192;
-  std::vector<std::pair<std::string, std::string>> headers{{"a", std::string(100, 'v')}, {"b", ""}};
-  headers[1].second.assign(frame_max - computed(headers), 'w');
-  REQUIRE(computed(headers) == static_cast<std::size_t>(frame_max));
-  {
+  // Without an ordering key, and with the longest one (255 bytes) and its sequence.
+  for (const std::string& key : {std::string(), std::string(255, 'k')}) {
+    INFO("key of " << key.size() << " bytes");
+    Headers headers{{"a", std::string(100, 'v')}, {"b", ""}};
+    headers[1].second.assign(frame_max - computed(headers, key), 'w');
+    REQUIRE(computed(headers, key) == static_cast<std::size_t>(frame_max));
+    {
+      testenv::AmqpTestClient c(endpoint(frame_max));
+      CHECK(publish(c.conn(), headers, key) == AMQP_STATUS_OK);
+    }
+    headers[1].second.push_back('w');
+    REQUIRE(computed(headers, key) == static_cast<std::size_t>(frame_max) + 1);
     testenv::AmqpTestClient c(endpoint(frame_max));
-    CHECK(publish(c.conn(), headers) == AMQP_STATUS_OK);
+    CHECK(publish(c.conn(), headers, key) != AMQP_STATUS_OK);
   }
-  headers[1].second.push_back('w');
-  REQUIRE(computed(headers) == static_cast<std::size_t>(frame_max) + 1);
-  testenv::AmqpTestClient c(endpoint(frame_max));
-  CHECK(publish(c.conn(), headers) != AMQP_STATUS_OK);
 }

@@ -422,6 +422,19 @@ TEST_CASE("admin commands on a schema never migrated say to run migrate first, o
   testenv::sql_exec("DROP SCHEMA " + schema);
 }
 
+TEST_CASE("run on a schema an older release migrated exits 1 at start, saying to run migrate first") {
+  testenv::ScopedSchema schema("old", 15);  // before migration 0016's key_seq column
+  const auto config = testenv::write_temp_file(testenv::relay_config_yaml(schema.name()));
+  const auto r = testenv::run_relay_command({"run", "--config", config, "--exit-when-idle"});
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(contains(r.output, "table \"" + schema.name() +
+                               "\".outbox has no column key_seq (migration 0016), which this outbox-relay sends: "
+                               "run outbox-relay migrate first"));
+  schema.migrate();
+  CHECK(testenv::run_relay_command({"run", "--config", config, "--exit-when-idle"}).exit_code == 0);
+}
+
 TEST_CASE("each admin command has --help with its exit codes, and bad usage exits 2") {
   for (std::string cmd : {"status", "replay", "cleanup"}) {
     auto help = run_relay_command({cmd, "--help"});

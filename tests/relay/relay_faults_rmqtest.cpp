@@ -323,6 +323,41 @@ TEST_CASE("a row AMQP cannot carry is parked and does not hold up the rows behin
   CHECK(relay.wait() == 0);
 }
 
+TEST_CASE("a sequence number the trigger would not give is the row's fault: parked, naming key_seq, alone") {
+  ScopedSchema schema;
+  TestBroker broker;
+  enqueue(schema, broker, 10);
+  const auto t = "\"" + schema.name() + "\".outbox";
+  const auto nth = [&](int n) { return "(SELECT min(id) + " + std::to_string(n) + " FROM " + t + ")"; };
+  // Only with migration 0016's triggers off (a restore, a replica's apply) can a row
+  // hold such a number: 0 on a keyed row, one on a row without a key, and a valid one.
+  testenv::sql_exec("SET session_replication_role = replica; UPDATE " + t +
+                    " SET ordering_key = 'k', key_seq = 0 WHERE id = " + nth(2) + "; UPDATE " + t +
+                    " SET key_seq = 3 WHERE id = " + nth(5) + "; UPDATE " + t +
+                    " SET ordering_key = 'k', key_seq = 4 WHERE id = " + nth(7) + "; RESET session_replication_role");
+  Yaml y(schema.name());
+  y.relay_extra = "  max_attempts: 1\n";
+  RelayProcess relay(y.text());
+  CHECK_MESSAGE(testenv::eventually(15s, [&] { return count(schema, "parked_at IS NOT NULL") == 2; }), relay.log());
+  CHECK(testenv::eventually(15s, [&] { return count(schema, "published_at IS NOT NULL") == 8; }));
+  CHECK(sql_value("SELECT last_error FROM " + t + " WHERE id = " + nth(2)) ==
+        "column key_seq: 0 is not a sequence number (1 or more) (it is assigned at enqueue by migration 0016's "
+        "trigger)");
+  CHECK(sql_value("SELECT last_error FROM " + t + " WHERE id = " + nth(5)) ==
+        "column key_seq: 3 on a row without an ordering key (it is assigned at enqueue by migration 0016's trigger)");
+  int keyed = 0;
+  for (const auto& m : broker.receive(8, std::chrono::milliseconds(3000)))
+    if (m.headers.count("x-outbox-key")) {
+      ++keyed;
+      CHECK(m.headers.at("x-outbox-key") == "k");
+      CHECK(m.headers.at("x-outbox-seq") == "4");
+    }
+  CHECK(keyed == 1);
+  CHECK(testenv::lines_with(relay.log(), "connected to") == 1);  // no reconnect for them
+  relay.signal(SIGTERM);
+  CHECK(relay.wait() == 0);
+}
+
 TEST_CASE(
     "rows for a missing exchange among steady traffic: after the first, each is refused alone, without isolating its "
     "neighbours") {

@@ -5,7 +5,9 @@
 // rewrite a pending row or insert one already published).
 #include <doctest/doctest.h>
 
+#include <map>
 #include <pqxx/pqxx>
+#include <set>
 
 #include "../crypto/crypto_test_support.h"
 #include "outbox/outbox_writer.h"
@@ -110,6 +112,7 @@ const std::vector<std::string> kEventColumns = {"payload = 'evil'",
                                                 "message_id = gen_random_uuid()",
                                                 "message_type = 'Evil'",
                                                 "ordering_key = 'evil'",
+                                                "key_seq = 1",
                                                 "content_type = 'text/evil'",
                                                 "correlation_id = 'evil'",
                                                 "created_at = now()"};
@@ -150,7 +153,13 @@ TEST_CASE("under the least-privilege roles a producer enqueues and the relay pub
   int code = relay.wait();
   if (code != 0) MESSAGE(relay.log());
   CHECK(code == 0);
-  CHECK(broker.receive(5, std::chrono::milliseconds(1500)).size() == 5);
+  // The key sequence's trigger numbers the producer's rows though its role has no
+  // privilege on the counters (SECURITY DEFINER).
+  std::map<std::string, std::set<std::string>> seqs;
+  for (const auto& m : broker.receive(5, std::chrono::milliseconds(1500)))
+    seqs[m.headers.at("x-outbox-key")].insert(m.headers.at("x-outbox-seq"));
+  CHECK(seqs["order-0"] == std::set<std::string>{"1", "2", "3"});
+  CHECK(seqs["order-1"] == std::set<std::string>{"1", "2"});
   CHECK(sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox WHERE published_at IS NOT NULL") == "5");
 }
 
@@ -250,6 +259,13 @@ TEST_CASE("the producer role may insert only the producer's columns, not the rel
   CHECK(refused(roles.producer_dsn(), "DELETE FROM " + t));
   CHECK(refused(roles.producer_dsn(), "UPDATE " + t + " SET published_at = now()"));
   CHECK(refused(roles.producer_dsn(), "SELECT payload FROM " + t));
+  // The key sequence (migration 0016) is the trigger's alone.
+  CHECK(refused(roles.producer_dsn(), insert_with(t, "key_seq", "7")));
+  for (const auto& dsn : {roles.producer_dsn(), roles.relay_dsn()}) {
+    CHECK(refused(dsn, "SELECT * FROM \"" + schema.name() + "\".outbox_key_sequences"));
+    CHECK(refused(dsn, "UPDATE \"" + schema.name() + "\".outbox_key_sequences SET last_seq = 1"));
+    CHECK(refused(dsn, "DELETE FROM \"" + schema.name() + "\".outbox_key_sequences"));
+  }
   // Every column the SDK writes is the producer's.
   CHECK_FALSE(refused(roles.producer_dsn(), insert_with(t, "ordering_key, content_type, headers, correlation_id",
                                                         "'k', 'application/json', '{\"h\":\"v\"}', 'c'")));

@@ -1,12 +1,14 @@
 // What the relay sends and keeps, as configured: relay.on_publish (mark or delete at
-// ack), amqp.send_row_id / send_type / send_timestamp, and amqp.alternate_exchange
+// ack), amqp.send_row_id / send_sequence / send_type / send_timestamp, and amqp.alternate_exchange
 // in place of `mandatory`. Real relay binary, real PostgreSQL and RabbitMQ.
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <map>
 #include <pqxx/pqxx>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "outbox/outbox_writer.h"
 #include "relay_process.h"
@@ -103,6 +105,44 @@ TEST_CASE("send_row_id, send_type and send_timestamp false leave those out and k
     CHECK(m.headers.count("x-outbox-id") == 0);
     CHECK(m.type.empty());
     CHECK(m.timestamp == 0);
+  }
+}
+
+TEST_CASE("a keyed row carries its key and sequence number; send_sequence false leaves both out") {
+  ScopedSchema schema("wire");
+  TestBroker broker("wire");
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  for (int i = 0; i < 6; ++i) {
+    pqxx::work tx(conn);
+    auto m = event(broker.exchange(), broker.routing_key(), i);
+    m.ordering_key = i == 5 ? "" : (i % 2 ? "order-b" : "order-a");
+    writer.enqueue(tx, m);
+    tx.commit();
+  }
+  REQUIRE(drain(yaml_with(schema, "")) == 0);
+  std::map<std::string, std::vector<std::string>> seq_by_key;
+  int unkeyed = 0;
+  for (const auto& m : broker.receive(6, std::chrono::milliseconds(1500))) {
+    if (m.headers.count("x-outbox-key") == 0) {
+      ++unkeyed;
+      CHECK(m.headers.count("x-outbox-seq") == 0);
+      continue;
+    }
+    seq_by_key[m.headers.at("x-outbox-key")].push_back(m.headers.at("x-outbox-seq"));
+  }
+  CHECK(unkeyed == 1);
+  CHECK(seq_by_key["order-a"] == std::vector<std::string>{"1", "2", "3"});
+  CHECK(seq_by_key["order-b"] == std::vector<std::string>{"1", "2"});
+
+  testenv::sql_exec("UPDATE " + table(schema) + " SET published_at = NULL");  // publish them all again
+  REQUIRE(drain(yaml_with(schema, "  send_sequence: false\n")) == 0);
+  auto again = broker.receive(6, std::chrono::milliseconds(1500));
+  CHECK(again.size() == 6);
+  for (const auto& m : again) {
+    CHECK(m.headers.count("x-outbox-key") == 0);
+    CHECK(m.headers.count("x-outbox-seq") == 0);
+    CHECK(m.headers.count("x-outbox-id") == 1);
   }
 }
 

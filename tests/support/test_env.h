@@ -54,7 +54,7 @@ struct Received {
   std::string correlation_id;
   std::uint64_t timestamp = 0;
   bool persistent = false;
-  std::map<std::string, std::string> headers;  // string values; x-outbox-id as decimal
+  std::map<std::string, std::string> headers;  // string values; 64-bit integers (x-outbox-id, -seq) as decimal
 };
 
 // A test's own exchange (direct) and queue bound with `routing_key`, deleted on

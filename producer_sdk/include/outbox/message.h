@@ -17,10 +17,13 @@ struct Message {
   // Exchange, routing key, type, content type and correlation id are sent as AMQP
   // fields: at most 255 bytes each, and no control character (U+0000-U+001F,
   // U+007F-U+009F), as the outbox table's row rules require.
-  Exchange exchange;                              // AMQP exchange; required
-  RoutingKey routing_key;                         // required
-  MessageType type;                               // event type, e.g. "OrderPlaced"; required
-  std::string ordering_key;                       // aggregate id (e.g. the order id); may be empty; not sent
+  Exchange exchange;       // AMQP exchange; required
+  RoutingKey routing_key;  // required
+  MessageType type;        // event type, e.g. "OrderPlaced"; required
+  // Aggregate id (e.g. the order id); may be empty. Messages of one key are published
+  // in order, and each gets the key's next sequence number at enqueue (migration
+  // 0016), sent with the key as the headers x-outbox-key and x-outbox-seq.
+  std::string ordering_key;
   std::string payload;                            // opaque bytes, sent as the message body unchanged
   std::string content_type = "application/json";  // required
   // Application headers. Names: 1-128 of [A-Za-z0-9_.-], none the relay or RabbitMQ

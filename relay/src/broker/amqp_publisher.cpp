@@ -55,6 +55,7 @@ outbox::amqp::Settings amqp_settings(const AmqpConfig& c) {
 AmqpPublisher::AmqpPublisher(AmqpConfig config)
     : conn_(amqp_settings(config)),
       send_row_id_(config.send_row_id),
+      send_sequence_(config.send_sequence),
       send_type_(config.send_type),
       send_timestamp_(config.send_timestamp),
       alternate_exchange_(config.alternate_exchange) {}
@@ -163,7 +164,8 @@ static void check_timestamp(const OutboundMessage& m) {
 // rabbitmq-c writes the whole content header (properties and header table) into
 // one frame of at most the negotiated frame_max; a larger one cannot be sent.
 static void check_frame_size(const OutboundMessage& m, std::size_t frame_max) {
-  const outbox::WireProperties wire{m.content_type, m.message_id, m.type, m.correlation_id, m.headers};
+  const outbox::WireProperties wire{m.content_type,   m.message_id, m.type,
+                                    m.correlation_id, m.headers,    m.key_seq ? m.ordering_key : nullptr};
   const std::size_t bytes = outbox::content_header_frame_bytes(wire);
   if (bytes > frame_max)
     throw UnpublishableMessage("its AMQP content header frame would be " + std::to_string(bytes) + " bytes (" +
@@ -182,13 +184,22 @@ std::uint64_t AmqpPublisher::publish(const OutboundMessage& m) {
   if (send_timestamp_) check_timestamp(m);
   check_frame_size(m, static_cast<std::size_t>(amqp_get_frame_max(conn_.get())));
   std::vector<amqp_table_entry_t> entries;
-  entries.reserve(m.headers->size() + 1);
-  if (send_row_id_) {
-    amqp_table_entry_t id_entry;
-    id_entry.key = amqp_cstring_bytes("x-outbox-id");
-    id_entry.value.kind = AMQP_FIELD_KIND_I64;
-    id_entry.value.value.i64 = m.outbox_id;
-    entries.push_back(id_entry);
+  entries.reserve(m.headers->size() + 3);
+  const auto add_i64 = [&entries](const char* name, std::int64_t value) {
+    amqp_table_entry_t e;
+    e.key = amqp_cstring_bytes(name);
+    e.value.kind = AMQP_FIELD_KIND_I64;
+    e.value.value.i64 = value;
+    entries.push_back(e);
+  };
+  if (send_row_id_) add_i64(outbox::kRowIdHeader, m.outbox_id);
+  if (send_sequence_ && m.key_seq) {
+    amqp_table_entry_t key;
+    key.key = amqp_cstring_bytes(outbox::kKeyHeader);
+    key.value.kind = AMQP_FIELD_KIND_UTF8;
+    key.value.value.bytes = bytes_of(*m.ordering_key);
+    entries.push_back(key);
+    add_i64(outbox::kKeySeqHeader, *m.key_seq);
   }
   for (const auto& [name, value] : *m.headers) {
     amqp_table_entry_t e;

@@ -29,6 +29,10 @@ struct OutboundMessage {
   const std::string* correlation_id = nullptr;  // may be null
   const std::vector<std::pair<std::string, std::string>>* headers = nullptr;
   const std::string* payload = nullptr;
+  // A keyed row's key and sequence (ClaimedRow::key_seq): sent as x-outbox-key and
+  // x-outbox-seq. Both or neither.
+  const std::string* ordering_key = nullptr;
+  std::optional<std::int64_t> key_seq;
   std::int64_t created_unix_s = 0;  // created_at, whole seconds since 1970 (negative before)
 };
 
@@ -117,8 +121,8 @@ class AmqpPublisher {
   void check_alternate_exchange();
 
   outbox::amqp::AmqpConnection conn_;
-  // amqp.send_row_id, send_type, send_timestamp, alternate_exchange.
-  bool send_row_id_, send_type_, send_timestamp_;
+  // amqp.send_row_id, send_sequence, send_type, send_timestamp, alternate_exchange.
+  bool send_row_id_, send_sequence_, send_type_, send_timestamp_;
   std::string alternate_exchange_;
   amqp_channel_t channel_ = 0;
   std::uint64_t next_tag_ = 1;

@@ -148,6 +148,7 @@ void read_amqp(const YAML::Node& n, const std::string& origin, std::vector<std::
   r.string("key_file", c.key_file, false);
   r.boolean("verify_hostname", c.verify_hostname);
   r.boolean("send_row_id", c.send_row_id);
+  r.boolean("send_sequence", c.send_sequence);
   r.boolean("send_type", c.send_type);
   r.boolean("send_timestamp", c.send_timestamp);
   r.string("alternate_exchange", c.alternate_exchange, false);

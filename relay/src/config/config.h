@@ -91,7 +91,10 @@ struct AmqpConfig {
   // delivery, the row's headers and correlation id). Each optional part costs the
   // broker part of its ceiling (docs/perf/NOTEBOOK.md, "The wire"); consumers that do
   // not read it can do without it.
-  bool send_row_id = true;     // header x-outbox-id: the row's id (for `replay`, dead-letter triage)
+  bool send_row_id = true;  // header x-outbox-id: the row's id (for `replay`, dead-letter triage)
+  // Headers x-outbox-key and x-outbox-seq on a keyed row: its ordering key and the
+  // key's sequence number (migration 0016), for consumers' order and gap checks.
+  bool send_sequence = true;
   bool send_type = true;       // property `type`: the row's message_type
   bool send_timestamp = true;  // property `timestamp`: the row's created_at (seconds)
   // Empty: messages are published `mandatory` and an unroutable one comes back

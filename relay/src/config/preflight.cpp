@@ -29,6 +29,16 @@ std::vector<std::string> missing_privileges(outbox::PgConnection& conn, const st
     return {"USAGE on schema \"" + schema + "\" (to reach the outbox table)"};
   if (outbox::pgx::exec_params1(tx, "SELECT to_regclass($1) IS NULL", table)[0].as<bool>())
     throw PreflightError("table " + table + " does not exist: run outbox-relay migrate first");
+  // The newest column the claim reads: a schema migrated by an older release fails
+  // here, saying what to do, rather than at every claim.
+  if (!outbox::pgx::exec_params1(tx,
+                                 "SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = $1::regclass "
+                                 "AND attname = 'key_seq' AND NOT attisdropped)",
+                                 table)[0]
+           .as<bool>())
+    throw PreflightError("table " + table +
+                         " has no column key_seq (migration 0016), which this outbox-relay sends: run outbox-relay "
+                         "migrate first");
   struct Need {
     const char* privilege;
     const char* why;

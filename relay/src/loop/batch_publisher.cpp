@@ -153,6 +153,8 @@ bool BatchPublisher::publish_row(InflightBatch& b, std::size_t i) {
                     row.correlation_id ? &*row.correlation_id : nullptr,
                     &row.headers,
                     &row.payload,
+                    &row.ordering_key,
+                    row.key_seq,
                     row.created_unix_s};
   try {
     const auto tag = amqp_.publish(m);

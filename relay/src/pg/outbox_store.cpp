@@ -256,7 +256,7 @@ std::string OutboxStore::pending_sql(const std::string& alias) {
 // Both claims call the outbox `o` (the key walk joins it to its steps).
 std::string OutboxStore::claim_select_list() {
   return "SELECT id, o.ctid AS ctid, message_id::text AS message_id, exchange, routing_key, message_type, "
-         "ordering_key, "
+         "ordering_key, key_seq, "
          "content_type, headers::text AS headers, correlation_id, "
          "CASE WHEN octet_length(payload) <= " +
          std::to_string(kInlinePayloadBytes) +
@@ -276,6 +276,7 @@ struct OutboxStore::ClaimColumns {
         routing_key(q.column("routing_key")),
         message_type(q.column("message_type")),
         ordering_key(q.column("ordering_key")),
+        key_seq(q.column("key_seq")),
         content_type(q.column("content_type")),
         headers(q.column("headers")),
         correlation_id(q.column("correlation_id")),
@@ -284,8 +285,8 @@ struct OutboxStore::ClaimColumns {
         created_epoch(q.column("created_epoch")),
         payload_bytes(q.column("payload_bytes")),
         refused_before(q.column("refused_before")) {}
-  int id, ctid, message_id, exchange, routing_key, message_type, ordering_key, content_type, headers, correlation_id,
-      inline_payload, attempts, created_epoch, payload_bytes, refused_before;
+  int id, ctid, message_id, exchange, routing_key, message_type, ordering_key, key_seq, content_type, headers,
+      correlation_id, inline_payload, attempts, created_epoch, payload_bytes, refused_before;
 };
 
 // Each row on its own: a row whose columns cannot be decoded is returned with
@@ -351,6 +352,18 @@ void OutboxStore::decode_message_columns(const PgResult& q, int i, const ClaimCo
     }
   }
   if (!q.is_null(i, c.correlation_id)) row.correlation_id = q.bytes(i, c.correlation_id);
+  if (!q.is_null(i, c.key_seq)) {
+    // Only with the 0016 trigger off (a restore, session_replication_role = replica)
+    // can a row hold a number the trigger would not have given it.
+    row.key_seq = q.int8(i, c.key_seq);
+    if (*row.key_seq < 1 || row.ordering_key.empty()) {
+      row.invalid = "column key_seq: " + std::to_string(*row.key_seq) +
+                    (row.ordering_key.empty() ? " on a row without an ordering key"
+                                              : " is not a sequence number (1 or more)") +
+                    " (it is assigned at enqueue by migration 0016's trigger)";
+      return;
+    }
+  }
   row.payload_bytes = static_cast<std::size_t>(q.int4(i, c.payload_bytes));
   row.payload_loaded = !q.is_null(i, c.inline_payload);
   if (row.payload_loaded) row.payload = q.bytes(i, c.inline_payload);

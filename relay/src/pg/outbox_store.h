@@ -23,6 +23,9 @@ struct ClaimedRow {
   // finds the row by address instead of by an index probe (OutboxStore::mark_published).
   std::string ctid;
   std::string message_id, exchange, routing_key, type, ordering_key, content_type;
+  // The key's sequence number (migration 0016), sent as x-outbox-seq with the key;
+  // none for a row without a key or written before 0016.
+  std::optional<std::int64_t> key_seq;
   std::optional<std::string> correlation_id;
   std::vector<std::pair<std::string, std::string>> headers;
   // Payloads up to OutboxStore::kInlinePayloadBytes come with the claim; larger ones
