@@ -72,8 +72,8 @@ TEST_CASE("keyed rows are numbered 1, 2, 3 per key, whoever writes them; unkeyed
   CHECK(seqs(schema, "order-1") == "1,2,3,4");
   CHECK(seqs(schema, "order-2") == "1");
   CHECK(seqs(schema, "") == "null");
-  CHECK(sql_value("SELECT last_seq FROM \"" + schema.name() + "\".outbox_key_sequences WHERE ordering_key = 'order-1'") ==
-        "4");
+  CHECK(sql_value("SELECT last_seq FROM \"" + schema.name() +
+                  "\".outbox_key_sequences WHERE ordering_key = 'order-1'") == "4");
 }
 
 TEST_CASE("a rolled-back enqueue leaves no gap in its key's sequence") {
@@ -160,12 +160,11 @@ TEST_CASE("a number cannot be chosen at insert nor changed after, nor can the ke
   const auto first = sql_value("SELECT min(id) FROM " + t);
   const auto r = sqlstate_of("UPDATE " + t + " SET key_seq = 5 WHERE id = " + first);
   CHECK_MESSAGE(r.rfind("55000: ", 0) == 0, r);
-  CHECK_MESSAGE(r.find("outbox row " + first + ": key_seq and ordering_key are assigned at enqueue and cannot change") !=
-                    std::string::npos,
+  CHECK_MESSAGE(r.find("outbox row " + first +
+                       ": key_seq and ordering_key are assigned at enqueue and cannot change") != std::string::npos,
                 r);
   CHECK(sqlstate_of("UPDATE " + t + " SET ordering_key = 'j' WHERE id = " + first).rfind("55000: ", 0) == 0);
-  CHECK(sqlstate_of("UPDATE " + t + " SET published_at = now(), attempts = 1 WHERE id = " + first) ==
-        "nothing raised");
+  CHECK(sqlstate_of("UPDATE " + t + " SET published_at = now(), attempts = 1 WHERE id = " + first) == "nothing raised");
   CHECK(seqs(schema, "k") == "1,2");
 }
 

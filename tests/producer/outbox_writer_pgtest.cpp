@@ -103,6 +103,21 @@ TEST_CASE("an enqueue outside a transaction (pqxx::nontransaction) is refused an
   CHECK(count(schema) == "1");
 }
 
+TEST_CASE("an enqueue in a subtransaction that is aborted is gone, though its transaction commits") {
+  ScopedSchema schema;
+  OutboxWriter writer({schema.name(), {}});
+  pqxx::connection conn(testenv::pg_dsn());
+  pqxx::work tx(conn);
+  {
+    pqxx::subtransaction savepoint(tx, "enqueue");
+    writer.enqueue(savepoint, order_placed(1));
+    savepoint.abort();
+  }
+  writer.enqueue(tx, order_placed(2));
+  tx.commit();
+  CHECK(sql_value("SELECT string_agg(ordering_key, ',') FROM \"" + schema.name() + "\".outbox") == "order-2");
+}
+
 TEST_CASE("a batch writes every message in one statement with distinct ids in input order") {
   ScopedSchema schema;
   OutboxWriter writer({schema.name(), {}});

@@ -14,6 +14,7 @@
 #include <pqxx/prepared_statement>
 #else
 #include <pqxx/binarystring>
+#include <pqxx/subtransaction>
 #endif
 #include <string>
 #include <string_view>
@@ -49,11 +50,24 @@ inline void close_pg_connection(PgConnection& conn) {
 
 namespace outbox::pgx {
 
+#if PQXX_VERSION_MAJOR < 7
+// libpqxx 6.4 sends a subtransaction's SAVEPOINT lazily, from its exec() family only:
+// a statement sent first through exec_params or exec_prepared ran before the
+// SAVEPOINT, outside it, and survived the subtransaction's abort (an event enqueued in
+// an aborted subtransaction was published: outbox_writer_pgtest). One exec() first
+// makes sure the savepoint is open: a round trip per statement, on libpqxx 6.4 and in
+// subtransactions only (7.x opens it when the subtransaction is made).
+inline void open_savepoint(pqxx::transaction_base& tx) {
+  if (auto* sub = dynamic_cast<pqxx::subtransaction*>(&tx)) sub->exec("SELECT 1");
+}
+#endif
+
 template <class Tx, class... Args>
 pqxx::result exec_params(Tx&& tx, const std::string& sql, Args&&... args) {
 #if PQXX_VERSION_MAJOR >= 7
   return tx.exec(sql, pqxx::params{std::forward<Args>(args)...});
 #else
+  open_savepoint(tx);
   return tx.exec_params(sql, std::forward<Args>(args)...);
 #endif
 }
@@ -63,6 +77,7 @@ pqxx::row exec_params1(Tx&& tx, const std::string& sql, Args&&... args) {
 #if PQXX_VERSION_MAJOR >= 7
   return tx.exec(sql, pqxx::params{std::forward<Args>(args)...}).one_row();
 #else
+  open_savepoint(tx);
   return tx.exec_params1(sql, std::forward<Args>(args)...);
 #endif
 }
@@ -72,6 +87,7 @@ void exec_params0(Tx&& tx, const std::string& sql, Args&&... args) {
 #if PQXX_VERSION_MAJOR >= 7
   tx.exec(sql, pqxx::params{std::forward<Args>(args)...}).no_rows();
 #else
+  open_savepoint(tx);
   tx.exec_params0(sql, std::forward<Args>(args)...);
 #endif
 }
@@ -81,6 +97,7 @@ pqxx::result exec_prepared(Tx&& tx, const std::string& name, Args&&... args) {
 #if PQXX_VERSION_MAJOR >= 7
   return tx.exec(pqxx::prepped{name}, pqxx::params{std::forward<Args>(args)...});
 #else
+  open_savepoint(tx);
   return tx.exec_prepared(name, std::forward<Args>(args)...);
 #endif
 }
@@ -90,6 +107,7 @@ pqxx::row exec_prepared1(Tx&& tx, const std::string& name, Args&&... args) {
 #if PQXX_VERSION_MAJOR >= 7
   return tx.exec(pqxx::prepped{name}, pqxx::params{std::forward<Args>(args)...}).one_row();
 #else
+  open_savepoint(tx);
   return tx.exec_prepared1(name, std::forward<Args>(args)...);
 #endif
 }
@@ -99,6 +117,7 @@ void exec_prepared0(Tx&& tx, const std::string& name, Args&&... args) {
 #if PQXX_VERSION_MAJOR >= 7
   tx.exec(pqxx::prepped{name}, pqxx::params{std::forward<Args>(args)...}).no_rows();
 #else
+  open_savepoint(tx);
   tx.exec_prepared0(name, std::forward<Args>(args)...);
 #endif
 }
