@@ -7,6 +7,7 @@
 
 #include "amqp_bench_client.h"
 #include "outbox/pqxx_compat.h"
+#include "tag_counter.h"
 
 namespace bench {
 namespace {
@@ -18,21 +19,6 @@ std::string id_array(const std::vector<std::int64_t>& ids) {
   std::string out = "{";
   for (std::size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
   return out + "}";
-}
-
-// Reads confirms until every tag up to `last` is acked; a nack or a silent broker
-// ends the pipeline (the floor has no retry to offer).
-void await_acks(AmqpBenchClient& amqp, std::uint64_t first, std::uint64_t last) {
-  std::vector<bool> acked(last - first + 1, false);
-  std::uint64_t below = first;  // every tag below this one is acked
-  while (below <= last) {
-    auto c = amqp.next_confirm(kConfirmTimeout);
-    if (!c) throw BenchError("floor pipeline: no confirm within 30 s");
-    if (c->nacked) throw BenchError("floor pipeline: the broker nacked delivery tag " + std::to_string(c->tag));
-    const std::uint64_t from = c->multiple ? below : c->tag;
-    for (std::uint64_t t = from; t <= c->tag && t <= last; ++t) acked[t - first] = true;
-    while (below <= last && acked[below - first]) ++below;
-  }
 }
 
 }  // namespace
@@ -63,7 +49,7 @@ void FloorPipeline::run() {
   pqxx::connection pg(dsn_);
   AmqpBenchClient amqp(amqp_uri_);
   amqp.confirm_select();
-  std::uint64_t next_tag = 1;
+  TagCounter tags;
   const std::string table = pg.quote_name(schema_) + ".outbox";
   pg.prepare("claim", "SELECT id, message_id::text, exchange, routing_key, payload FROM " + table +
                           " WHERE published_at IS NULL AND parked_at IS NULL AND next_attempt_at <= now() "
@@ -82,12 +68,19 @@ void FloorPipeline::run() {
     const auto rows = outbox::pgx::exec_prepared(tx, "claim", batch_size_);
     if (rows.empty()) return 0;
     std::vector<std::int64_t> ids;
-    const std::uint64_t first = next_tag;
     for (const auto& r : rows) {
       ids.push_back(r[0].as<std::int64_t>());
-      next_tag = amqp.publish(r[2].c_str(), r[3].c_str(), r[1].c_str(), ids.back(), outbox::pgx::bytea_of(r[4])) + 1;
+      amqp.publish(r[2].c_str(), r[3].c_str(), r[1].c_str(), ids.back(), outbox::pgx::bytea_of(r[4]));
+      tags.published();
     }
-    await_acks(amqp, first, next_tag - 1);
+    // Every ack of the batch; a nack or a silent broker ends the pipeline (the floor
+    // has no retry to offer).
+    while (tags.outstanding() > 0) {
+      const auto c = amqp.next_confirm(kConfirmTimeout);
+      if (!c) throw BenchError("floor pipeline: no confirm within 30 s");
+      tags.settle(*c);
+    }
+    if (tags.nacked() > 0) throw BenchError("floor pipeline: the broker nacked a message");
     outbox::pgx::exec_prepared0(tx, "mark", id_array(ids));
     tx.commit();
     return rows.size();
