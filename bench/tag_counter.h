@@ -37,5 +37,4 @@ class TagCounter {
   std::uint64_t low_ = 0, settled_ = 0, nacked_ = 0;
 };
 
-
 }  // namespace bench
