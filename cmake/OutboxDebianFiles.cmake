@@ -122,7 +122,7 @@ if(OUTBOX_HELP2MAN)
   endfunction()
   file(MAKE_DIRECTORY ${OUTBOX_MAN_DIR}/man1)
   outbox_man_page(outbox-relay "publish committed outbox rows to RabbitMQ"
-                  "run,migrate,check-config,status,replay,cleanup,dead" ${PROJECT_SOURCE_DIR}/packaging/outbox-relay.h2m)
+                  "run,migrate,check-config,status,replay,cleanup,dead,sequence-audit" ${PROJECT_SOURCE_DIR}/packaging/outbox-relay.h2m)
   outbox_man_page(outbox-keys "field-encryption master keys: check, rotate (rewrap), erase"
                   "check,status,rewrap,erase" ${PROJECT_SOURCE_DIR}/packaging/outbox-keys.h2m)
 else()

@@ -13,7 +13,9 @@
 --                  relay credential cannot rewrite a pending row's payload, exchange,
 --                  routing key, headers or message id; DELETE as well only with
 --                  -v retention=true (relay.retention in the relay, or
---                  `outbox-relay cleanup`). No INSERT, no DDL, nothing else.
+--                  `outbox-relay cleanup`). SELECT on outbox_key_sequences (migration
+--                  0016; for `outbox-relay sequence-audit`). No INSERT, no DDL,
+--                  nothing else.
 --   producer_role: USAGE on the schema; INSERT of the producer's columns only
 --                  (message_id, exchange, routing_key, message_type, ordering_key,
 --                  content_type, headers, correlation_id, payload: what the SDK's
@@ -52,7 +54,9 @@
 --                  as before. Recording another consumer's row fails with SQLSTATE
 --                  42501 naming the consumer and the role; its rows are invisible. A
 --                  member mapped to no name is listed in a WARNING: its every record
---                  would fail.
+--                  would fail. With migration 0017: SELECT, INSERT, UPDATE and DELETE
+--                  on inbox_key_sequences and inbox_held (the sequence guard), under
+--                  the same two policies (one consumer name's rows each).
 -- Then give them to login roles, e.g.
 --   CREATE ROLE order_service LOGIN PASSWORD '...' IN ROLE outbox_producer;
 --   CREATE ROLE relay LOGIN PASSWORD '...' IN ROLE outbox_relay;
@@ -115,6 +119,13 @@ SELECT format('GRANT EXECUTE ON FUNCTION %I.supersede_subject_key(text, text, te
               :'schema', :'producer_role')
  WHERE to_regprocedure(format('%I.supersede_subject_key(text, text, text, text, bytea)', :'schema')) IS NOT NULL \gexec
 
+-- Migration 0016: the per-key sequence counters are the trigger's; the relay role may
+-- read them (outbox-relay sequence-audit compares them with a consumer's).
+SELECT format('REVOKE ALL ON %I.outbox_key_sequences FROM %I, %I', :'schema', :'relay_role', :'producer_role')
+ WHERE to_regclass(format('%I.outbox_key_sequences', :'schema')) IS NOT NULL \gexec
+SELECT format('GRANT SELECT ON %I.outbox_key_sequences TO %I', :'schema', :'relay_role')
+ WHERE to_regclass(format('%I.outbox_key_sequences', :'schema')) IS NOT NULL \gexec
+
 -- The SQL contract (migration 0008), when the schema has it.
 SELECT format('GRANT EXECUTE ON FUNCTION %I.enqueue(text, text, text, bytea, jsonb, text, text, text, uuid, '
               'text, text, integer), %I.uuid_v7() TO %I', :'schema', :'schema', :'producer_role')
@@ -151,6 +162,30 @@ CREATE POLICY inbox_any_role ON :"schema".inbox AS PERMISSIVE TO PUBLIC USING (t
 -- command (a DELETE granted to it later purges its own rows only).
 CREATE POLICY inbox_own_consumer ON :"schema".inbox AS RESTRICTIVE TO :"consumer_role"
   USING (:"schema".inbox_consumer_is_mine(consumer)) WITH CHECK (:"schema".inbox_consumer_check(consumer));
+-- The sequence guard's tables (migration 0017), when the schema has them: read and
+-- written by the consumer's own transactions, limited to its own consumer names by
+-- the same two policies as the inbox.
+DO $$
+DECLARE
+  s text := current_setting('outbox_roles.schema');
+  r text := current_setting('outbox_roles.consumer_role');
+  t text;
+BEGIN
+  IF to_regclass(format('%I.inbox_key_sequences', s)) IS NULL THEN
+    RETURN;
+  END IF;
+  FOREACH t IN ARRAY ARRAY['inbox_key_sequences', 'inbox_held'] LOOP
+    EXECUTE format('REVOKE ALL ON %I.%I FROM %I', s, t, r);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.%I TO %I', s, t, r);
+    EXECUTE format('ALTER TABLE %I.%I ENABLE ROW LEVEL SECURITY', s, t);
+    EXECUTE format('DROP POLICY IF EXISTS %I ON %I.%I', t || '_any_role', s, t);
+    EXECUTE format('DROP POLICY IF EXISTS %I ON %I.%I', t || '_own_consumer', s, t);
+    EXECUTE format('CREATE POLICY %I ON %I.%I AS PERMISSIVE TO PUBLIC USING (true) WITH CHECK (true)',
+                   t || '_any_role', s, t);
+    EXECUTE format('CREATE POLICY %I ON %I.%I AS RESTRICTIVE TO %I USING (%I.inbox_consumer_is_mine(consumer)) '
+                   'WITH CHECK (%I.inbox_consumer_check(consumer))', t || '_own_consumer', s, t, r, s, s);
+  END LOOP;
+END $$;
 -- Members that map to no consumer name: every inbox_record of theirs would fail.
 -- (Superusers and BYPASSRLS roles are members of every role and bypass the policy.)
 DO $$

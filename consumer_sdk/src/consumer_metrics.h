@@ -6,6 +6,7 @@
 
 #include "outbox/consumer_counters.h"
 #include "outbox/metrics.h"
+#include "outbox/sequence_status.h"
 
 namespace outbox::detail {
 
@@ -28,6 +29,9 @@ class ConsumerMetrics {
   void retried() { bump(counters_.retried, retried_); }
   void dead_lettered() { bump(counters_.dead_lettered, dead_lettered_); }
   void late_delivery() { bump(counters_.late_deliveries, late_deliveries_); }
+  void held() { bump(counters_.held, held_); }
+  // The sequence guard's state as last read from the database.
+  void sequence_status(const SequenceStatus& s);
   // Messages set aside now (RetryOrder::kSetAside), across the runner's workers.
   void set_aside_changed(int delta) { set_aside_.add(delta); }
 
@@ -40,8 +44,9 @@ class ConsumerMetrics {
   }
 
   ConsumerCounters counters_;
-  metrics::Counter &processed_, &duplicates_, &failed_, &retried_, &dead_lettered_, &late_deliveries_;
+  metrics::Counter &processed_, &duplicates_, &failed_, &retried_, &dead_lettered_, &late_deliveries_, &held_;
   metrics::Gauge& set_aside_;
+  metrics::Gauge &held_now_, &gaps_, &stuck_, &oldest_gap_;
 };
 
 }  // namespace outbox::detail

@@ -111,6 +111,7 @@ void validate_runner_options(const RunnerOptions& o) {
   require_range("connect_timeout_ms", o.connect_timeout.count(), 100, 600000);
   require_range("poll_interval_ms", o.poll_interval.count(), 10, 10000);
   if (o.retention) validate_retention_policy(*o.retention);
+  require_range("sequence_gap_alert_ms", o.sequence_gap_alert.count(), 100, 7LL * 24 * 3600 * 1000);
 }
 
 struct ConsumerRunner::State {
@@ -131,6 +132,10 @@ ConsumerRunner::ConsumerRunner(RunnerOptions options, Handler handler) : state_(
   const auto& o = state_->options;
   if (o.dedup == Deduplication::kInbox) state_->shared.inbox.emplace(InboxOptions{o.schema, o.consumer});
   if (o.retention) state_->shared.retention.emplace(o.schema, *o.retention);
+  if (o.sequence_guard) {
+    state_->shared.guard.emplace(SequenceGuardOptions{o.schema, o.consumer});
+    state_->shared.held.emplace(o.schema, o.consumer);
+  }
   auto& shared = state_->shared;
   shared.registry = o.metrics ? o.metrics : std::make_shared<outbox::metrics::Registry>();
   shared.metrics.emplace(*shared.registry, o.consumer.value());
@@ -168,6 +173,8 @@ void ConsumerRunner::start() {
   spdlog::info("consumer {}: {} worker(s) consuming queue '{}' (prefetch {}, {}), {} PostgreSQL connection(s)",
                o.consumer.value(), o.concurrency, one_line(o.queue, 255), o.prefetch,
                o.dedup == Deduplication::kInbox ? "inbox deduplication" : "handler deduplication", o.concurrency);
+  if (o.sequence_guard)
+    spdlog::info("consumer {}: sequence guard on: each key's events applied once and in order", o.consumer.value());
 }
 
 void ConsumerRunner::stop() { state_->shared.stop.set(); }
@@ -198,6 +205,11 @@ int ConsumerRunner::run_until_signal() {
 }
 
 const ConsumerCounters& ConsumerRunner::counters() const { return state_->shared.metrics->counters(); }
+
+SequenceStatus ConsumerRunner::sequence_status() const {
+  std::lock_guard lock(state_->shared.sequence_status_mutex);
+  return state_->shared.sequence_status;
+}
 
 metrics::Registry& ConsumerRunner::metrics() const { return *state_->shared.registry; }
 

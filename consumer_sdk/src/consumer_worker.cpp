@@ -10,6 +10,7 @@
 #include "outbox/log_fields.h"
 #include "outbox/one_line.h"
 #include "outbox/pg_conninfo.h"
+#include "outbox/sequence_guard.h"
 #include "session_limits.h"
 
 namespace outbox::detail {
@@ -91,6 +92,7 @@ void ConsumerWorker::run() {
 
 void ConsumerWorker::consume_until_stopped() {
   while (!shared_.stop.is_set()) {
+    if (shared_.guard) sweep_held(false);
     const auto now = SetAsideQueue::Clock::now();
     if (auto due = set_aside_.take_due(now)) {
       shared_.metrics->set_aside_changed(-1);
@@ -130,30 +132,76 @@ void ConsumerWorker::handle(InboundMessage& m) {
   note_late_delivery(d);
 
   std::string error;
-  Outcome outcome = run_transaction(d, error);
+  std::optional<KeySequence> ks;
+  if (shared_.guard) {
+    try {
+      ks = key_sequence_of(d);
+    } catch (const ValidationError& e) {
+      // A half or malformed sequence cannot be put in order: never apply it blindly.
+      settle_failure(m, Outcome::kPermanent, e.what());
+      return;
+    }
+  }
+  bool next_held = false;
+  Outcome outcome = run_transaction(d, ks, next_held, error);
   if (outcome != Outcome::kEnvironment) environment_failures_ = 0;  // everything answered
-  if (outcome == Outcome::kProcessed || outcome == Outcome::kDuplicate) {
+  if (outcome == Outcome::kProcessed || outcome == Outcome::kDuplicate || outcome == Outcome::kHeld) {
     // Acked only after the commit: a crash before this line redelivers the message,
-    // and the committed inbox row makes that redelivery a duplicate.
+    // and the committed inbox row (or held row) makes that redelivery a duplicate.
     amqp_.ack(m.delivery_tag);
     shared_.retries.forget(d.message_id);
-    outcome == Outcome::kProcessed ? shared_.metrics->processed() : shared_.metrics->duplicate();
+    if (outcome == Outcome::kProcessed) shared_.metrics->processed();
+    if (outcome == Outcome::kDuplicate) shared_.metrics->duplicate();
+    if (outcome == Outcome::kHeld) shared_.metrics->held();
+    if (next_held) drain_held(ks->key);
     return;
   }
   settle_failure(m, outcome, error);
 }
 
-ConsumerWorker::Outcome ConsumerWorker::run_transaction(const Delivery& d, std::string& error) {
+ConsumerWorker::Outcome ConsumerWorker::run_transaction(const Delivery& d, const std::optional<KeySequence>& ks,
+                                                        bool& next_held, std::string& error) {
+  return classified(
+      [&] {
+        if (!pg_) pg_ = open_watched_connection(pg_dsn_);
+        pqxx::work tx(*pg_, "outbox_consumer");
+        if (ks) {
+          // First: it locks the key's row, so this key's events are applied one at a time.
+          auto c = shared_.guard->check(tx, *ks);
+          if (c.outcome == SequenceOutcome::kGap) {
+            shared_.held->hold(tx, *ks, d);  // a redelivery of a held event is held once
+            tx.commit();
+            return Outcome::kHeld;
+          }
+          if (c.outcome == SequenceOutcome::kDuplicate) {
+            // A redelivery, unless the inbox never saw this id: then the key's
+            // sequence went back (its outbox counter was reset), and skipping would
+            // lose an event. It goes to the dead-letter queue for an operator.
+            if (shared_.inbox && !shared_.inbox->contains(tx, d.message_id))
+              throw PermanentError("sequence " + std::to_string(ks->seq) + " of key '" + one_line(ks->key, 200) +
+                                   "' is at or below the last applied (" + std::to_string(c.last_applied) +
+                                   ") but this message was never applied: the key's sequence went back");
+            tx.abort();
+            return Outcome::kDuplicate;
+          }
+          next_held = c.next_held;
+        }
+        if (shared_.inbox && shared_.inbox->record(tx, d.message_id, d.type) == InboxOutcome::kDuplicate) {
+          // Applied before the guard knew it: keep the sequence's advance.
+          if (ks) tx.commit();
+          else tx.abort();
+          return Outcome::kDuplicate;
+        }
+        shared_.handler(tx, d);
+        tx.commit();
+        return Outcome::kProcessed;
+      },
+      error);
+}
+
+ConsumerWorker::Outcome ConsumerWorker::classified(const std::function<Outcome()>& body, std::string& error) {
   try {
-    if (!pg_) pg_ = open_watched_connection(pg_dsn_);
-    pqxx::work tx(*pg_, "outbox_consumer");
-    if (shared_.inbox && shared_.inbox->record(tx, d.message_id, d.type) == InboxOutcome::kDuplicate) {
-      tx.abort();
-      return Outcome::kDuplicate;
-    }
-    shared_.handler(tx, d);
-    tx.commit();
-    return Outcome::kProcessed;
+    return body();
   } catch (const PermanentError& e) {
     error = e.what();
     return Outcome::kPermanent;
@@ -221,8 +269,7 @@ void ConsumerWorker::settle_failure(InboundMessage& m, Outcome outcome, const st
     shared_.metrics->dead_lettered();
     return;
   }
-  auto delay = o.retry_delay * (1LL << std::min(failures - 1, 20));
-  delay = std::min<std::chrono::milliseconds>(delay, o.retry_delay_max);
+  const auto delay = retry_backoff(o.retry_delay, o.retry_delay_max, failures);
   // Set aside (kSetAside, room left): the worker handles the next deliveries meanwhile.
   const std::string type = one_line(d.type, 100);
   if (set_aside_.add(m, SetAsideQueue::Clock::now() + delay)) {

@@ -1,14 +1,19 @@
 #pragma once
 // ConsumerWorker: one consuming thread of a ConsumerRunner.
 
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "amqp_consumer.h"
 #include "consumer_metrics.h"
+#include "held_messages.h"
 #include "outbox/consumer_runner.h"
 #include "outbox/inbox.h"
+#include "outbox/sequence_guard.h"
 #include "retry_tracker.h"
 #include "set_aside_queue.h"
 #include "stop_signal.h"
@@ -21,8 +26,12 @@ struct SharedState {
   SharedState(const RunnerOptions& o, const Handler& h) : options(o), handler(h) {}
   const RunnerOptions& options;
   const Handler& handler;
-  std::optional<Inbox> inbox;                   // set with Deduplication::kInbox
-  std::optional<InboxRetention> retention;      // set with options.retention
+  std::optional<Inbox> inbox;               // set with Deduplication::kInbox
+  std::optional<InboxRetention> retention;  // set with options.retention
+  std::optional<SequenceGuard> guard;       // set with options.sequence_guard
+  std::optional<HeldMessages> held;         // set with options.sequence_guard
+  std::mutex sequence_status_mutex;
+  SequenceStatus sequence_status;               // guarded by sequence_status_mutex; refreshed by worker 0
   std::shared_ptr<metrics::Registry> registry;  // options.metrics, or the runner's own
   std::optional<ConsumerMetrics> metrics;       // set by the runner's constructor
   RetryTracker retries;
@@ -45,11 +54,22 @@ class ConsumerWorker {
 
  private:
   // kEnvironment: not the message's fault (a lost PostgreSQL session, an EnvironmentError).
-  enum class Outcome { kProcessed, kDuplicate, kFailed, kPermanent, kEnvironment };
+  // kHeld: before its turn on its key; kept in inbox_held (sequence guard).
+  enum class Outcome { kProcessed, kDuplicate, kHeld, kFailed, kPermanent, kEnvironment };
   void consume_until_stopped();
   void handle(InboundMessage& message);
-  Outcome run_transaction(const Delivery& delivery, std::string& error);
+  Outcome run_transaction(const Delivery& delivery, const std::optional<KeySequence>& ks, bool& next_held,
+                          std::string& error);
+  // Runs `body` (one transaction on pg_) and classifies what it throws.
+  Outcome classified(const std::function<Outcome()>& body, std::string& error);
   Outcome session_lost(std::string what, std::string& error);
+  // Sequence guard (consumer_worker_held.cpp): applies `key`'s held events whose
+  // turn has come, each in its own transaction, until one is missing or fails.
+  void drain_held(const std::string& key);
+  // Every second: drains the keys whose next event is held and due (their turn came
+  // in another process, or a try failed before); worker 0 also refreshes the status.
+  void sweep_held(bool force);
+  void refresh_sequence_status();
   void settle_failure(InboundMessage& message, Outcome outcome, const std::string& error);
   // Requeues what is set aside (at a stop: another worker or process tries it next).
   void requeue_set_aside();
@@ -63,6 +83,9 @@ class ConsumerWorker {
   std::unique_ptr<WatchedConnection> pg_;
   int environment_failures_ = 0;  // kEnvironment outcomes in a row; sets the pause before the next message
   SetAsideQueue set_aside_;       // RetryOrder::kSetAside: failed messages waiting for their retry
+  std::chrono::steady_clock::time_point next_sweep_{}, next_status_{};
+  std::set<std::string> reported_gaps_;  // keys logged as gapped (worker 0), until they are not
+  std::int64_t reported_stuck_ = 0;
 };
 
 }  // namespace outbox::detail

@@ -17,6 +17,11 @@ Inbox::Inbox(InboxOptions options) : options_(std::move(options)) {
   insert_sql_ = "INSERT INTO " + schema +
                 ".inbox (message_id, consumer, message_type) VALUES ($1::uuid, $2, NULLIF($3, '')) "
                 "ON CONFLICT ON CONSTRAINT inbox_pkey DO NOTHING";
+  contains_sql_ = "SELECT EXISTS (SELECT FROM " + schema + ".inbox WHERE message_id = $1::uuid AND consumer = $2)";
+}
+
+bool Inbox::contains(pqxx::transaction_base& tx, const MessageId& message_id) const {
+  return outbox::pgx::exec_params1(tx, contains_sql_, message_id.to_string(), options_.consumer.value())[0].as<bool>();
 }
 
 InboxOutcome Inbox::record(pqxx::transaction_base& tx, const MessageId& message_id,

@@ -1,5 +1,7 @@
 #include "retry_tracker.h"
 
+#include <algorithm>
+
 namespace outbox::detail {
 
 int RetryTracker::failures(const MessageId& id) const {
@@ -27,6 +29,11 @@ void RetryTracker::forget(const MessageId& id) {
 std::size_t RetryTracker::size() const {
   std::lock_guard lock(mutex_);
   return failures_.size();
+}
+
+std::chrono::milliseconds retry_backoff(std::chrono::milliseconds first, std::chrono::milliseconds max, int failures) {
+  auto delay = first * (1LL << std::min(std::max(failures, 1) - 1, 20));
+  return std::min<std::chrono::milliseconds>(delay, max);
 }
 
 }  // namespace outbox::detail

@@ -1,6 +1,7 @@
 #pragma once
 // RetryTracker: failed tries per message id, shared by a runner's workers.
 
+#include <chrono>
 #include <cstddef>
 #include <map>
 #include <mutex>
@@ -28,5 +29,9 @@ class RetryTracker {
   std::map<MessageId, int> failures_;
   std::size_t capacity_ = 100000;
 };
+
+// The wait before the next try after `failures` failed ones: `first`, doubling per
+// failure, at most `max`. Pure.
+std::chrono::milliseconds retry_backoff(std::chrono::milliseconds first, std::chrono::milliseconds max, int failures);
 
 }  // namespace outbox::detail

@@ -70,6 +70,26 @@ void TestPublisher::publish(const std::string& exchange, const std::string& rout
     props._flags |= AMQP_BASIC_TIMESTAMP_FLAG;
     props.timestamp = *o.timestamp_unix_s;
   }
+  std::vector<amqp_table_entry_t> entries;
+  for (const auto& [k, v] : o.headers) {
+    amqp_table_entry_t e;
+    e.key = amqp_bytes_of(k);
+    e.value.kind = AMQP_FIELD_KIND_UTF8;
+    e.value.value.bytes = amqp_bytes_of(v);
+    entries.push_back(e);
+  }
+  for (const auto& [k, v] : o.int_headers) {
+    amqp_table_entry_t e;
+    e.key = amqp_bytes_of(k);
+    e.value.kind = AMQP_FIELD_KIND_I64;
+    e.value.value.i64 = v;
+    entries.push_back(e);
+  }
+  if (!entries.empty()) {
+    props._flags |= AMQP_BASIC_HEADERS_FLAG;
+    props.headers.num_entries = static_cast<int>(entries.size());
+    props.headers.entries = entries.data();
+  }
   if (amqp_basic_publish(conn, 1, amqp_bytes_of(exchange), amqp_bytes_of(routing_key), 1, 0, &props,
                          amqp_bytes_of(body)) != AMQP_STATUS_OK)
     throw std::runtime_error("consumer test support: publish failed");

@@ -7,6 +7,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "amqp_test_client.h"
 #include "outbox/consumer_runner.h"
@@ -39,8 +41,10 @@ class TestPublisher {
 
   struct Options {
     std::string type = "TestEvent";
-    std::optional<std::string> message_id;          // none: the property is left out
-    std::optional<std::uint64_t> timestamp_unix_s;  // the AMQP timestamp property
+    std::optional<std::string> message_id;                          // none: the property is left out
+    std::optional<std::uint64_t> timestamp_unix_s;                  // the AMQP timestamp property
+    std::vector<std::pair<std::string, std::string>> headers;       // long-string values
+    std::vector<std::pair<std::string, std::int64_t>> int_headers;  // signed 64-bit values
   };
   void publish(const std::string& exchange, const std::string& routing_key, const std::string& body,
                const Options& options);

@@ -122,6 +122,14 @@ auto consumer_outbox_fragment() {
   return plain;
 }
 
+// docs/CONSUMER.md, "Sequence guard"
+outbox::RunnerOptions sequence_guard_fragment(outbox::RunnerOptions o) {
+  o.bindings = {{"orders", "order.#", "topic"}};      // every event of an order's key
+  o.sequence_guard = true;                             // migration 0017
+  o.sequence_gap_alert = std::chrono::seconds(60);     // report a key waiting longer
+  return o;
+}
+
 // clang-format on
 
 }  // namespace
@@ -130,6 +138,20 @@ TEST_CASE("docs/CONSUMER.md's TLS fragment sets the URI and the CA file it shows
   auto o = tls_fragment({}, "secret");
   CHECK(o.amqp_uri == "amqps://billing:secret@mq.internal/prod");
   CHECK(o.amqp_ca_file == "/etc/outbox/ca.crt");
+}
+
+TEST_CASE("docs/CONSUMER.md's sequence-guard fragment turns the guard on with a valid alert bound") {
+  auto o = sequence_guard_fragment({});
+  CHECK(o.sequence_guard);
+  o.pg_dsn = "host=db";
+  o.amqp_uri = "amqp://u:p@mq/";
+  o.consumer = outbox::ConsumerName("billing");
+  o.queue = "billing";
+  o.dead_letter_exchange = "billing.dead-letter";
+  CHECK_NOTHROW(outbox::validate_runner_options(o));
+  o.sequence_gap_alert = std::chrono::milliseconds(10);
+  CHECK_THROWS_WITH_AS(outbox::validate_runner_options(o), doctest::Contains("sequence_gap_alert_ms"),
+                       outbox::ValidationError);
 }
 
 TEST_CASE("docs/CONSUMER.md's consumer-outbox fragment builds a writer and a handler without a server") {

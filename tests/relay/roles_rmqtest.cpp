@@ -261,8 +261,10 @@ TEST_CASE("the producer role may insert only the producer's columns, not the rel
   CHECK(refused(roles.producer_dsn(), "SELECT payload FROM " + t));
   // The key sequence (migration 0016) is the trigger's alone.
   CHECK(refused(roles.producer_dsn(), insert_with(t, "key_seq", "7")));
+  // The relay may read them (sequence-audit), the producer not even that.
+  CHECK(refused(roles.producer_dsn(), "SELECT * FROM \"" + schema.name() + "\".outbox_key_sequences"));
+  CHECK_FALSE(refused(roles.relay_dsn(), "SELECT * FROM \"" + schema.name() + "\".outbox_key_sequences"));
   for (const auto& dsn : {roles.producer_dsn(), roles.relay_dsn()}) {
-    CHECK(refused(dsn, "SELECT * FROM \"" + schema.name() + "\".outbox_key_sequences"));
     CHECK(refused(dsn, "UPDATE \"" + schema.name() + "\".outbox_key_sequences SET last_seq = 1"));
     CHECK(refused(dsn, "DELETE FROM \"" + schema.name() + "\".outbox_key_sequences"));
   }

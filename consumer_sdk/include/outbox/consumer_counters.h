@@ -29,13 +29,17 @@ struct ConsumerCounters {
   // Messages that arrived older than the inbox retention: their inbox row may already
   // be gone, so a duplicate could go unnoticed [inbox_late_deliveries_total].
   std::atomic<std::uint64_t> late_deliveries{0};
+  // Sequence guard: events that arrived before their turn and were held in the
+  // consumer's database until the missing ones are applied
+  // [outbox_consumer_sequence_held_total].
+  std::atomic<std::uint64_t> held{0};
 
   struct Snapshot {
-    std::uint64_t processed, duplicates, failed, retried, dead_lettered, late_deliveries;
+    std::uint64_t processed, duplicates, failed, retried, dead_lettered, late_deliveries, held;
   };
   Snapshot snapshot() const {
-    return {processed.load(), duplicates.load(),    failed.load(),
-            retried.load(),   dead_lettered.load(), late_deliveries.load()};
+    return {processed.load(),     duplicates.load(),      failed.load(), retried.load(),
+            dead_lettered.load(), late_deliveries.load(), held.load()};
   }
 };
 

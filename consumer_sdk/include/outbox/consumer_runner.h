@@ -18,6 +18,7 @@
 #include "outbox/environment_error.h"
 #include "outbox/inbox_retention.h"
 #include "outbox/metrics.h"
+#include "outbox/sequence_status.h"
 
 namespace pqxx {
 class transaction_base;
@@ -107,6 +108,18 @@ struct RunnerOptions {
   std::chrono::milliseconds retry_delay_max{10000};
   RetryOrder retry_order = RetryOrder::kHoldInOrder;
   Deduplication dedup = Deduplication::kInbox;
+  // Applies each ordering key's events once and in sequence order (the x-outbox-key
+  // and x-outbox-seq headers of migration 0016; docs/CONSUMER.md, "Sequence guard"):
+  // an event that arrives before its turn is held in the consumer's database
+  // (inbox_held, migration 0017) and applied when the one before it has been; an
+  // event at or below the key's last applied sequence is a duplicate. Unkeyed events
+  // pass as before. Only for a queue that receives EVERY event of its keys: a binding
+  // that takes some of a key's event types sees the others as gaps, for ever.
+  bool sequence_guard = false;
+  // How long a key may wait for a missing event before the runner reports it (an
+  // error log line per key, outbox_consumer_sequence_gaps, sequence_status()). Its
+  // later events stay held either way: never applied out of order.
+  std::chrono::milliseconds sequence_gap_alert{60000};
   // When set, a message older than policy.retention on arrival is counted as a late
   // delivery and logged (its inbox row may be gone already).
   std::optional<RetentionPolicy> retention;
@@ -172,6 +185,10 @@ class ConsumerRunner {
   int run_until_signal();
 
   const ConsumerCounters& counters() const;
+  // With sequence_guard: the keys that wait for a missing event, as last read (every
+  // few seconds) from the database; `enabled` false without a guard. For the
+  // application's /readyz or status page.
+  SequenceStatus sequence_status() const;
   // The registry holding the counters as Prometheus series; serve
   // `metrics().render()` at the application's GET /metrics (docs/CONSUMER.md).
   metrics::Registry& metrics() const;

@@ -51,12 +51,16 @@ class Inbox {
   InboxOutcome record(pqxx::transaction_base& tx, const MessageId& message_id,
                       const std::string& message_type = "") const;
 
+  // Whether this consumer committed `message_id` and its row is still kept.
+  bool contains(pqxx::transaction_base& tx, const MessageId& message_id) const;
+
   const ConsumerName& consumer() const { return options_.consumer; }
   const std::string& schema() const { return options_.schema; }
 
  private:
   InboxOptions options_;
   std::string insert_sql_;
+  std::string contains_sql_;
 };
 
 }  // namespace outbox

@@ -15,13 +15,14 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 
-int cmd_run(const Args& args);           // run --config FILE [--exit-when-idle]
-int cmd_migrate(const Args& args);       // migrate --config FILE
-int cmd_check_config(const Args& args);  // check-config FILE
-int cmd_status(const Args& args);        // status --config FILE [--json]      (cmd_status.cpp)
-int cmd_replay(const Args& args);        // replay --config FILE --id.../--since (cmd_replay.cpp)
-int cmd_cleanup(const Args& args);       // cleanup --config FILE --older-than   (cmd_cleanup.cpp)
-int cmd_dead(const Args& args);          // dead list|requeue --config FILE ... (cmd_dead.cpp)
+int cmd_run(const Args& args);             // run --config FILE [--exit-when-idle]
+int cmd_migrate(const Args& args);         // migrate --config FILE
+int cmd_check_config(const Args& args);    // check-config FILE
+int cmd_status(const Args& args);          // status --config FILE [--json]      (cmd_status.cpp)
+int cmd_replay(const Args& args);          // replay --config FILE --id.../--since (cmd_replay.cpp)
+int cmd_cleanup(const Args& args);         // cleanup --config FILE --older-than   (cmd_cleanup.cpp)
+int cmd_dead(const Args& args);            // dead list|requeue --config FILE ... (cmd_dead.cpp)
+int cmd_sequence_audit(const Args& args);  // sequence-audit --config FILE --consumer NAME (cmd_sequence_audit.cpp)
 
 struct Command {
   const char* name;

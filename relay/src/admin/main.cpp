@@ -32,6 +32,9 @@ const std::vector<Command>& all_commands() {
        "                          parked rows: id, message id, type, attempts, age, last error\n"
        "  outbox-relay dead requeue --config FILE (--id ID... | (--type T | --all) (--dry-run | --expect N))\n"
        "                          [--json]   parked rows back to pending"},
+      {"sequence-audit", cmd_sequence_audit,
+       "--config FILE --consumer NAME [--consumer-dsn-file PATH] [--grace AGE] [--json]\n"
+       "                          keys a consumer's sequence guard is behind the outbox on"},
   };
   return commands;
 }
