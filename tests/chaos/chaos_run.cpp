@@ -16,6 +16,7 @@
 #include "private_servers.h"
 #include "producer_pool.h"
 #include "relay_fleet.h"
+#include "sequenced_consumer.h"
 #include "tcp_proxy.h"
 
 namespace chaos {
@@ -47,6 +48,7 @@ ChaosRun::~ChaosRun() {
   producers_.reset();
   consumer_.reset();
   limited_consumer_.reset();
+  sequenced_.reset();
   pg_proxy_.reset();
   amqp_proxy_.reset();
   if (servers_ && options_.keep_servers) servers_->keep_running();
@@ -118,6 +120,9 @@ void ChaosRun::set_up() {
       ConsumerOptions{"127.0.0.1", servers_->amqp_port(), t.queue, 500, milliseconds(0), {}}, ledger_);
   limited_consumer_ = std::make_unique<LedgerConsumer>(
       ConsumerOptions{"127.0.0.1", servers_->amqp_port(), t.limited_queue, 1, milliseconds(0), {}}, ledger_);
+  // The consumer SDK with its sequence guard, on a queue of its own, before any event.
+  sequenced_ = std::make_unique<SequencedConsumer>(servers_->pg_dsn(), servers_->amqp_uri(), kSchema, t);
+  sequenced_->start();
 
   ProducerOptions p;
   p.dsn = servers_->pg_dsn();
@@ -352,6 +357,7 @@ int ChaosRun::run() {
   std::vector<int> exit_codes;
   CheckResult check;
   std::int64_t nacked_rows = 0, returned = 0, missing_attempts = 0;
+  std::vector<std::string> sequence_failures{"not checked"};
   try {
     set_up();
     baseline_dups = baseline();
@@ -371,6 +377,9 @@ int ChaosRun::run() {
     missing_attempts = scalar("SELECT coalesce(sum(attempts), 0) FROM " + kSchema + ".outbox WHERE message_type = '" +
                               kind::kMissing + "'");
     wait_consumers_idle();
+    // Every shared key's events applied once, in order, and as many as the outbox numbered.
+    sequence_failures = sequenced_->wait_and_check(90);
+    failures.insert(failures.end(), sequence_failures.begin(), sequence_failures.end());
     exit_codes = relays_->stop_all(30);
     for (int code : exit_codes)
       if (code != 0) failures.push_back("a relay did not exit 0 on SIGTERM (" + std::to_string(code) + ")");
@@ -436,6 +445,10 @@ int ChaosRun::run() {
   row(t, "duplicates (extra copies / rows)", num(check.duplicates) + " / " + num(check.duplicated_rows));
   row(t, "pending at the end", num(check.pending));
   row(t, "duplicates in the fault-free baseline", num(baseline_dups));
+  if (sequenced_) {
+    row(t, "sequence guard: applied / held early", num(sequenced_->applied()) + " / " + num(sequenced_->held()));
+    row(t, "sequence guard: every key in step, in order", sequence_failures.empty() ? "yes" : "NO");
+  }
   std::string codes;
   for (int c : exit_codes) codes += (codes.empty() ? "" : " ") + std::to_string(c);
   row(t, "relay exit codes on SIGTERM", codes.empty() ? "-" : codes);

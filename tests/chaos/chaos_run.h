@@ -21,6 +21,7 @@ class PrivateServers;
 class ProducerPool;
 class LedgerConsumer;
 class RelayFleet;
+class SequencedConsumer;
 
 // Faults injected, by kind.
 struct FaultCounts {
@@ -75,6 +76,7 @@ class ChaosRun {
   std::unique_ptr<ProducerPool> producers_;
   Ledger ledger_;
   std::unique_ptr<LedgerConsumer> consumer_, limited_consumer_;
+  std::unique_ptr<SequencedConsumer> sequenced_;
   std::unique_ptr<RelayFleet> relays_;
   FaultCounts faults_;
   std::atomic<bool> chaos_over_{false};

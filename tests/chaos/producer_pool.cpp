@@ -1,5 +1,6 @@
 #include "producer_pool.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <pqxx/pqxx>
@@ -7,6 +8,7 @@
 
 #include "outbox/outbox_writer.h"
 #include "outbox/pqxx_compat.h"
+#include "sequenced_consumer.h"
 
 namespace chaos {
 namespace {
@@ -85,12 +87,20 @@ void ProducerPool::run(int index) {
       m.exchange = outbox::Exchange(pick.exchange);
       m.routing_key = outbox::RoutingKey(pick.routing_key);
       m.type = outbox::MessageType(*pick.type);
-      m.ordering_key = "order-" + std::to_string(index) + "-" + std::to_string(n);
+      m.ordering_key = *pick.type == kind::kOrder
+                           ? kSharedKeyPrefix +
+                                 std::to_string(std::uniform_int_distribution<int>(0, options_.shared_keys - 1)(rng))
+                           : "order-" + std::to_string(index) + "-" + std::to_string(n);
       m.payload = R"({"order":)" + std::to_string(n++) + R"(,"note":"grüße ✓ \"quoted\""})";
       m.headers["tenant"] = "acme-ü";
       m.correlation_id = "chaos-" + std::to_string(index);
       batch.push_back(std::move(m));
     }
+    // Keys in one order in every transaction: two transactions writing the same keys
+    // in opposite orders would deadlock on their sequence counters (migration 0016).
+    std::stable_sort(batch.begin(), batch.end(), [](const outbox::Message& a, const outbox::Message& b) {
+      return a.ordering_key < b.ordering_key;
+    });
     std::vector<outbox::MessageId> ids;
     bool committing = false;
     try {

@@ -33,6 +33,9 @@ struct ProducerOptions {
   double unroutable_share = 0.003;
   double missing_share = 0.001;
   double late_share = 0.001;
+  // Orders (kind::kOrder) go to this many shared keys (kSharedKeyPrefix + n), so each
+  // key gets a long sequence; the other classes keep a key of their own per event.
+  int shared_keys = 64;
   unsigned seed = 1;
   // How the pool starts. Its threads run from construction, so these hold before the
   // first transaction (set_paused()/set_orders_only() after it would race with it).

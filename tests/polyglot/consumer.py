@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """A Python consumer on the SQL inbox (docs/SQL-CONTRACT.md), with pika and psycopg2.
-Each delivery: in one transaction, SCHEMA.inbox_record(message_id, 'billing') and,
-for a first delivery only, the effect (a ledger row and the account's balance);
-commit, then ack. Faults forced on purpose, so that redeliveries happen:
+Each delivery: in one transaction, SCHEMA.inbox_sequence('billing', key, seq) for a
+keyed event (its x-outbox-key and x-outbox-seq headers: 'apply', 'duplicate' or 'gap',
+the last requeued, never applied), SCHEMA.inbox_record(message_id, 'billing') and, for
+a first delivery only, the effect (a ledger row and the account's balance); commit,
+then ack. Faults forced on purpose, so that redeliveries happen:
   - every 7th first delivery: the effect is rolled back and the message nacked with
     requeue (the redelivery must apply it);
   - every 7th first delivery (another one): committed, then nacked with requeue
@@ -46,15 +48,28 @@ class Consumer:
         self.dropped_once = False
         s = sql.Identifier(schema)
         self.record = sql.SQL("SELECT {}.inbox_record(%s, %s, %s)").format(s)
+        self.sequence = sql.SQL("SELECT outcome FROM {}.inbox_sequence(%s, %s, %s)").format(s)
         self.ledger = sql.SQL("INSERT INTO {}.ledger (order_id, message_id, amount) VALUES (%s, %s, %s)").format(s)
         self.balance = sql.SQL("UPDATE {}.account SET balance = balance + %s WHERE id = 1").format(s)
 
     def handle(self, channel, method, props, body):
         """Returns False when the connection was dropped on purpose."""
         first = False
+        headers = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in (props.headers or {}).items()}
         with self.db.cursor() as cur:
+            in_turn = "apply"
+            if "x-outbox-key" in headers and "x-outbox-seq" in headers:
+                cur.execute(self.sequence, (CONSUMER, headers["x-outbox-key"], int(headers["x-outbox-seq"])))
+                in_turn = cur.fetchone()[0]
+            if in_turn == "gap":  # an earlier event of the key is missing: never apply this one now
+                self.db.rollback()
+                time.sleep(0.1)
+                channel.basic_nack(method.delivery_tag, requeue=True)
+                return True
             cur.execute(self.record, (props.message_id, CONSUMER, props.type))
             first = cur.fetchone()[0]
+            if first and in_turn != "apply":
+                raise RuntimeError(f"{props.message_id}: new to the inbox but sequence says {in_turn}")
             if first:
                 event = json.loads(body)
                 cur.execute(self.ledger, (event["order_id"], props.message_id, event["amount"]))

@@ -182,6 +182,13 @@ TEST_CASE("Python and Node producers and a Python consumer on the SQL contract: 
   CHECK(effects == expected);
   CHECK(outbox::pgx::exec1(q, "SELECT count(*) FROM " + s + ".inbox WHERE consumer = 'billing'")[0].as<std::size_t>() ==
         committed.size());
+  // The sequence rule (inbox_sequence, migration 0017) ran for every keyed event:
+  // each key's applied sequence is the outbox's, and nothing else was recorded.
+  CHECK(outbox::pgx::exec1(q, "SELECT count(*) FROM " + s + ".outbox WHERE key_seq IS NOT NULL")[0].as<int>() > 0);
+  CHECK(outbox::pgx::exec1(q, "SELECT count(*) FROM " + s + ".outbox o FULL JOIN (SELECT * FROM " + s +
+                                  ".inbox_key_sequences WHERE consumer = 'billing') k ON k.ordering_key = "
+                                  "o.ordering_key WHERE o.key_seq IS DISTINCT FROM k.last_seq")[0]
+            .as<int>() == 0);
   CHECK(outbox::pgx::exec1(q, "SELECT balance FROM " + s + ".account")[0].as<long long>() ==
         outbox::pgx::exec1(q, "SELECT sum(amount) FROM " + s + ".orders")[0].as<long long>() + 7);
 
@@ -235,6 +242,9 @@ TEST_CASE("Python and Node producers and a Python consumer on the SQL contract: 
     CHECK(p.at("correlation_id") == "req-" + order);
     for (const auto* key : {"content_type", "delivery_mode", "type"}) CHECK(p.at(key) == cpp.at(key));
     CHECK(p.at("headers").at("tenant") == "acme");
+    // The relay's sequence headers on a row written by enqueue() from Python and Node.
+    CHECK(p.at("headers").at("x-outbox-key") == order);
+    CHECK(p.at("headers").at("x-outbox-seq") == 1);
   }
   relay.signal(SIGTERM);
   CHECK(relay.wait() == 0);
