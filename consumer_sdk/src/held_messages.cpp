@@ -58,7 +58,7 @@ std::optional<HeldMessage> HeldMessages::take_next(pqxx::transaction_base& tx, c
           schema_ + ".inbox_held h JOIN " + schema_ +
           ".inbox_key_sequences s USING (consumer, ordering_key) "
           "WHERE h.consumer = $1 AND h.ordering_key = $2 AND h.key_seq = s.last_seq + 1 AND h.next_try_at <= now() "
-          "FOR UPDATE OF h SKIP LOCKED",
+          "FOR NO KEY UPDATE OF s SKIP LOCKED",
       consumer_, key);
   if (r.empty()) return std::nullopt;
   const auto& row = r[0];

@@ -35,8 +35,10 @@ class HeldMessages {
   // Keeps `d` (event `ks`) until its turn; false when it is held already (a
   // redelivery). REQUIRES: SequenceGuard::check said kGap in this transaction.
   bool hold(pqxx::transaction_base& tx, const KeySequence& ks, const Delivery& d) const;
-  // `key`'s next event, when it is held and due for a try; locked until the
-  // transaction ends (SKIP LOCKED: a worker that has it already keeps it).
+  // `key`'s next event, when it is held and due for a try. Locks the key's row
+  // (SKIP LOCKED: a worker that has the key already keeps it) in the order every
+  // other path takes: the key's row, then its held rows (inbox_sequence() deletes
+  // a held copy of what it applies, under the key's lock).
   std::optional<HeldMessage> take_next(pqxx::transaction_base& tx, const std::string& key) const;
   void remove(pqxx::transaction_base& tx, const KeySequence& ks) const;
   // After a failed try: one more attempt, the error, the next try after `delay`, or

@@ -61,8 +61,8 @@ CREATE TABLE {{schema}}.inbox_held (
 );
 
 -- The rule. SECURITY INVOKER: the caller needs SELECT, INSERT and UPDATE on
--- inbox_key_sequences (schema/roles.sql grants them to the consumer role, limited
--- to its own consumer names like the inbox). Call it first in the transaction that
+-- inbox_key_sequences and SELECT and DELETE on inbox_held (schema/roles.sql grants
+-- them to the consumer role, limited to its own consumer names like the inbox). Call it first in the transaction that
 -- performs the effect: it locks the key's row until that transaction ends, so two
 -- workers of one consumer never apply one key's events at once, and a rollback
 -- takes the advance back with the effect.
@@ -108,6 +108,12 @@ BEGIN
     END IF;
     UPDATE {{schema}}.inbox_key_sequences s SET last_seq = seq, updated_at = now(), gap_since = waiting_since
      WHERE s.consumer = consumer AND s.ordering_key = ordering_key;
+    -- A held copy of this event goes with its apply: it came early and was held,
+    -- then came again in its turn (the broker redelivers what a lost connection
+    -- never saw acked). Left behind, it could never be applied (its turn is past)
+    -- and would wait in inbox_held for ever.
+    DELETE FROM {{schema}}.inbox_held h
+     WHERE h.consumer = consumer AND h.ordering_key = ordering_key AND h.key_seq <= seq;
   ELSE
     outcome := 'gap';
     IF waiting_since IS NULL THEN
