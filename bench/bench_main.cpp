@@ -25,6 +25,7 @@
 #include "outbox/pqxx_compat.h"
 #include "process_cpu.h"
 #include "relay_runner.h"
+#include "scheduled_phase.h"
 #include "soak_phase.h"
 #include "stage_breakdown.h"
 #include "wire_phase.h"
@@ -172,6 +173,7 @@ class Bench {
     if (o_.runs("scale")) scale(env);
     if (o_.runs("wire")) report_["wire"] = run_wire_phase(env, o_, spec_);
     if (o_.runs("fanout")) report_["fanout"] = run_fanout_phase(env, o_, spec_, 3);
+    if (o_.runs("scheduled")) report_["scheduled"] = run_scheduled_phase(env, o_, spec_);
     if (o_.runs("soak")) {
       report_["soak"] = run_soak_phase(env, o_, spec_);
       for (const auto& m : report_["soak"]["modes"])

@@ -41,8 +41,8 @@ std::vector<long> parse_list(const std::string& option, const std::string& text,
 }
 
 std::vector<std::string> parse_phases(const std::string& option, const std::string& text) {
-  static const std::vector<std::string> kKnown = {"rounds", "enqueue", "latency", "sweeps",
-                                                  "scale",  "wire",    "fanout",  "soak"};
+  static const std::vector<std::string> kKnown = {"rounds", "enqueue", "latency",   "sweeps", "scale",
+                                                  "wire",   "fanout",  "scheduled", "soak"};
   std::vector<std::string> phases;
   std::size_t start = 0;
   while (start <= text.size()) {
@@ -51,7 +51,7 @@ std::vector<std::string> parse_phases(const std::string& option, const std::stri
     auto p = text.substr(start, comma - start);
     if (std::find(kKnown.begin(), kKnown.end(), p) == kKnown.end())
       throw BenchUsageError(option + ": unknown phase '" + p +
-                            "' (rounds, enqueue, latency, sweeps, scale, wire, fanout, soak)");
+                            "' (rounds, enqueue, latency, sweeps, scale, wire, fanout, scheduled, soak)");
     phases.push_back(p);
     start = comma + 1;
   }
@@ -86,6 +86,8 @@ void apply_smoke(BenchOptions& o) {
   o.soak_minutes = 0.5;
   o.soak_sample_seconds = 5;
   o.soak_rate = 300;
+  o.scheduled_rates = {200};
+  o.scheduled_seconds = 2;
 }
 
 }  // namespace
@@ -119,7 +121,9 @@ std::string bench_usage() {
          "                            postgres.K=V / amqp.K=V for those sections\n"
          "  --scale-relays LIST       relay counts of the scale phase, both ordering modes (default 1,2,4)\n"
          "  --scale-keys N            ordering keys in the scale phase's backlog (default 1000)\n"
-         "  --phases LIST             rounds,enqueue,latency,sweeps,scale,wire,fanout,soak\n"
+         "  --scheduled-rates LIST    scheduled phase: rates of messages due 2 s after their commit (default 1000)\n"
+         "  --scheduled-seconds S     scheduled phase: producing time per rate and kind (default 30)\n"
+         "  --phases LIST             rounds,enqueue,latency,sweeps,scale,wire,fanout,scheduled,soak\n"
          "                            (default: all but soak)\n"
          "  --soak-minutes M          soak: minutes per mode (default 60; decimals allowed)\n"
          "  --soak-rate R             soak: steady producer rate, messages/s (default 2000)\n"
@@ -186,6 +190,8 @@ BenchOptions parse_bench_options(int argc, char** argv) {
     else if (a == "--soak-sample-seconds") o.soak_sample_seconds = parse_seconds(a, v);
     else if (a == "--soak-retention-minutes") o.soak_retention_minutes = parse_long(a, v, 1, 1440);
     else if (a == "--soak-csv") o.soak_csv = v;
+    else if (a == "--scheduled-rates") o.scheduled_rates = parse_list(a, v, 1, 100000);
+    else if (a == "--scheduled-seconds") o.scheduled_seconds = parse_seconds(a, v);
     else if (a == "--relay-setting") {
       auto eq = v.find('=');
       const auto dot = v.find('.');

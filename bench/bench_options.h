@@ -78,10 +78,14 @@ struct BenchOptions {
   // that retention deletes rows (and autovacuum follows) many times within a run.
   long soak_retention_minutes = 1;
   std::string soak_csv;
+  // The scheduled phase: at each of --scheduled-rates, producers commit messages due
+  // 2 s later for --scheduled-seconds, then unscheduled ones (the floor).
+  std::vector<long> scheduled_rates = {1000};
+  double scheduled_seconds = 30;
   // --phases: which parts run (rounds, enqueue, latency, sweeps, scale, wire,
-  // fanout, soak); all but soak by default.
+  // fanout, scheduled, soak); all but soak by default.
   // Keys of the phases left out are missing from the JSON.
-  std::vector<std::string> phases = {"rounds", "enqueue", "latency", "sweeps", "scale", "wire", "fanout"};
+  std::vector<std::string> phases = {"rounds", "enqueue", "latency", "sweeps", "scale", "wire", "fanout", "scheduled"};
   bool runs(const std::string& phase) const;
   // The command line, for the report.
   std::string command;

@@ -99,6 +99,10 @@ GRANT UPDATE (attempts, next_attempt_at, last_error, refused_by_broker, publishe
 GRANT INSERT (message_id, exchange, routing_key, message_type, ordering_key, content_type,
               headers, correlation_id, payload)
   ON :"schema".outbox TO :"producer_role";
+-- Scheduled delivery (migration 0018): producers may set deliver_at.
+SELECT format('GRANT INSERT (deliver_at) ON %I.outbox TO %I', :'schema', :'producer_role')
+ WHERE EXISTS (SELECT FROM pg_attribute WHERE attrelid = format('%I.outbox', :'schema')::regclass
+                 AND attname = 'deliver_at' AND NOT attisdropped) \gexec
 \if :retention
 GRANT DELETE ON :"schema".outbox TO :"relay_role";
 \endif
@@ -127,9 +131,14 @@ SELECT format('GRANT SELECT ON %I.outbox_key_sequences TO %I', :'schema', :'rela
  WHERE to_regclass(format('%I.outbox_key_sequences', :'schema')) IS NOT NULL \gexec
 
 -- The SQL contract (migration 0008), when the schema has it.
-SELECT format('GRANT EXECUTE ON FUNCTION %I.enqueue(text, text, text, bytea, jsonb, text, text, text, uuid, '
-              'text, text, integer), %I.uuid_v7() TO %I', :'schema', :'schema', :'producer_role')
- WHERE to_regprocedure(format('%I.uuid_v7()', :'schema')) IS NOT NULL \gexec
+-- enqueue() has deliver_at from migration 0018 on: whichever signature the schema has.
+SELECT format('GRANT EXECUTE ON FUNCTION %s, %I.uuid_v7() TO %I', f, :'schema', :'producer_role')
+  FROM (SELECT coalesce(
+          to_regprocedure(format('%I.enqueue(text, text, text, bytea, jsonb, text, text, text, uuid, text, text, '
+                                 'integer, timestamptz)', :'schema')),
+          to_regprocedure(format('%I.enqueue(text, text, text, bytea, jsonb, text, text, text, uuid, text, text, '
+                                 'integer)', :'schema')))::text AS f) e
+ WHERE f IS NOT NULL \gexec
 \if :with_consumer
 GRANT USAGE ON SCHEMA :"schema" TO :"consumer_role";
 REVOKE ALL ON :"schema".inbox FROM :"consumer_role";

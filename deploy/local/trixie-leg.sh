@@ -74,7 +74,8 @@ IMAGE_PYTHON_MODULES="psycopg2, pika, yaml, prometheus_client"
 VERSION_PACKAGES=(gcc g++ cmake libpqxx-dev librabbitmq-dev libboost-dev libspdlog-dev libfmt-dev
                   libyaml-cpp-dev libssl-dev postgresql rabbitmq-server erlang-base nodejs)
 DEFAULT_TESTS=(polyglot_npm_install sql_contract_polyglot_rmqtest hostile_rows_rmqtest admin_hostile_rows_pgtest
-               chaos_ci package_rmqtest sequence_guard_rmqtest)
+               chaos_ci package_rmqtest sequence_guard_rmqtest
+               scheduled_delivery_rmqtest scheduled_enqueue_pgtest)
 EXCLUDED_PURE=(deploy_files_test format_test)
 
 step() { printf '\n==> [trixie] %s\n' "$*"; }

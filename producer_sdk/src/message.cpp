@@ -161,6 +161,11 @@ void validate_message(const Message& m, const MessageLimits& limits) {
     validate_tracestate(*m.tracestate);
   }
   check_header_frame(m, limits);
+  if (m.deliver_after && m.deliver_at)
+    throw ValidationError("deliver_after", "is set together with deliver_at: give one of them");
+  if (m.deliver_after && m.deliver_after->count() < 0)
+    throw ValidationError("deliver_after",
+                          "is " + std::to_string(m.deliver_after->count()) + " us, a delay must not be negative");
 }
 
 }  // namespace outbox

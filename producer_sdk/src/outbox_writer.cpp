@@ -1,5 +1,6 @@
 #include "outbox/outbox_writer.h"
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
@@ -60,6 +61,16 @@ OutboxWriter::OutboxWriter(WriterOptions options) : options_(std::move(options))
                 "content_type, headers, correlation_id, payload) "
                 "SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], "
                 "$5::text[], $6::text[], $7::jsonb[], $8::text[], $9::bytea[])";
+  // Only a batch with a scheduled message names deliver_at (migration 0018): the
+  // others insert as before, into a schema of any version.
+  insert_scheduled_sql_ =
+      "INSERT INTO " + schema +
+      ".outbox (message_id, exchange, routing_key, message_type, ordering_key, "
+      "content_type, headers, correlation_id, payload, deliver_at) "
+      "SELECT m, e, r, t, o, c, h, k, p, CASE WHEN a IS NOT NULL THEN 'epoch'::timestamptz + a * interval '1 "
+      "microsecond' WHEN d IS NOT NULL THEN statement_timestamp() + d * interval '1 microsecond' END "
+      "FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[], "
+      "$8::text[], $9::bytea[], $10::bigint[], $11::bigint[]) AS u(m, e, r, t, o, c, h, k, p, a, d)";
 }
 
 MessageId OutboxWriter::enqueue(pqxx::transaction_base& tx, const Message& message) const {
@@ -101,9 +112,27 @@ std::vector<MessageId> OutboxWriter::enqueue_batch(pqxx::transaction_base& tx,
     correlation.push_back(m.correlation_id);
     payloads.push_back(prepared[i] ? std::string_view(*prepared[i]) : std::string_view(m.payload));
   }
-  outbox::pgx::exec_params0(tx, insert_sql_, pg::text_array(id_text), pg::text_array(exchanges), pg::text_array(keys),
-                            pg::text_array(types), pg::text_array(ordering), pg::text_array(content_types),
-                            pg::text_array(headers), pg::text_array(correlation), pg::bytea_array(payloads));
+  std::vector<std::optional<std::string>> at_us, after_us;
+  for (const auto& m : messages) {
+    at_us.push_back(
+        m.deliver_at
+            ? std::optional<std::string>(std::to_string(
+                  std::chrono::duration_cast<std::chrono::microseconds>(m.deliver_at->time_since_epoch()).count()))
+            : std::nullopt);
+    after_us.push_back(m.deliver_after ? std::optional<std::string>(std::to_string(m.deliver_after->count()))
+                                       : std::nullopt);
+  }
+  const bool scheduled = std::any_of(messages.begin(), messages.end(),
+                                     [](const Message& m) { return m.deliver_at || m.deliver_after; });
+  if (scheduled)
+    outbox::pgx::exec_params0(tx, insert_scheduled_sql_, pg::text_array(id_text), pg::text_array(exchanges),
+                              pg::text_array(keys), pg::text_array(types), pg::text_array(ordering),
+                              pg::text_array(content_types), pg::text_array(headers), pg::text_array(correlation),
+                              pg::bytea_array(payloads), pg::text_array(at_us), pg::text_array(after_us));
+  else
+    outbox::pgx::exec_params0(tx, insert_sql_, pg::text_array(id_text), pg::text_array(exchanges), pg::text_array(keys),
+                              pg::text_array(types), pg::text_array(ordering), pg::text_array(content_types),
+                              pg::text_array(headers), pg::text_array(correlation), pg::bytea_array(payloads));
   return ids;
 }
 

@@ -140,6 +140,13 @@ TEST_CASE("outbox-bench --smoke measures every phase, writes the JSON summary an
   REQUIRE(report["fanout"].size() == 2);
   CHECK(report["fanout"][1]["queues"] == 3);
   for (const auto& f : report["fanout"]) CHECK(f["ratio_2_relays"].get<double>() > 0);
+  // Scheduled messages: none lost or early (the phase fails the run otherwise), a
+  // lateness and its floor measured.
+  REQUIRE(report["scheduled"].size() == 1);
+  CHECK(report["scheduled"][0]["rate"] == 200);
+  CHECK(report["scheduled"][0]["lateness_p99_ms"].get<double>() >= 0);
+  CHECK(report["scheduled"][0]["unscheduled_latency_p99_ms"].get<double>() > 0);
+  CHECK(report["scheduled"][0]["rounds"][0]["lateness"]["count"].get<int>() >= 350);
 
   // Its own schema, exchange and queue are gone.
   const auto schema = report["schema"].get<std::string>();

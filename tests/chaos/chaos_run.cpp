@@ -444,6 +444,7 @@ int ChaosRun::run() {
   row(t, "unexpected", num(check.unexpected));
   row(t, "duplicates (extra copies / rows)", num(check.duplicates) + " / " + num(check.duplicated_rows));
   row(t, "pending at the end", num(check.pending));
+  row(t, "scheduled rows (deliver_at) / published early", num(check.scheduled) + " / " + num(check.early));
   row(t, "duplicates in the fault-free baseline", num(baseline_dups));
   if (sequenced_) {
     row(t, "sequence guard: applied / held early", num(sequenced_->applied()) + " / " + num(sequenced_->held()));

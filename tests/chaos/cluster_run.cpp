@@ -358,6 +358,7 @@ int ClusterRun::run() {
   row("unexpected", num(check.unexpected));
   row("duplicates (extra copies / rows)", num(check.duplicates) + " / " + num(check.duplicated_rows));
   row("pending at the end", num(check.pending));
+  row("scheduled rows (deliver_at) / published early", num(check.scheduled) + " / " + num(check.early));
   if (relays_)
     row("relay sessions (re)connected (logs)", num(relays_->count_log_lines("connected to PostgreSQL") +
                                                    relays_->count_log_lines("connected again to PostgreSQL")));

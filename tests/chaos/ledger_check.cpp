@@ -33,13 +33,19 @@ CheckResult check_ledger(const std::string& dsn, const std::string& schema, cons
   pqxx::read_transaction tx(conn);
   auto result = tx.exec(
       "SELECT message_id::text, message_type, published_at IS NOT NULL, parked_at IS NOT NULL, "
-      "coalesce(last_error, '') <> '' FROM \"" +
+      "coalesce(last_error, '') <> '', deliver_at IS NOT NULL, coalesce(published_at < deliver_at, false) FROM "
+      "\"" +
       schema + "\".outbox");
   rows.reserve(result.size());
   for (const auto& f : result) {
     std::string id = f[0].c_str();
     Row row{f[1].c_str(), f[2].as<bool>(), f[3].as<bool>()};
     bool has_reason = f[4].as<bool>();
+    r.scheduled += f[5].as<bool>();
+    if (f[6].as<bool>()) {
+      ++r.early;
+      sample(r, "published before its deliver_at", id);
+    }
     bool ok_type = deliverable.count(row.type) > 0;
     bool got = receipts.count(id) > 0;
     ++r.rows;
@@ -89,6 +95,7 @@ CheckResult check_ledger(const std::string& dsn, const std::string& schema, cons
   require_zero(r, r.lost, "lost (committed, never received)");
   require_zero(r, r.unexpected, "unexpected (received, never committed or poison)");
   require_zero(r, r.pending, "rows neither published nor parked");
+  require_zero(r, r.early, "rows published before their deliver_at");
   require_zero(r, r.parked_without_reason, "parked rows without last_error");
   require_zero(r, r.wrongly_parked, "deliverable rows left parked");
   require_zero(r, r.poison_published, "poison rows marked published");

@@ -27,6 +27,8 @@ struct CheckResult {
   std::uint64_t poison_published = 0;  // unroutable/missing-exchange rows marked published
   std::uint64_t rolled_back_in_table = 0;
   std::uint64_t published_not_received = 0;
+  std::uint64_t scheduled = 0;        // rows with a deliver_at (scheduled delivery)
+  std::uint64_t early = 0;            // published before their deliver_at: must be 0
   std::vector<std::string> failures;  // one line each; empty when every check passed
   std::vector<std::string> samples;   // a few offending ids, for debugging
 };

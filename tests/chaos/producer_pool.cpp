@@ -94,6 +94,10 @@ void ProducerPool::run(int index) {
       m.payload = R"({"order":)" + std::to_string(n++) + R"(,"note":"grüße ✓ \"quoted\""})";
       m.headers["tenant"] = "acme-ü";
       m.correlation_id = "chaos-" + std::to_string(index);
+      // Some are scheduled a little ahead (deliver_at): published then, never before,
+      // through the same kills and restarts (ledger_check).
+      if (std::uniform_real_distribution<double>(0, 1)(rng) < 0.05)
+        m.deliver_after = std::chrono::milliseconds(std::uniform_int_distribution<int>(100, 3000)(rng));
       batch.push_back(std::move(m));
     }
     // Keys in one order in every transaction: two transactions writing the same keys

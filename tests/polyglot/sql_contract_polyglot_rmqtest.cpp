@@ -35,6 +35,7 @@ namespace {
 
 struct Produced {
   std::vector<std::pair<std::string, std::string>> committed, rolled_back;  // (order id, message id)
+  std::vector<std::string> scheduled;  // committed message ids with a deliver_at ahead (producer.py)
 };
 
 Produced run_producer(const std::vector<std::string>& argv) {
@@ -45,6 +46,8 @@ Produced run_producer(const std::vector<std::string>& argv) {
   Produced p;
   for (const auto& e : out.at("committed")) p.committed.emplace_back(e[0], e[1]);
   for (const auto& e : out.at("rolled_back")) p.rolled_back.emplace_back(e[0], e[1]);
+  if (out.contains("scheduled"))
+    for (const auto& e : out.at("scheduled")) p.scheduled.push_back(e);
   return p;
 }
 
@@ -189,6 +192,15 @@ TEST_CASE("Python and Node producers and a Python consumer on the SQL contract: 
                                   ".inbox_key_sequences WHERE consumer = 'billing') k ON k.ordering_key = "
                                   "o.ordering_key WHERE o.key_seq IS DISTINCT FROM k.last_seq")[0]
             .as<int>() == 0);
+  // The events Python scheduled 1.5 s ahead (deliver_at) were published, none early.
+  REQUIRE(py.scheduled.size() >= 4);
+  std::vector<std::pair<std::string, std::string>> scheduled;
+  for (const auto& id : py.scheduled) scheduled.emplace_back("", id);
+  CHECK(outbox::pgx::exec1(q, "SELECT count(*) FROM " + s + ".outbox WHERE message_id::text IN (" +
+                                  sql_list(scheduled, false) +
+                                  ") AND published_at >= deliver_at AND deliver_at >= created_at + interval '1 "
+                                  "second'")[0]
+            .as<std::size_t>() == py.scheduled.size());
   CHECK(outbox::pgx::exec1(q, "SELECT balance FROM " + s + ".account")[0].as<long long>() ==
         outbox::pgx::exec1(q, "SELECT sum(amount) FROM " + s + ".orders")[0].as<long long>() + 7);
 

@@ -421,7 +421,7 @@ TEST_CASE("the producer role of roles.sql may enqueue, and the consumer role may
   // Default privileges that take EXECUTE from PUBLIC must not matter: roles.sql grants it.
   sql_exec("REVOKE EXECUTE ON FUNCTION " + s +
            ".enqueue(text, text, text, bytea, jsonb, text, text, text, uuid, "
-           "text, text, integer), " +
+           "text, text, integer, timestamptz), " +
            s + ".uuid_v7(), " + s + ".inbox_record(uuid, text, text) FROM PUBLIC");
   sql_exec("CREATE ROLE " + producer + "_login LOGIN IN ROLE " + producer);
   sql_exec("CREATE ROLE " + consumer + "_login LOGIN IN ROLE " + consumer);

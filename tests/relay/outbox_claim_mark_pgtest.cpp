@@ -196,3 +196,45 @@ TEST_CASE("whether a row goes alone is the column refused_by_broker, set by mark
   CHECK(testenv::sql_value("SELECT string_agg(id || ':' || refused_by_broker, ' ' ORDER BY id) FROM " + t) ==
         "1:false 2:false 3:true");
 }
+
+TEST_CASE("a claim takes due scheduled rows first, by deliver_at, and never reads the rows scheduled for later") {
+  testenv::ScopedSchema schema("claimsched");
+  const std::string t = "\"" + schema.name() + "\".outbox";
+  auto write = [&](int n, const std::string& deliver_at) {
+    testenv::sql_exec("INSERT INTO " + t +
+                      " (message_id, exchange, routing_key, message_type, payload, deliver_at) "
+                      "SELECT gen_random_uuid(), 'x', 'rk', 'T', '', " +
+                      deliver_at + " FROM generate_series(1, " + std::to_string(n) + ")");
+  };
+  write(20000, "'9999-12-31'");  // ids 1..20000: far ahead
+  CHECK_FALSE(store_for(schema.name())->has_due_rows());
+  write(5, "NULL");                          // 20001..20005: ready
+  write(1, "now() - interval '1 second'");   // 20006: due
+  write(1, "now() - interval '2 seconds'");  // 20007: due before it
+  testenv::sql_exec("ANALYZE " + t);
+  auto store = store_for(schema.name());
+  auto other = store_for(schema.name());
+  {
+    relay::BatchTransaction tx(store->session());
+    const long before = index_counter(tx, schema.name(), "tuples_fetched");
+    const auto rows = store->claim(tx, 10);
+    CHECK(ids_of(rows) == std::vector<std::int64_t>{20007, 20006, 20001, 20002, 20003, 20004, 20005});
+    CHECK(rows[0].scheduled == false);  // due before it was written: no lateness of its own
+    CHECK(index_counter(tx, schema.name(), "tuples_fetched") - before < 50);
+    // A second relay's claim meanwhile finds nothing, and reads no far row either.
+    relay::BatchTransaction tx2(other->session());
+    const long before2 = index_counter(tx2, schema.name(), "tuples_fetched");
+    CHECK(other->claim(tx2, 10).empty());
+    CHECK(index_counter(tx2, schema.name(), "tuples_fetched") - before2 < 50);
+    const auto next = other->next_scheduled_in();
+    REQUIRE(next.has_value());
+    CHECK(*next > 2e11);
+  }
+  // A claim around a range takes each due scheduled row once (its two statements).
+  relay::BatchTransaction tx(store->session());
+  const auto rows = store->claim_around(tx, 10, 20002, 20003);
+  CHECK(ids_of(rows) == std::vector<std::int64_t>{20007, 20006, 20001, 20004, 20005});
+  const auto stats = other->stats();
+  CHECK(stats.pending == 7);
+  CHECK(stats.scheduled == 20000);
+}

@@ -423,14 +423,14 @@ TEST_CASE("admin commands on a schema never migrated say to run migrate first, o
 }
 
 TEST_CASE("run on a schema an older release migrated exits 1 at start, saying to run migrate first") {
-  testenv::ScopedSchema schema("old", 15);  // before migration 0016's key_seq column
+  testenv::ScopedSchema schema("old", 17);  // before migration 0018's deliver_at column
   const auto config = testenv::write_temp_file(testenv::relay_config_yaml(schema.name()));
   const auto r = testenv::run_relay_command({"run", "--config", config, "--exit-when-idle"});
   CAPTURE(r.output);
   CHECK(r.exit_code == 1);
   CHECK(contains(r.output, "table \"" + schema.name() +
-                               "\".outbox has no column key_seq (migration 0016), which this outbox-relay sends: "
-                               "run outbox-relay migrate first"));
+                               "\".outbox has no column deliver_at (migration 0018), which this outbox-relay claims "
+                               "by: run outbox-relay migrate first"));
   schema.migrate();
   CHECK(testenv::run_relay_command({"run", "--config", config, "--exit-when-idle"}).exit_code == 0);
 }

@@ -268,9 +268,15 @@ TEST_CASE("the producer role may insert only the producer's columns, not the rel
     CHECK(refused(dsn, "UPDATE \"" + schema.name() + "\".outbox_key_sequences SET last_seq = 1"));
     CHECK(refused(dsn, "DELETE FROM \"" + schema.name() + "\".outbox_key_sequences"));
   }
-  // Every column the SDK writes is the producer's.
+  // Every column the SDK writes is the producer's, deliver_at (migration 0018) too,
+  // and enqueue() with it.
   CHECK_FALSE(refused(roles.producer_dsn(), insert_with(t, "ordering_key, content_type, headers, correlation_id",
                                                         "'k', 'application/json', '{\"h\":\"v\"}', 'c'")));
+  CHECK_FALSE(refused(roles.producer_dsn(), insert_with(t, "deliver_at", "now() + interval '1 hour'")));
+  CHECK_FALSE(refused(roles.producer_dsn(),
+                      "SELECT \"" + schema.name() + "\".enqueue('ex', 'rk', 'T', 'x'::bytea, deliver_at => now())"));
+  // The relay may not reschedule a row (a changed deliver_at would move its due time).
+  CHECK(refused(roles.relay_dsn(), "UPDATE " + t + " SET deliver_at = now()"));
 }
 
 TEST_CASE("re-running roles.sql narrows table-wide grants made before to the column grants") {

@@ -41,7 +41,8 @@ TEST_CASE("the indexes of migrations 0005 and 0006 are built outside the transac
     static const std::regex outbox_index(R"(CREATE\s+(UNIQUE\s+)?INDEX[^;]*\{\{schema\}\}\.outbox\s*\()");
     if (m.version > 1) CHECK_MESSAGE(!std::regex_search(steps.transactional, outbox_index), m.name);
   }
-  CHECK(names == std::vector<std::string>{"outbox_pending_key_idx", "outbox_parked_idx"});
+  CHECK(names == std::vector<std::string>{"outbox_pending_key_idx", "outbox_parked_idx", "outbox_ready_idx",
+                                          "outbox_scheduled_idx"});
 }
 
 TEST_CASE("the rest of a migration keeps its order and text") {

@@ -3,6 +3,7 @@
 
 // Message: what a producer hands to OutboxWriter::enqueue.
 
+#include <chrono>
 #include <cstddef>
 #include <map>
 #include <optional>
@@ -42,6 +43,15 @@ struct Message {
   // Set them here rather than in `headers`, which refuses those two names.
   std::optional<std::string> traceparent;
   std::optional<std::string> tracestate;
+  // Scheduled delivery (migration 0018): the relay publishes the message at or after
+  // this time, not before; a time already past means at once. Compared with the
+  // database server's clock, so a producer host's clock skew shifts it. With per_key
+  // ordering it holds back the later messages of its ordering key until it is
+  // published (docs/SQL-CONTRACT.md, "Scheduled delivery").
+  std::optional<std::chrono::system_clock::time_point> deliver_at;
+  // The same as a delay from the enqueue statement, by the database server's clock
+  // (no skew). At least 0; set at most one of the two.
+  std::optional<std::chrono::microseconds> deliver_after;
 };
 
 // Limits applied by validate_message.

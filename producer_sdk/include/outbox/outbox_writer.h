@@ -72,6 +72,7 @@ class OutboxWriter {
 
   WriterOptions options_;
   std::string insert_sql_;
+  std::string insert_scheduled_sql_;  // with deliver_at (migration 0018)
 };
 
 }  // namespace outbox

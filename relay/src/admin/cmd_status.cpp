@@ -40,29 +40,42 @@ struct TypeStatus {
   std::string type;
   std::int64_t pending = 0, parked = 0, published_last_minute = 0;
   double oldest_pending_age_s = 0;
+  // Scheduled for later (migration 0018): not pending until due.
+  std::int64_t scheduled = 0;
+  double next_due_in_s = -1;  // -1: none scheduled
 };
 
 std::vector<TypeStatus> query_status(pqxx::connection& conn, const std::string& schema) {
   const auto table = outbox::quoted_identifier(schema, "postgres.schema") + ".outbox";
   pqxx::read_transaction tx(conn);
-  auto rows = tx.exec(
-      "SELECT message_type, "
-      "count(*) FILTER (WHERE " +
-      OutboxStore::pending_sql() +
-      ") AS pending, "
-      "count(*) FILTER (WHERE parked_at IS NOT NULL) AS parked, "
-      "count(*) FILTER (WHERE published_at > now() - interval '1 minute') AS published_last_minute, "
-      "coalesce(extract(epoch from now() - min(created_at) "
-      "  FILTER (WHERE " +
-      OutboxStore::pending_sql() +
-      " AND isfinite(created_at))), 0)::float8 "
-      "AS oldest_pending_age_s "
-      "FROM " +
-      table + " GROUP BY message_type ORDER BY message_type");
+  // A schema migrated before 0018 has no deliver_at: nothing is scheduled there.
+  const bool has_deliver_at =
+      outbox::pgx::exec_params1(tx,
+                                "SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = $1::regclass "
+                                "AND attname = 'deliver_at' AND NOT attisdropped)",
+                                table)[0]
+          .as<bool>();
+  const std::string later = has_deliver_at ? "coalesce(deliver_at > now(), false)" : "false";
+  const std::string due = OutboxStore::pending_sql() + " AND NOT " + later;
+  const std::string since = has_deliver_at ? "greatest(created_at, deliver_at)" : "created_at";
+  auto rows = tx.exec("SELECT message_type, count(*) FILTER (WHERE " + due +
+                      ") AS pending, "
+                      "count(*) FILTER (WHERE parked_at IS NOT NULL) AS parked, "
+                      "count(*) FILTER (WHERE published_at > now() - interval '1 minute') AS published_last_minute, "
+                      "coalesce(extract(epoch from now() - min(" +
+                      since + ") FILTER (WHERE " + due +
+                      " AND isfinite(created_at))), 0)::float8 AS oldest_pending_age_s, "
+                      "count(*) FILTER (WHERE " +
+                      OutboxStore::pending_sql() + " AND " + later + ") AS scheduled, " +
+                      (has_deliver_at ? "coalesce(extract(epoch from min(deliver_at) FILTER (WHERE " +
+                                            OutboxStore::pending_sql() + " AND " + later + ") - now()), -1)::float8"
+                                      : std::string("-1::float8")) +
+                      " AS next_due_in_s FROM " + table + " GROUP BY message_type ORDER BY message_type");
   std::vector<TypeStatus> out;
   for (const auto& r : rows)
     out.push_back({r["message_type"].c_str(), r["pending"].as<std::int64_t>(), r["parked"].as<std::int64_t>(),
-                   r["published_last_minute"].as<std::int64_t>(), r["oldest_pending_age_s"].as<double>()});
+                   r["published_last_minute"].as<std::int64_t>(), r["oldest_pending_age_s"].as<double>(),
+                   r["scheduled"].as<std::int64_t>(), r["next_due_in_s"].as<double>()});
   return out;
 }
 
@@ -90,7 +103,9 @@ nlohmann::json to_json(const TypeStatus& s, bool with_type) {
   nlohmann::json j = {{"pending", s.pending},
                       {"parked", s.parked},
                       {"oldest_pending_age_s", s.oldest_pending_age_s},
-                      {"published_last_minute", s.published_last_minute}};
+                      {"published_last_minute", s.published_last_minute},
+                      {"scheduled", s.scheduled}};
+  if (s.next_due_in_s >= 0) j["next_scheduled_due_in_s"] = s.next_due_in_s;
   if (with_type) j["type"] = s.type;
   return j;
 }
@@ -116,6 +131,9 @@ void print_table(const std::string& schema, const TypeStatus& total, const std::
   std::printf("  parked                 %12lld\n", static_cast<long long>(total.parked));
   std::printf("  oldest pending age     %12s\n", human_seconds(total.oldest_pending_age_s).c_str());
   std::printf("  published, last minute %12lld\n", static_cast<long long>(total.published_last_minute));
+  if (total.scheduled > 0)
+    std::printf("  scheduled for later    %12lld  (the next due in %s)\n", static_cast<long long>(total.scheduled),
+                human_seconds(total.next_due_in_s).c_str());
   if (!rule_breaks.empty()) {
     // Rule names come from the migration, never from a row: nothing to escape.
     std::printf("\nrows still to publish that break a row rule (kept from before the rule; UPGRADING.md %s)\n",
@@ -161,6 +179,9 @@ int cmd_status(const Args& raw) {
     total.parked += t.parked;
     total.published_last_minute += t.published_last_minute;
     if (t.pending) total.oldest_pending_age_s = std::max(total.oldest_pending_age_s, t.oldest_pending_age_s);
+    total.scheduled += t.scheduled;
+    if (t.next_due_in_s >= 0 && (total.next_due_in_s < 0 || t.next_due_in_s < total.next_due_in_s))
+      total.next_due_in_s = t.next_due_in_s;
   }
   if (args.json()) {
     auto j = to_json(total, false);

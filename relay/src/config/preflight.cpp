@@ -33,12 +33,12 @@ std::vector<std::string> missing_privileges(outbox::PgConnection& conn, const st
   // here, saying what to do, rather than at every claim.
   if (!outbox::pgx::exec_params1(tx,
                                  "SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = $1::regclass "
-                                 "AND attname = 'key_seq' AND NOT attisdropped)",
+                                 "AND attname = 'deliver_at' AND NOT attisdropped)",
                                  table)[0]
            .as<bool>())
     throw PreflightError("table " + table +
-                         " has no column key_seq (migration 0016), which this outbox-relay sends: run outbox-relay "
-                         "migrate first");
+                         " has no column deliver_at (migration 0018), which this outbox-relay claims by: run "
+                         "outbox-relay migrate first");
   struct Need {
     const char* privilege;
     const char* why;

@@ -43,6 +43,9 @@ std::optional<std::pair<std::int64_t, std::int64_t>> BatchPipeline::id_range() c
   std::optional<std::pair<std::int64_t, std::int64_t>> range;
   for (const auto& b : batches_)
     for (const auto& row : b->rows) {
+      // A scheduled row's id says nothing of where the ready rows are (it may be
+      // far below them); its lock keeps other claims off it.
+      if (row.scheduled) continue;
       if (!range) range.emplace(row.id, row.id);
       range->first = std::min(range->first, row.id);
       range->second = std::max(range->second, row.id);

@@ -49,7 +49,7 @@ class BatchPipeline {
   bool isolating() const;
   // Every batch has published all it will (suspects included).
   bool all_published() const;
-  // The lowest and highest row id in flight.
+  // The lowest and highest id of the ready rows in flight (scheduled rows left out).
   std::optional<std::pair<std::int64_t, std::int64_t>> id_range() const;
   // When the oldest delivery tag still unconfirmed was published.
   std::optional<Clock::time_point> oldest_unconfirmed() const;

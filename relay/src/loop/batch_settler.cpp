@@ -28,6 +28,7 @@ SettledBatch BatchSettler::settle(const InflightBatch& b, const Failure& unsent)
     if (s.action == Settlement::Action::kMarkPublished) {
       out.acked.push_back(&row);
       metrics_.enqueue_to_confirm(now_unix - row.created_unix);
+      if (row.scheduled) metrics_.scheduled_lateness(now_unix - row.created_unix);
       continue;
     }
     fail(row, s, reason, out);

@@ -93,6 +93,7 @@ class RelayLoop {
   void batch_abandoned(InflightBatch& batch, const std::string& why, bool keep_session);
   void note_retries(const std::vector<FailedRow>& failed);
   void sleep_until_work();
+  std::optional<Clock::time_point> next_scheduled();
   bool rebalance_due() const { return lanes_ && Clock::now() >= next_rebalance_; }
   void rebalance_lanes();  // REQUIRES: no batch in flight
   void note_state();       // heartbeat, connection gauges and stall for /healthz, /readyz

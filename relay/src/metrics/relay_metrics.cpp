@@ -123,17 +123,26 @@ RelayMetrics::RelayMetrics(outbox::metrics::Registry& r, const std::string& vers
                            "(-1: never measured).")),
       lanes_owned_(r.gauge("outbox_relay_lanes_owned",
                            "Ordering lanes this relay owns (ordering: per_key; 0 otherwise).")),
+      scheduled_rows_(r.gauge("outbox_relay_scheduled_rows",
+                              "Rows scheduled for later (deliver_at ahead), not yet due and not counted as "
+                              "pending (all relays; refreshed every http.stats_interval_s).")),
+      scheduled_next_due_(r.gauge("outbox_relay_scheduled_next_due_seconds",
+                                  "Seconds until the earliest scheduled row is due (-1: none scheduled).")),
       batch_size_(r.histogram("outbox_relay_batch_size_rows", "Rows per claimed batch.", kBatchBuckets)),
       claim_seconds_(r.histogram("outbox_relay_claim_duration_seconds", "Duration of the claim statement.",
                                  kStatementBuckets)),
       mark_seconds_(r.histogram("outbox_relay_mark_duration_seconds", "Duration of marking a batch and committing it.",
                                 kStatementBuckets)),
       enqueue_to_confirm_(r.histogram("outbox_relay_enqueue_to_confirm_seconds",
-                                      "From the row's created_at (its producer transaction) to the "
-                                      "broker's ack; includes time waiting to be claimed.",
+                                      "From the row's created_at (its producer transaction), or its later "
+                                      "deliver_at, to the broker's ack; includes time waiting to be claimed.",
                                       kLatencyBuckets)),
       publish_to_confirm_(r.histogram("outbox_relay_publish_to_confirm_seconds",
                                       "From basic.publish to the broker's ack, per message.", kLatencyBuckets)),
+      scheduled_lateness_(r.histogram("outbox_relay_scheduled_lateness_seconds",
+                                      "Scheduled rows: from deliver_at to the broker's ack (how late the relay "
+                                      "published them).",
+                                      kLatencyBuckets)),
       stage_seconds_(stage_histograms(r)),
       stage_cpu_(stage_cpu_counters(r)),
       stalled_(r.gauge("outbox_relay_publish_stalled",
@@ -221,6 +230,8 @@ void RelayMetrics::enqueue_to_confirm(double seconds) {
   enqueue_to_confirm_.observe(seconds < 0 ? 0 : seconds);  // clock skew between hosts
 }
 
+void RelayMetrics::scheduled_lateness(double seconds) { scheduled_lateness_.observe(seconds < 0 ? 0 : seconds); }
+
 void RelayMetrics::row_stages(const RowStages& stages) {
   for (std::size_t i = 0; i < kLatencyStages; ++i) stage_seconds_[i]->observe(stages[i]);
 }
@@ -271,6 +282,11 @@ void RelayMetrics::on_unconfirmed(std::uint64_t tag, bool multiple) {
 }
 
 void RelayMetrics::on_channel_reset() { unconfirmed_.clear(); }
+
+void RelayMetrics::set_scheduled(std::int64_t rows, std::optional<double> next_due_in_s) {
+  scheduled_rows_.set(static_cast<double>(rows));
+  scheduled_next_due_.set(next_due_in_s ? std::max(0.0, *next_due_in_s) : -1.0);
+}
 
 void RelayMetrics::set_backlog(std::int64_t pending, std::int64_t parked, double oldest_pending_age_s) {
   pending_.set(static_cast<double>(pending));

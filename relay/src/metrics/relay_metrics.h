@@ -63,6 +63,8 @@ class RelayMetrics {
   void commit_unknown();
   // Seconds from the row's created_at (the producer's transaction) to its ack.
   void enqueue_to_confirm(double seconds);
+  // A scheduled row acked: seconds from its deliver_at to the ack.
+  void scheduled_lateness(double seconds);
   // A row marked published in a committed batch: where its time went.
   void row_stages(const RowStages& stages);
   // The counters of outbox_relay_stage_cpu_seconds_total, by CpuStage (for StageCpu).
@@ -87,6 +89,8 @@ class RelayMetrics {
 
   // --- housekeeping hooks (stats and retention thread) ------------------------
   void set_backlog(std::int64_t pending, std::int64_t parked, double oldest_pending_age_s);
+  // Scheduled rows not yet due, and in how many seconds the earliest is (none: none).
+  void set_scheduled(std::int64_t rows, std::optional<double> next_due_in_s);
   void retention_deleted(std::size_t rows, double seconds);
 
   // --- endpoints --------------------------------------------------------------
@@ -108,8 +112,9 @@ class RelayMetrics {
   outbox::metrics::Counter &reconnects_pg_, &reconnects_amqp_;
   outbox::metrics::Gauge &connected_pg_, &connected_amqp_, &blocked_, &last_claim_;
   outbox::metrics::Gauge &pending_, &parked_rows_, &oldest_age_, &backlog_age_, &lanes_owned_;
+  outbox::metrics::Gauge &scheduled_rows_, &scheduled_next_due_;
   outbox::metrics::Histogram &batch_size_, &claim_seconds_, &mark_seconds_;
-  outbox::metrics::Histogram &enqueue_to_confirm_, &publish_to_confirm_;
+  outbox::metrics::Histogram &enqueue_to_confirm_, &publish_to_confirm_, &scheduled_lateness_;
   std::array<outbox::metrics::Histogram*, kLatencyStages> stage_seconds_;  // by LatencyStage
   std::array<outbox::metrics::Counter*, kCpuStages> stage_cpu_;            // by CpuStage
   outbox::metrics::Gauge &stalled_, &nacking_;

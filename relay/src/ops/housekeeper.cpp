@@ -79,6 +79,7 @@ void Housekeeper::run() {
 void Housekeeper::refresh_stats(OutboxStore& store) {
   const auto s = store.stats();
   metrics_.set_backlog(s.pending, s.parked, s.oldest_pending_age_s);
+  metrics_.set_scheduled(s.scheduled, s.next_scheduled_in_s);
 }
 
 void Housekeeper::run_retention(OutboxStore& store) {

@@ -63,12 +63,26 @@ void OutboxStore::connect() {
   // Every statement is prepared on its first use (prepared_statement); the claims
   // and payloads come back in binary.
   statements_.clear();
-  const std::string due = select_list + "FROM " + schema_ + ".outbox o WHERE " + pending_sql() +
-                          " AND next_attempt_at <= now() ";
-  const std::string lock = "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED";
-  statements_.push_back({"outbox_claim", due + lock});
-  statements_.push_back({"outbox_claim_below", due + "AND id < $2 " + lock});
-  statements_.push_back({"outbox_claim_above", due + "AND id > $2 " + lock});
+  // Due scheduled rows first (migration 0018), by deliver_at, through their own
+  // index; then ready rows by id through theirs (0019): a row scheduled far ahead is
+  // never read before it is due. Only the first statement of a claim takes scheduled
+  // rows (claim_around's second would find its own locks, which SKIP LOCKED does not
+  // skip, and claim them twice).
+  const std::string scheduled = select_list + "FROM " + schema_ + ".outbox o WHERE " + pending_sql() +
+                                " AND deliver_at <= now() AND next_attempt_at <= now() "
+                                "ORDER BY deliver_at, id LIMIT $1 FOR UPDATE SKIP LOCKED";
+  const std::string ready = select_list + "FROM " + schema_ + ".outbox o WHERE " + pending_sql() +
+                            " AND deliver_at IS NULL AND next_attempt_at <= now() ";
+  auto with_scheduled = [&](const std::string& range) {
+    return "WITH s AS MATERIALIZED (" + scheduled + "), r AS (" + ready + range +
+           "ORDER BY id LIMIT $1 - (SELECT count(*) FROM s) FOR UPDATE SKIP LOCKED) "
+           "SELECT * FROM s UNION ALL SELECT * FROM r";
+  };
+  statements_.push_back({"outbox_claim", with_scheduled("")});
+  statements_.push_back({"outbox_claim_below", with_scheduled("AND id < $2 ")});
+  statements_.push_back({"outbox_claim_above", with_scheduled("AND id > $2 ")});
+  statements_.push_back({"outbox_claim_above_ready",
+                         ready + "AND id > $2 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED"});
   if (options_.key_lanes > 0) add_key_walk(select_list);
   // clock_timestamp(), not now(): the time the relay recorded the broker's acks,
   // not the start of the claim transaction.
@@ -88,10 +102,15 @@ void OutboxStore::connect() {
   statements_.push_back({"outbox_mark_published_by_id", mark_by_id_sql_});
   // The same mark as the first, sent with the batch's COMMIT (mark_published_and_commit).
   statements_.push_back({"outbox_mark_then_commit", mark("ONLY " + schema_ + ".outbox") + "ctid = ANY($1::tid[])"});
-  statements_.push_back({"outbox_due", "SELECT EXISTS (SELECT 1 FROM " + schema_ +
-                                           ".outbox "
-                                           "WHERE " +
-                                           pending_sql() + " AND next_attempt_at <= now())"});
+  statements_.push_back({"outbox_due", "SELECT EXISTS (SELECT 1 FROM " + schema_ + ".outbox WHERE " + pending_sql() +
+                                           " AND deliver_at IS NULL AND next_attempt_at <= now()) OR EXISTS (SELECT 1 "
+                                           "FROM " +
+                                           schema_ + ".outbox WHERE " + pending_sql() +
+                                           " AND deliver_at <= now() AND next_attempt_at <= now())"});
+  // When the earliest scheduled row not yet due is due: the idle relay's timer.
+  statements_.push_back({"outbox_next_scheduled", "SELECT extract(epoch FROM min(deliver_at) - now())::float8 FROM " +
+                                                      schema_ + ".outbox WHERE " + pending_sql() +
+                                                      " AND deliver_at > now()"});
   statements_.push_back(
       {"outbox_mark_failed",
        // attempts as written by hand may be anything: from below 0 it counts
@@ -107,19 +126,28 @@ void OutboxStore::connect() {
            "FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::int[], $6::bool[]) "
            "AS f(id, error, retry_in_ms, counted, refused) "
            "WHERE o.id = f.id"});
-  statements_.push_back({"outbox_stats",
-                         "SELECT count(*) FILTER (WHERE parked_at IS NULL), "
-                         "coalesce(extract(epoch from now() - min(created_at) FILTER (WHERE parked_at IS NULL AND "
-                         "isfinite(created_at))), "
-                         "0)::float8, (SELECT count(*) FROM " +
-                             schema_ +
-                             ".outbox WHERE parked_at IS NOT NULL) "
-                             "FROM " +
-                             schema_ + ".outbox WHERE " + pending_sql()});
+  // Pending counts due rows only: a row scheduled for later is in the scheduled
+  // backlog, and its wait is no lag. A due row's age runs from its deliver_at.
+  statements_.push_back(
+      {"outbox_stats",
+       "SELECT count(*) FILTER (WHERE NOT coalesce(deliver_at > now(), false)), "
+       "coalesce(extract(epoch from now() - min(greatest(created_at, deliver_at)) FILTER (WHERE NOT "
+       "coalesce(deliver_at > now(), false) AND isfinite(created_at))), 0)::float8, "
+       "(SELECT count(*) FROM " +
+           schema_ +
+           ".outbox WHERE parked_at IS NOT NULL), count(*) FILTER (WHERE deliver_at > now()), "
+           "extract(epoch from min(deliver_at) FILTER (WHERE deliver_at > now()) - now())::float8 FROM " +
+           schema_ + ".outbox WHERE " + pending_sql()});
   session_ = std::move(setup);
 }
 
 bool OutboxStore::has_due_rows() { return session().exec_prepared(prepared_statement("outbox_due"), {}).boolean(0, 0); }
+
+std::optional<double> OutboxStore::next_scheduled_in() {
+  const auto r = session().exec_prepared(prepared_statement("outbox_next_scheduled"), {});
+  if (r.is_null(0, 0)) return std::nullopt;
+  return r.float8(0, 0);
+}
 
 std::vector<ClaimedRow> OutboxStore::claim(BatchTransaction& tx, int limit) {
   return decode_claim(run_claim(tx, "outbox_claim", {std::to_string(limit)}));
@@ -132,7 +160,7 @@ std::vector<ClaimedRow> OutboxStore::claim_around(BatchTransaction& tx, int limi
   auto rows = decode_claim(run_claim(tx, "outbox_claim_below", {std::to_string(limit), std::to_string(skip_from)}));
   const auto rest = limit - static_cast<int>(rows.size());
   if (rest <= 0) return rows;
-  auto above = claim_above(tx, rest, skip_to);
+  auto above = decode_claim(run_claim(tx, "outbox_claim_above_ready", {std::to_string(rest), std::to_string(skip_to)}));
   rows.insert(rows.end(), std::make_move_iterator(above.begin()), std::make_move_iterator(above.end()));
   return rows;
 }
@@ -202,7 +230,8 @@ void OutboxStore::add_key_walk(const std::string& select_list) {
                                                             "FROM walk w JOIN " + schema_ +
                                                             ".outbox o ON o.id = w.wid WHERE " + lane +
                                                             " = ANY($3::int[]) AND " + pending_sql("o.") +
-                                                            " AND o.next_attempt_at <= now() "
+                                                            " AND o.next_attempt_at <= now() AND NOT "
+                                                            "coalesce(o.deliver_at > now(), false) "
                                                             "ORDER BY w.wkey LIMIT $2 FOR UPDATE OF o SKIP LOCKED"});
     // Where a walk of $1 keys (after $2) ends, and whether it reached the last key.
     statements_.push_back({"outbox_key_walk_end" + suffix,
@@ -262,6 +291,7 @@ std::string OutboxStore::claim_select_list() {
          std::to_string(kInlinePayloadBytes) +
          " THEN payload END "
          "AS inline_payload, attempts, date_part('epoch', created_at) AS created_epoch, "
+         "date_part('epoch', deliver_at) AS due_epoch, "
          "octet_length(payload) AS payload_bytes, "
          "refused_by_broker AS refused_before ";
 }
@@ -283,10 +313,11 @@ struct OutboxStore::ClaimColumns {
         inline_payload(q.column("inline_payload")),
         attempts(q.column("attempts")),
         created_epoch(q.column("created_epoch")),
+        due_epoch(q.column("due_epoch")),
         payload_bytes(q.column("payload_bytes")),
         refused_before(q.column("refused_before")) {}
   int id, ctid, message_id, exchange, routing_key, message_type, ordering_key, key_seq, content_type, headers,
-      correlation_id, inline_payload, attempts, created_epoch, payload_bytes, refused_before;
+      correlation_id, inline_payload, attempts, created_epoch, due_epoch, payload_bytes, refused_before;
 };
 
 // Each row on its own: a row whose columns cannot be decoded is returned with
@@ -380,6 +411,15 @@ void OutboxStore::decode_message_columns(const PgResult& q, int i, const ClaimCo
   }
   row.created_unix = created;
   row.created_unix_s = static_cast<std::int64_t>(std::floor(created));  // 1969-12-31 23:59:59.5 is -1
+  // Scheduled for later than it was written: its wait until then is no latency.
+  // (The table refuses an infinite deliver_at; the claim takes only past ones.)
+  if (!q.is_null(i, c.due_epoch)) {
+    const double due = q.float8(i, c.due_epoch);
+    if (std::isfinite(due) && due > created) {
+      row.created_unix = due;
+      row.scheduled = true;
+    }
+  }
 }
 
 std::size_t OutboxStore::load_payloads(BatchTransaction& tx, std::vector<ClaimedRow>& rows, std::size_t first,
@@ -464,7 +504,9 @@ void OutboxStore::mark_failed(BatchTransaction& tx, const std::vector<FailedRow>
 
 PendingStats OutboxStore::stats() {
   const auto r = session().exec_prepared(prepared_statement("outbox_stats"), {});
-  return PendingStats{r.int8(0, 0), r.int8(0, 2), r.float8(0, 1)};
+  PendingStats stats{r.int8(0, 0), r.int8(0, 2), r.float8(0, 1), r.int8(0, 3), std::nullopt};
+  if (!r.is_null(0, 4)) stats.next_scheduled_in_s = r.float8(0, 4);
+  return stats;
 }
 
 }  // namespace relay

@@ -44,7 +44,10 @@ struct ClaimedRow {
   // sent; it fails on its own as an attempt, and the rest of the claim goes on.
   std::optional<std::string> invalid;
   std::int64_t created_unix_s = 0;  // created_at, floored to seconds; negative before 1970
-  double created_unix = 0;          // created_at with sub-second precision (latency metrics)
+  // When the row became due, with sub-second precision (latency metrics): created_at,
+  // or a later deliver_at (migration 0018).
+  double created_unix = 0;
+  bool scheduled = false;  // its deliver_at was later than its created_at
 };
 
 // A row that was not published, with why, and when to try it again.
@@ -64,7 +67,10 @@ struct FailedRow {
 struct PendingStats {
   std::int64_t pending = 0;  // neither published nor parked
   std::int64_t parked = 0;
-  double oldest_pending_age_s = 0;  // 0 when none pending
+  double oldest_pending_age_s = 0;  // 0 when none pending; from deliver_at when later
+  // Scheduled rows not yet due (migration 0018): not pending until their deliver_at.
+  std::int64_t scheduled = 0;
+  std::optional<double> next_scheduled_in_s;  // when the earliest of them is due
 };
 
 // Where the per_key claim's walk over the pending keys (in key order) goes on; the
@@ -111,8 +117,9 @@ class OutboxStore {
   // REQUIRES: connected().
   PgSession& session();
 
-  // Locks and returns up to `limit` due pending rows in id order, skipping rows
-  // other relays hold (FOR UPDATE SKIP LOCKED). The locks last until `tx` ends:
+  // Locks and returns up to `limit` due pending rows, skipping rows other relays
+  // hold (FOR UPDATE SKIP LOCKED): scheduled rows whose deliver_at has come first
+  // (by deliver_at), then the others in id order. The locks last until `tx` ends:
   // they are the lease.
   std::vector<ClaimedRow> claim(BatchTransaction& tx, int limit);
   // The same, leaving out ids in [skip_from, skip_to]: the range of a batch this
@@ -145,6 +152,9 @@ class OutboxStore {
   // One autocommit statement: is any pending row due? What an idle relay asks
   // instead of a claim transaction (BEGIN, claim, COMMIT).
   bool has_due_rows();
+  // Seconds until the earliest scheduled row not yet due is due; none when there is
+  // none. One autocommit statement, through the scheduled index's first entry.
+  std::optional<double> next_scheduled_in();
   // One set-based statement for all `rows`, found by their claimed version's address
   // (ctid): published_at is the time of the mark (or, with delete_on_publish, the
   // rows are deleted in `tx`). If any row is not where it was claimed (`tx` changed
