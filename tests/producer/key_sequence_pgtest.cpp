@@ -46,15 +46,6 @@ void enqueue(const ScopedSchema& s, const std::string& key, bool commit = true) 
   if (commit) tx.commit();
 }
 
-std::string sqlstate_of(const std::string& sql) {
-  try {
-    sql_exec(sql);
-  } catch (const pqxx::sql_error& e) {
-    return e.sqlstate() + ": " + e.what();
-  }
-  return "nothing raised";
-}
-
 }  // namespace
 
 TEST_CASE("keyed rows are numbered 1, 2, 3 per key, whoever writes them; unkeyed rows get no number") {
@@ -158,13 +149,14 @@ TEST_CASE("a number cannot be chosen at insert nor changed after, nor can the ke
   CHECK(seqs(schema, "") == "null");
   // Changing either is refused, naming the row; the relay's own updates pass.
   const auto first = sql_value("SELECT min(id) FROM " + t);
-  const auto r = sqlstate_of("UPDATE " + t + " SET key_seq = 5 WHERE id = " + first);
+  const auto r = testenv::sql_error_of("UPDATE " + t + " SET key_seq = 5 WHERE id = " + first);
   CHECK_MESSAGE(r.rfind("55000: ", 0) == 0, r);
   CHECK_MESSAGE(r.find("outbox row " + first +
                        ": key_seq and ordering_key are assigned at enqueue and cannot change") != std::string::npos,
                 r);
-  CHECK(sqlstate_of("UPDATE " + t + " SET ordering_key = 'j' WHERE id = " + first).rfind("55000: ", 0) == 0);
-  CHECK(sqlstate_of("UPDATE " + t + " SET published_at = now(), attempts = 1 WHERE id = " + first) == "nothing raised");
+  CHECK(testenv::sql_error_of("UPDATE " + t + " SET ordering_key = 'j' WHERE id = " + first).rfind("55000: ", 0) == 0);
+  CHECK(testenv::sql_error_of("UPDATE " + t + " SET published_at = now(), attempts = 1 WHERE id = " + first) ==
+        "nothing raised");
   CHECK(seqs(schema, "k") == "1,2");
 }
 

@@ -42,15 +42,6 @@ std::string column(const ScopedSchema& s, const std::string& id, const std::stri
   return sql_value("SELECT " + expr + " FROM \"" + s.name() + "\".outbox WHERE message_id = '" + id + "'");
 }
 
-std::string error_of(const std::string& sql) {
-  try {
-    sql_exec(sql);
-  } catch (const pqxx::sql_error& e) {
-    return e.sqlstate() + ": " + e.what();
-  }
-  return "nothing raised";
-}
-
 }  // namespace
 
 TEST_CASE("the SDK stores deliver_at to the microsecond, and next_attempt_at waits for it") {
@@ -121,8 +112,9 @@ TEST_CASE("enqueue() takes deliver_at last; a call of 0015's twelve arguments me
                                 "'application/json', NULL, NULL, NULL, NULL, 1024)");
   CHECK(column(s, twelve, "deliver_at IS NULL") == "t");
   for (const char* never : {"'infinity'", "'-infinity'"}) {
-    const auto e = error_of("SELECT " + q + ".enqueue('payments', 'payment.retry', 'PaymentRetry', '{}'::bytea, " +
-                            "deliver_at => " + never + ")");
+    const auto e = testenv::sql_error_of("SELECT " + q +
+                                         ".enqueue('payments', 'payment.retry', 'PaymentRetry', '{}'::bytea, " +
+                                         "deliver_at => " + never + ")");
     CAPTURE(e);
     CHECK(e.rfind("22023", 0) == 0);
     CHECK(e.find("deliver_at") != std::string::npos);
@@ -134,9 +126,9 @@ TEST_CASE(
     "due time") {
   ScopedSchema s;
   const std::string t = "\"" + s.name() + "\".outbox";
-  const auto e = error_of("INSERT INTO " + t +
-                          " (message_id, exchange, routing_key, message_type, payload, deliver_at) VALUES "
-                          "(gen_random_uuid(), 'x', 'k', 'T', '', 'infinity')");
+  const auto e = testenv::sql_error_of("INSERT INTO " + t +
+                                       " (message_id, exchange, routing_key, message_type, payload, deliver_at) VALUES "
+                                       "(gen_random_uuid(), 'x', 'k', 'T', '', 'infinity')");
   CHECK(e.rfind("23514", 0) == 0);
   CHECK(e.find("outbox_deliver_at_finite") != std::string::npos);
   Message m = event();

@@ -99,6 +99,15 @@ void sql_exec(const std::string& sql) {
   tx.exec(sql);
 }
 
+std::string sql_error_of(const std::string& sql) {
+  try {
+    sql_exec(sql);
+  } catch (const pqxx::sql_error& e) {
+    return e.sqlstate() + ": " + e.what();
+  }
+  return "nothing raised";
+}
+
 TestBroker::TestBroker(const std::string& prefix, const std::string& routing_key, const std::string& alternate_exchange)
     : exchange_(unique_name(prefix + "_x")), queue_(unique_name(prefix + "_q")), routing_key_(routing_key) {
   client_.emplace(shared_amqp_endpoint());

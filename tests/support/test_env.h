@@ -104,5 +104,7 @@ int lines_with(const std::string& text, const std::string& needle);
 // A SQL helper: runs one statement and returns the first column of the first row.
 std::string sql_value(const std::string& sql);
 void sql_exec(const std::string& sql);
+// Runs one statement expected to fail: "SQLSTATE: message", or "nothing raised".
+std::string sql_error_of(const std::string& sql);
 
 }  // namespace testenv
