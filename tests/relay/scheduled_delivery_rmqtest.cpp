@@ -175,15 +175,18 @@ TEST_CASE(
   ScopedSchema schema;
   TestBroker broker;
   RelayProcess relay(quiet_yaml(schema, "  ordering: per_key\n  lanes: 4\n  rebalance_interval_ms: 300\n"));
-  testenv::wait_for_http_address([&] { return relay.log(); }, 20s);
-  std::this_thread::sleep_for(1s);  // lanes taken
-  const auto ids = enqueue(schema, {scheduled(event_for(broker, "acct-1"), 2000ms), event_for(broker, "acct-1"),
+  const auto address = testenv::wait_for_http_address([&] { return relay.log(); }, 20s);
+  REQUIRE_MESSAGE(testenv::eventually(20s, [&] { return metric(address, "outbox_relay_lanes_owned") == 4; }),
+                  relay.log());
+  const auto t0 = Clock::now();
+  const auto ids = enqueue(schema, {scheduled(event_for(broker, "acct-1"), 3000ms), event_for(broker, "acct-1"),
                                     event_for(broker, "acct-2")});
-  auto first = broker.receive(3, 1200ms);
+  auto first = broker.receive(1, 5000ms);
   REQUIRE_MESSAGE(first.size() == 1, relay.log());
-  CHECK(first[0].message_id == ids[2]);
-  auto rest = broker.receive(2, 4000ms);
+  CHECK(first[0].message_id == ids[2]);  // the other key, at once
+  auto rest = broker.receive(2, 8000ms);
   REQUIRE_MESSAGE(rest.size() == 2, relay.log());
+  CHECK(Clock::now() - t0 >= 2900ms);   // nothing of acct-1 before its head was due
   CHECK(rest[0].message_id == ids[0]);  // the key's first, at its time
   CHECK(rest[0].headers["x-outbox-seq"] == "1");
   CHECK(rest[1].message_id == ids[1]);  // then the one behind it
@@ -195,12 +198,15 @@ TEST_CASE("unordered, a scheduled row holds back nothing: a later row of its key
   TestBroker broker;
   RelayProcess relay(quiet_yaml(schema));
   testenv::wait_for_http_address([&] { return relay.log(); }, 20s);
-  const auto ids = enqueue(schema, {scheduled(event_for(broker, "acct-1"), 1500ms), event_for(broker, "acct-1")});
-  auto first = broker.receive(2, 1000ms);
+  const auto t0 = Clock::now();
+  const auto ids = enqueue(schema, {scheduled(event_for(broker, "acct-1"), 3000ms), event_for(broker, "acct-1")});
+  auto first = broker.receive(1, 5000ms);
   REQUIRE(first.size() == 1);
   CHECK(first[0].message_id == ids[1]);
   CHECK(first[0].headers["x-outbox-seq"] == "2");  // a consumer's sequence guard holds it for 1
-  auto second = broker.receive(1, 4000ms);
+  CHECK(Clock::now() - t0 < 2900ms);
+  auto second = broker.receive(1, 8000ms);
   REQUIRE(second.size() == 1);
   CHECK(second[0].message_id == ids[0]);
+  CHECK(Clock::now() - t0 >= 2900ms);
 }
