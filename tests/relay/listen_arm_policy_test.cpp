@@ -78,3 +78,62 @@ TEST_CASE("the rate is counted per window: 700 rows/s spread over windows stays 
     policy.went_idle();
   }
 }
+
+TEST_CASE("a relay that claimed 2 000 rows/s a moment ago polls when a claim finds nothing, not taking the lock") {
+  ListenArmPolicy policy;
+  auto now = t0;
+  for (int i = 0; i < 300; ++i, now += milliseconds(1)) {  // three windows at 2 rows per ms
+    policy.release_after_claim(2, now);
+    policy.went_idle();
+  }
+  // The claim that found nothing, just as a new window starts: the last one's rows count.
+  policy.release_after_claim(0, now);
+  CHECK(policy.poll_instead_of_arming(now));
+  const auto last_rows = now - milliseconds(1);
+  CHECK(policy.poll_instead_of_arming(last_rows + ListenArmPolicy::kBusyLinger - milliseconds(1)));
+  CHECK_FALSE(policy.poll_instead_of_arming(last_rows + ListenArmPolicy::kBusyLinger));
+}
+
+TEST_CASE("a busy relay whose claims find nothing for the linger takes the lock again") {
+  ListenArmPolicy policy;
+  auto now = t0;
+  for (int i = 0; i < 100; ++i, now += milliseconds(1)) policy.release_after_claim(2, now);
+  const auto last_rows = now - milliseconds(1);
+  for (; now - last_rows < ListenArmPolicy::kBusyLinger; now += milliseconds(1)) {
+    CHECK(policy.poll_instead_of_arming(now));
+    policy.release_after_claim(0, now);
+  }
+  CHECK_FALSE(policy.poll_instead_of_arming(now));  // the rate ended: about 10 empty polls, then the lock
+}
+
+TEST_CASE("below 1 500 rows/s a relay takes the lock when it finds nothing: it never polls") {
+  ListenArmPolicy policy;
+  auto now = t0;
+  for (int i = 0; i < 1000; ++i, now += milliseconds(10)) {  // 14 rows per 10 ms: 1 400 rows/s
+    policy.release_after_claim(14, now);
+    policy.release_after_claim(0, now + milliseconds(1));
+    CHECK_FALSE(policy.poll_instead_of_arming(now + milliseconds(1)));
+  }
+}
+
+TEST_CASE("a failed claim ends the polling: the relay waits as an idle one does") {
+  ListenArmPolicy policy;
+  auto now = t0;
+  for (int i = 0; i < 100; ++i, now += milliseconds(1)) policy.release_after_claim(2, now);
+  CHECK(policy.poll_instead_of_arming(now));
+  policy.cool_down();
+  CHECK_FALSE(policy.poll_instead_of_arming(now));
+}
+
+TEST_CASE("a busy relay polls about as often as rows arrive, within its bounds") {
+  auto polled_at = [](std::size_t rows_per_ms) {
+    ListenArmPolicy policy;
+    auto now = t0;
+    for (int i = 0; i < 150; ++i, now += milliseconds(1)) policy.release_after_claim(rows_per_ms, now);
+    return policy.busy_poll();
+  };
+  using std::chrono::microseconds;
+  CHECK(polled_at(2) == microseconds(500));               // 2 000 rows/s
+  CHECK(polled_at(4) == microseconds(250));               // 4 000 rows/s
+  CHECK(polled_at(50) == ListenArmPolicy::kBusyPollMin);  // 50 000 rows/s: not a spin
+}

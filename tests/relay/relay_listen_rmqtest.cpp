@@ -3,6 +3,7 @@
 #include "outbox/rabbitmq_c.h"
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <map>
@@ -224,6 +225,58 @@ TEST_CASE("a relay working through a backlog gives the waiting lock back, and ta
   CHECK_MESSAGE(testenv::eventually(std::chrono::seconds(20), [&] { return !relay_armed(schema); }), relay.log());
   CHECK(broker.receive(kRows, std::chrono::milliseconds(10000)).size() == static_cast<std::size_t>(kRows));
   wait_armed(schema, relay);
+}
+
+TEST_CASE("a relay busy at a steady 5 000 msg/s leaves the waiting lock alone, so producers' commits do not notify") {
+  ScopedSchema schema;
+  TestBroker broker;
+  RelayProcess relay(quiet_yaml(schema, testenv::unique_name("steady"), "  listen_poll_interval_ms: 30000\n") +
+                     "http:\n  listen: 127.0.0.1:0\n");
+  const auto address = testenv::wait_for_http_address([&] { return relay.log(); }, std::chrono::seconds(20));
+  wait_armed(schema, relay);
+  pqxx::connection observer(testenv::pg_dsn());
+  pqxx::nontransaction(observer).exec("LISTEN " + observer.quote_name("outbox_" + schema.name()));
+  // Transactions of 20 rows every 4 ms, as steady producers commit them. A relay
+  // holding the lock, or queued for it, makes each of them notify (one notification
+  // per transaction: PostgreSQL folds a transaction's identical ones).
+  std::atomic<bool> stop{false};
+  std::atomic<int> transactions{0};
+  std::thread producer([&] {
+    pqxx::connection conn(testenv::pg_dsn());
+    OutboxWriter writer({schema.name(), {}});
+    const std::vector<Message> batch(20, event_for(broker));
+    for (auto next = Clock::now(); !stop; next += std::chrono::milliseconds(4)) {
+      pqxx::work tx(conn);
+      writer.enqueue_batch(tx, batch);
+      tx.commit();
+      ++transactions;
+      std::this_thread::sleep_until(next);
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // the relay is busy by now
+  observer.get_notifs();                                 // what came before
+  const int tx_before = transactions;
+  int notified = 0, polling = 0;
+  for (int i = 0; i < 30; ++i) {  // 3 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    notified += observer.get_notifs();
+    polling += testenv::parse_prometheus(
+                   testenv::http_request(address, "/metrics").body)["outbox_relay_listen_role{role=\"polling\"}"] == 1;
+  }
+  const int committed = transactions - tx_before;
+  stop = true;
+  producer.join();
+  MESSAGE(committed << " producer transactions in 3 s, " << notified << " notified; role polling in " << polling
+                    << " of 30 scrapes");
+  // A steady rate well above the relay's 1 500 rows/s (ListenArmPolicy::kPollRows).
+  REQUIRE(committed * 20 > 3 * 1500 * 2);
+  // The relay before this (it took the lock whenever a claim found nothing): 1 093
+  // notifications for 769 transactions, handovers included.
+  CHECK_MESSAGE(notified * 20 < committed, relay.log());
+  CHECK(polling > 0);  // what an operator sees
+  const auto received = broker.receive(static_cast<std::size_t>(transactions) * 20, std::chrono::milliseconds(20000));
+  CHECK(received.size() == static_cast<std::size_t>(transactions) * 20);
+  wait_armed(schema, relay);  // idle again: it takes the lock, producers notify
 }
 
 TEST_CASE("of two idle relays only the lock holder claims each row, and the other takes over at once when it stops") {

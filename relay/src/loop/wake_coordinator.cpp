@@ -31,6 +31,13 @@ WakeCoordinator::WakeCoordinator(const RelayConfig& config, AmqpPublisher& amqp,
 
 bool WakeCoordinator::sleep(Clock::time_point wake_by, bool per_key) {
   using Arm = NotifyListener::Arm;
+  if (polling_busy(Clock::now())) {
+    // Busy a moment ago: taking the lock, or queueing for it, would make every
+    // producer notify (ListenArmPolicy). The claim after the poll takes due scheduled
+    // rows too.
+    poll_busy(wake_by);
+    return false;  // claim at once
+  }
   auto poll = milliseconds(relay_.poll_interval_ms);
   bool fallback_poll = false;
   arm_policy_.went_idle();
@@ -87,6 +94,21 @@ void WakeCoordinator::judge_holder(const std::vector<ClaimedRow>& rows) {
     answer_for_holder_ = false;
     spdlog::info("the relay holding the waiting lock answers producers again: leaving their notifications to it");
   }
+}
+
+void WakeCoordinator::poll_busy(Clock::time_point wake_by) {
+  metrics_.set_listen_role(ListenRole::kPolling);
+  polled_as_bystander_ = woke_on_notification_ = false;
+  tick_();
+  try {
+    listener_.take_notifications();  // another holder's producers': this relay claims anyway
+  } catch (const std::exception& e) {
+    spdlog::warn("PostgreSQL listener session lost, polling until it is back: {}", outbox::one_line(e.what()));
+    listener_.disconnect();
+  }
+  drain_broker_events();
+  const auto now = Clock::now();
+  if (wake_by > now) std::this_thread::sleep_for(std::min<Clock::duration>(arm_policy_.busy_poll(), wake_by - now));
 }
 
 bool WakeCoordinator::listener_ready() {

@@ -20,7 +20,8 @@ namespace relay {
 // on a handover. This owns the listener session and the lock's state:
 // - sleep(): arm the listener (once armed, the caller claims once more: every
 //   insert that did not notify has ended) or sleep until a notification, the
-//   fallback poll, `wake_by`, or stop;
+//   fallback poll, `wake_by`, or stop; a relay busy a moment ago claims again
+//   within a millisecond instead, so producers need not notify at steady rates;
 // - give_back(): a relay that cannot work now (no broker, an alarm, a hold, a
 //   failed claim, a slow batch, a stop) hands the lock over, so an idle relay
 //   takes it and the rows at once;
@@ -51,8 +52,17 @@ class WakeCoordinator {
   void give_back();
   // After each claim (`rows` what it found; none for a probe that found nothing).
   void judge_holder(const std::vector<ClaimedRow>& rows);
-  // A claim failed: no verdict on the holder from this wake.
-  void forget_wake() { polled_as_bystander_ = woke_on_notification_ = false; }
+  // A claim failed: no verdict on the holder from this wake, and the next wait is an
+  // idle relay's (not a busy one's poll: ListenArmPolicy::busy_poll).
+  void forget_wake() {
+    polled_as_bystander_ = woke_on_notification_ = false;
+    arm_policy_.cool_down();
+  }
+  // Whether the next sleep() is a busy relay's short poll (ListenArmPolicy::
+  // poll_instead_of_arming): it does not take the lock, and claims after busy_poll().
+  bool polling_busy(Clock::time_point now) const {
+    return relay_.listen && !listener_.armed() && arm_policy_.poll_instead_of_arming(now);
+  }
   // Whether an armed relay should give the lock back after a claim of `rows`.
   bool release_after_claim(std::size_t rows, Clock::time_point now) {
     return arm_policy_.release_after_claim(rows, now);
@@ -60,6 +70,10 @@ class WakeCoordinator {
 
  private:
   bool listener_ready();
+  // A busy relay's sleep of ListenArmPolicy::busy_poll(): it reads what came on both
+  // sockets (the listener's too: unread notifications fill the server's queue) and
+  // waits on neither.
+  void poll_busy(Clock::time_point wake_by);
   // Sleeps until `until` on both sockets; true when a notification woke it, or the
   // listener session or the broker connection was lost (the loop looks and
   // reconnects at once instead of sleeping out the fallback poll).

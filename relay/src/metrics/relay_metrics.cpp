@@ -47,7 +47,8 @@ outbox::metrics::Gauge& listen_role(outbox::metrics::Registry& r, const char* ro
   return r.gauge("outbox_relay_listen_role",
                  "1 on the role this idle relay waits in: holder (holds the waiting lock; inserts wake "
                  "it), bystander (waits for the holder's handover), answering (answers inserts for a "
-                 "holder that does not).",
+                 "holder that does not), polling (busy a moment ago: polls every millisecond, leaving "
+                 "the lock alone).",
                  {{"role", role}});
 }
 
@@ -150,7 +151,8 @@ RelayMetrics::RelayMetrics(outbox::metrics::Registry& r, const std::string& vers
       nacking_(r.gauge("outbox_relay_broker_nacking",
                        "1 while the broker nacks every publish (a run of nacks with no ack): a quorum queue "
                        "without a leader, or a full queue with overflow reject-publish.")),
-      listen_role_{&listen_role(r, "holder"), &listen_role(r, "bystander"), &listen_role(r, "answering")},
+      listen_role_{&listen_role(r, "holder"), &listen_role(r, "bystander"), &listen_role(r, "answering"),
+                   &listen_role(r, "polling")},
       isolations_(r.counter("outbox_relay_isolations_total",
                             "Channel closes over one of several outstanding rows, after which the relay "
                             "published those rows one at a time to find the one at fault.")),
@@ -239,7 +241,8 @@ void RelayMetrics::row_stages(const RowStages& stages) {
 void RelayMetrics::set_lanes_owned(std::size_t lanes) { lanes_owned_.set(static_cast<double>(lanes)); }
 
 void RelayMetrics::set_listen_role(ListenRole role) {
-  const ListenRole roles[] = {ListenRole::kHolder, ListenRole::kBystander, ListenRole::kAnswering};
+  const ListenRole roles[] = {ListenRole::kHolder, ListenRole::kBystander, ListenRole::kAnswering,
+                              ListenRole::kPolling};
   for (std::size_t i = 0; i < listen_role_.size(); ++i) listen_role_[i]->set(roles[i] == role ? 1 : 0);
 }
 

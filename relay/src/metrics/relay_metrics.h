@@ -21,8 +21,9 @@ namespace relay {
 // How an idle relay waits (label `role` of outbox_relay_listen_role; docs/ARCHITECTURE.md,
 // "Processes and threads"): it holds the waiting lock and producers' inserts wake it; another
 // relay holds it and this one waits for a handover; or it answers inserts in the place
-// of a holder that does not. kNone: listening is off, failed, or not settled yet.
-enum class ListenRole { kNone, kHolder, kBystander, kAnswering };
+// of a holder that does not; or, busy a moment ago, it polls every millisecond and leaves
+// the lock alone (ListenArmPolicy). kNone: listening is off, failed, or not settled yet.
+enum class ListenRole { kNone, kHolder, kBystander, kAnswering, kPolling };
 
 // The relay's metrics (all names start with outbox_relay_) and the state behind
 // /healthz and /readyz. Series with labels are created up front, so every series
@@ -118,7 +119,7 @@ class RelayMetrics {
   std::array<outbox::metrics::Histogram*, kLatencyStages> stage_seconds_;  // by LatencyStage
   std::array<outbox::metrics::Counter*, kCpuStages> stage_cpu_;            // by CpuStage
   outbox::metrics::Gauge &stalled_, &nacking_;
-  std::array<outbox::metrics::Gauge*, 3> listen_role_;  // holder, bystander, answering
+  std::array<outbox::metrics::Gauge*, 4> listen_role_;  // holder, bystander, answering, polling
   outbox::metrics::Counter &isolations_, &isolated_rows_;
   mutable std::mutex stall_mutex_;
   std::string stall_reason_, nacking_reason_;          // guarded by stall_mutex_

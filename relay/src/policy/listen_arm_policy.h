@@ -24,6 +24,20 @@ namespace relay {
 // A relay that keeps the lock wakes at once for the notifications of rows
 // committed during its batch.
 //
+// A relay that was busy a moment ago does not take the lock when a claim finds
+// nothing: it polls again within a millisecond instead (poll_instead_of_arming). At
+// a steady 2 000 msg/s a relay that took the lock at each empty claim spent most of
+// its time holding it or queued for it, and so every producer notified: notifying
+// commits run one at a time in the server (each with its own WAL flush, no group
+// commit), the waiting relay's session handles each notification, and the relay
+// fell into a slower regime for minutes (commit -> receipt p50 0.7 -> 4 ms, the
+// whole server's CPU per message +40 %; docs/PERFORMANCE.md, "Over hours"). It
+// polls while its claims found kPollRows rows within a window (1 500 rows/s) and
+// a row within kBusyLinger; then it takes the lock as before. Polling costs a row
+// up to one poll's wait: at 1 000 msg/s that was +0.7 ms on the median (0.5 ->
+// 1.2 ms, the p99 +50 %), more than the notifications cost there, so below
+// 1 500 rows/s the relay keeps taking the lock (docs/perf/NOTEBOOK.md, "Round ten").
+//
 // Thread safety: none; the relay loop's thread owns it.
 class ListenArmPolicy {
  public:
@@ -38,6 +52,18 @@ class ListenArmPolicy {
   // random (50 ± 7 a window).
   static constexpr std::size_t kWindowRows = 75;
   static constexpr std::chrono::milliseconds kWindow{100};
+  // Rows claimed within a window (this one or the last) above which a relay that
+  // finds nothing polls instead of taking the lock: 1 500 rows/s.
+  static constexpr std::size_t kPollRows = 150;
+  // How long a relay busy a moment ago sleeps before it claims again, instead of
+  // taking the lock: the time one row takes to arrive at the recent rate, within
+  // these bounds (busy_poll). A fixed millisecond added 0.5 ms to the median latency
+  // at 1 000 msg/s (docs/perf/NOTEBOOK.md, "Round ten").
+  static constexpr std::chrono::microseconds kBusyPollMin{200}, kBusyPollMax{1000};
+  // How long after its last claim that found rows such a relay still polls: at
+  // 1 500 rows/s a gap of 10 ms without a row almost never happens (e^-15); after a
+  // burst it costs 10 to 50 claims that find nothing.
+  static constexpr std::chrono::milliseconds kBusyLinger{10};
 
   // After every claim (including a probe that found nothing: `rows` 0). True when
   // an armed relay should give the lock back now.
@@ -45,11 +71,22 @@ class ListenArmPolicy {
   // The relay waits for work (it need not have claimed nothing first: see
   // RelayLoop::finish_batch). Starts the count since idle again, as an empty claim does.
   void went_idle() { rows_since_idle_ = 0; }
+  // Whether a relay that does not hold the lock and found nothing should poll again
+  // in busy_poll() rather than take the lock: its claims reached kPollRows within
+  // this window or the last one, and one found rows within kBusyLinger.
+  bool poll_instead_of_arming(Clock::time_point now) const;
+  // The sleep before such a relay's next claim: about one row's arrival at the
+  // rate of this window or the last, within [kBusyPollMin, kBusyPollMax].
+  std::chrono::microseconds busy_poll() const;
+  // A claim failed: it waits as an idle relay does, not busy_poll().
+  void cool_down() { last_rows_at_ = Clock::time_point{}; }
 
  private:
   std::size_t rows_since_idle_ = 0;
   Clock::time_point window_start_{};
   std::size_t window_rows_ = 0;
+  std::size_t previous_window_rows_ = 0;  // of the window just before this one, else 0
+  Clock::time_point last_rows_at_{};      // the last claim that found rows
 };
 
 }  // namespace relay
