@@ -47,7 +47,7 @@ outbox::metrics::Gauge& listen_role(outbox::metrics::Registry& r, const char* ro
   return r.gauge("outbox_relay_listen_role",
                  "1 on the role this idle relay waits in: holder (holds the waiting lock; inserts wake "
                  "it), bystander (waits for the holder's handover), answering (answers inserts for a "
-                 "holder that does not), polling (busy a moment ago: polls every millisecond, leaving "
+                 "holder that does not), polling (busy a moment ago: claims again within a millisecond, leaving "
                  "the lock alone).",
                  {{"role", role}});
 }

@@ -21,7 +21,7 @@ namespace relay {
 // How an idle relay waits (label `role` of outbox_relay_listen_role; docs/ARCHITECTURE.md,
 // "Processes and threads"): it holds the waiting lock and producers' inserts wake it; another
 // relay holds it and this one waits for a handover; or it answers inserts in the place
-// of a holder that does not; or, busy a moment ago, it polls every millisecond and leaves
+// of a holder that does not; or, busy a moment ago, it claims again within a millisecond and leaves
 // the lock alone (ListenArmPolicy). kNone: listening is off, failed, or not settled yet.
 enum class ListenRole { kNone, kHolder, kBystander, kAnswering, kPolling };
 
