@@ -57,6 +57,13 @@ void OutboxStore::connect() {
   // the whole table: 20-160 ms per mark at 10-100k rows, and a relay at 5 000 msg/s
   // fell behind for good (docs/perf/NOTEBOOK.md, "Round three").
   setup->exec("SET enable_seqscan = off");
+  // Nor a bitmap scan: the generic plan of a claim around the batch in flight
+  // (`id > $2`, `id < $2`) was a bitmap scan of the ready index's whole range and a
+  // sort, which visits every row version still in the index (in delete and mark mode
+  // every row since the last vacuum). Once the plan cache chose it the relay ran for
+  // minutes at twice its PostgreSQL CPU per message and five times its median latency,
+  // until a re-plan chose the index scan again (docs/perf/NOTEBOOK.md, "Round ten").
+  setup->exec("SET enable_bitmapscan = off");
   mark_by_address_ =
       !setup->exec("SELECT relhassubclass FROM pg_class WHERE oid = $1::regclass", {schema_ + ".outbox"}).boolean(0, 0);
   const std::string select_list = claim_select_list();

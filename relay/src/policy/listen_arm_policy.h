@@ -26,17 +26,17 @@ namespace relay {
 //
 // A relay that was busy a moment ago does not take the lock when a claim finds
 // nothing: it polls again within a millisecond instead (poll_instead_of_arming). At
-// a steady 2 000 msg/s a relay that took the lock at each empty claim spent most of
-// its time holding it or queued for it, and so every producer notified: notifying
-// commits run one at a time in the server (each with its own WAL flush, no group
-// commit), the waiting relay's session handles each notification, and the relay
-// fell into a slower regime for minutes (commit -> receipt p50 0.7 -> 4 ms, the
-// whole server's CPU per message +40 %; docs/PERFORMANCE.md, "Over hours"). It
-// polls while its claims found kPollRows rows within a window (1 500 rows/s) and
-// a row within kBusyLinger; then it takes the lock as before. Polling costs a row
-// up to one poll's wait: at 1 000 msg/s that was +0.7 ms on the median (0.5 ->
-// 1.2 ms, the p99 +50 %), more than the notifications cost there, so below
-// 1 500 rows/s the relay keeps taking the lock (docs/perf/NOTEBOOK.md, "Round ten").
+// a steady 2 000 msg/s a claim now and then finds nothing, and a relay that then took
+// the lock, or queued for it, made every producer's commit notify while it did:
+// notifying commits run one at a time in the server (each with its own WAL flush),
+// and the listener's session handles each notification. Polling instead, the soak in
+// delete mode at 2 000 msg/s cost the whole server 319-348 us of CPU per message
+// against 408-484, and the relay's sessions 107-132 against 183-250 (docs/perf/
+// NOTEBOOK.md, "Round ten"). It polls while its claims found kPollRows rows within a
+// window (1 500 rows/s) and a row within kBusyLinger; then it takes the lock as
+// before. Polling costs a row up to one poll's wait: at 1 000 msg/s that was +0.7 ms
+// on the median (0.5 -> 1.2 ms, the p99 +50 %), more than the notifications cost
+// there, so below 1 500 rows/s the relay keeps taking the lock.
 //
 // Thread safety: none; the relay loop's thread owns it.
 class ListenArmPolicy {
