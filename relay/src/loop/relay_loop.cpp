@@ -402,12 +402,16 @@ void RelayLoop::note_retries(const std::vector<FailedRow>& failed) {
 void RelayLoop::sleep_until_work() {
   auto wake_by = Clock::time_point::max();
   if (next_retry_at_) wake_by = *next_retry_at_;
-  // A relay busy a moment ago claims again within a millisecond, due scheduled rows
-  // included: no need to ask when the next one is due.
-  if (!wake_.polling_busy(Clock::now()))
-    if (const auto due = next_scheduled()) wake_by = std::min(wake_by, *due);
   if (lanes_) wake_by = std::min(wake_by, std::max(next_rebalance_, Clock::now()));
-  probe_first_ = wake_.sleep(wake_by, lanes_ != nullptr);
+  if (wake_.polling_busy(Clock::now())) {
+    // Busy a moment ago: it claims again within a millisecond, due scheduled rows
+    // included, so it need not ask when the next one is due.
+    wake_.poll_busy(wake_by);
+    probe_first_ = false;
+  } else {
+    if (const auto due = next_scheduled()) wake_by = std::min(wake_by, *due);
+    probe_first_ = wake_.sleep(wake_by, lanes_ != nullptr);
+  }
   if (next_retry_at_ && Clock::now() >= *next_retry_at_) next_retry_at_.reset();
   last_claim_empty_ = false;
 }

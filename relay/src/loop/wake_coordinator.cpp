@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -31,13 +32,6 @@ WakeCoordinator::WakeCoordinator(const RelayConfig& config, AmqpPublisher& amqp,
 
 bool WakeCoordinator::sleep(Clock::time_point wake_by, bool per_key) {
   using Arm = NotifyListener::Arm;
-  if (polling_busy(Clock::now())) {
-    // Busy a moment ago: taking the lock, or queueing for it, would make every
-    // producer notify (ListenArmPolicy). The claim after the poll takes due scheduled
-    // rows too.
-    poll_busy(wake_by);
-    return false;  // claim at once
-  }
   auto poll = milliseconds(relay_.poll_interval_ms);
   bool fallback_poll = false;
   arm_policy_.went_idle();
@@ -100,15 +94,20 @@ void WakeCoordinator::poll_busy(Clock::time_point wake_by) {
   metrics_.set_listen_role(ListenRole::kPolling);
   polled_as_bystander_ = woke_on_notification_ = false;
   tick_();
-  try {
-    listener_.take_notifications();  // another holder's producers': this relay claims anyway
-  } catch (const std::exception& e) {
-    spdlog::warn("PostgreSQL listener session lost, polling until it is back: {}", outbox::one_line(e.what()));
-    listener_.disconnect();
-  }
+  read_listener();  // another holder's producers': this relay claims anyway
   drain_broker_events();
   const auto now = Clock::now();
   if (wake_by > now) std::this_thread::sleep_for(std::min<Clock::duration>(arm_policy_.busy_poll(), wake_by - now));
+}
+
+std::optional<NotifyListener::Wake> WakeCoordinator::read_listener() {
+  try {
+    return listener_.take_notifications();
+  } catch (const std::exception& e) {
+    spdlog::warn("PostgreSQL listener session lost, polling until it is back: {}", outbox::one_line(e.what()));
+    listener_.disconnect();
+    return std::nullopt;
+  }
 }
 
 bool WakeCoordinator::listener_ready() {
@@ -129,17 +128,14 @@ bool WakeCoordinator::listener_ready() {
 bool WakeCoordinator::wait(Clock::time_point until, bool handover_only) {
   while (!stop_) {
     tick_();
-    try {
-      const auto wake = listener_.take_notifications();
-      if (wake.handover || (wake.producer && !handover_only)) return true;
-    } catch (const std::exception& e) {
-      spdlog::warn("PostgreSQL listener session lost, polling until it is back: {}", outbox::one_line(e.what()));
-      listener_.disconnect();
+    const auto wake = read_listener();
+    if (!wake) {
       metrics_.set_listen_role(ListenRole::kNone);
       // The server may be gone with it (a failover): wake now, so the claim finds out
       // and the loop reconnects, instead of sleeping out the fallback poll.
       return true;
     }
+    if (wake->handover || (wake->producer && !handover_only)) return true;
     auto left = std::chrono::ceil<milliseconds>(until - Clock::now());
     if (left <= milliseconds(0)) return false;
     pollfd fds[2];

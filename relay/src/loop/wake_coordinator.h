@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "broker/amqp_publisher.h"
@@ -20,8 +21,9 @@ namespace relay {
 // on a handover. This owns the listener session and the lock's state:
 // - sleep(): arm the listener (once armed, the caller claims once more: every
 //   insert that did not notify has ended) or sleep until a notification, the
-//   fallback poll, `wake_by`, or stop; a relay busy a moment ago claims again
-//   within a millisecond instead, so producers need not notify at steady rates;
+//   fallback poll, `wake_by`, or stop; poll_busy(): a relay busy a moment ago
+//   claims again within a millisecond instead, so producers need not notify at
+//   steady rates;
 // - give_back(): a relay that cannot work now (no broker, an alarm, a hold, a
 //   failed claim, a slow batch, a stop) hands the lock over, so an idle relay
 //   takes it and the rows at once;
@@ -58,11 +60,16 @@ class WakeCoordinator {
     polled_as_bystander_ = woke_on_notification_ = false;
     arm_policy_.cool_down();
   }
-  // Whether the next sleep() is a busy relay's short poll (ListenArmPolicy::
-  // poll_instead_of_arming): it does not take the lock, and claims after busy_poll().
+  // Whether a relay with nothing to do should poll_busy() rather than sleep()
+  // (ListenArmPolicy::poll_instead_of_arming): busy a moment ago, it leaves the lock
+  // alone and claims again after ListenArmPolicy::busy_poll().
   bool polling_busy(Clock::time_point now) const {
     return relay_.listen && !listener_.armed() && arm_policy_.poll_instead_of_arming(now);
   }
+  // A busy relay's wait of ListenArmPolicy::busy_poll() (at most until `wake_by`): it
+  // reads what came on both sockets (the listener's too: unread notifications fill
+  // the server's queue) and waits on neither. The caller claims next.
+  void poll_busy(Clock::time_point wake_by);
   // Whether an armed relay should give the lock back after a claim of `rows`.
   bool release_after_claim(std::size_t rows, Clock::time_point now) {
     return arm_policy_.release_after_claim(rows, now);
@@ -70,10 +77,9 @@ class WakeCoordinator {
 
  private:
   bool listener_ready();
-  // A busy relay's sleep of ListenArmPolicy::busy_poll(): it reads what came on both
-  // sockets (the listener's too: unread notifications fill the server's queue) and
-  // waits on neither.
-  void poll_busy(Clock::time_point wake_by);
+  // What came on the listener's session; nothing when the session was lost (logged,
+  // and disconnected: the next sleep() connects again).
+  std::optional<NotifyListener::Wake> read_listener();
   // Sleeps until `until` on both sockets; true when a notification woke it, or the
   // listener session or the broker connection was lost (the loop looks and
   // reconnects at once instead of sleeping out the fallback poll).
