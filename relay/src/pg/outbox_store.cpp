@@ -64,6 +64,13 @@ void OutboxStore::connect() {
   // minutes at twice its PostgreSQL CPU per message and five times its median latency,
   // until a re-plan chose the index scan again (docs/perf/NOTEBOOK.md, "Round ten").
   setup->exec("SET enable_bitmapscan = off");
+  // And planned once: with the default plan_cache_mode PostgreSQL may settle, after
+  // an ANALYZE, on custom plans, made afresh at every execution. The soak's slow
+  // regime was that: the claim session spent 44 % of its time in the planner and 10 %
+  // running the claim, 1.7 x its PostgreSQL CPU per message, for as long as the
+  // choice held (docs/perf/NOTEBOOK.md, "Round eleven"). The settings above keep the
+  // generic plans index scans; a re-plan still follows each ANALYZE.
+  setup->exec("SET plan_cache_mode = force_generic_plan");
   mark_by_address_ =
       !setup->exec("SELECT relhassubclass FROM pg_class WHERE oid = $1::regclass", {schema_ + ".outbox"}).boolean(0, 0);
   const std::string select_list = claim_select_list();
@@ -95,20 +102,30 @@ void OutboxStore::connect() {
   // not the start of the claim transaction.
   auto mark = [&](const std::string& target) {
     return options_.delete_on_publish ? "DELETE FROM " + target + " WHERE "
-                                      : "UPDATE " + target +
-                                            " SET published_at = clock_timestamp() "
-                                            "WHERE published_at IS NULL AND ";
+                                      : "UPDATE " + target + " SET published_at = clock_timestamp() WHERE ";
   };
+  // No "published_at IS NULL" in the marks: the rows are the acked ones, which this
+  // transaction locked pending (FOR UPDATE) and nobody else can change; only the
+  // best-effort mark by id after the batch's commit (mark_published_and_commit) runs
+  // without the locks, and at worst stamps a row another relay published since a
+  // second time, harmlessly. The guard
+  // would imply the pending indexes' predicate, and the planner then scanned a whole
+  // pending index and filtered it by ctid or id whenever its statistics counted few
+  // pending rows against a batch of more than a few: at every mark in a backlog grown
+  // since the last ANALYZE, 42 ms for 500 rows in 100 000 against 3.7 ms
+  // (docs/perf/NOTEBOOK.md, "Round eleven").
   // By address (a TID scan): 500 index probes a batch fewer than by id, about
   // 1.5 us of PostgreSQL CPU per row (docs/perf/NOTEBOOK.md, "Round five"). ONLY: a
   // ctid names a version within one table, so it is never looked for in an
   // inheritance child or partition added since connect(); rows there are not found
-  // by address, and the statement by id marks them.
-  statements_.push_back({"outbox_mark_published", mark("ONLY " + schema_ + ".outbox") + "ctid = ANY($1::tid[])"});
+  // by address, and the statement by id marks them. A version this transaction
+  // changed since the claim is not found at its old address either.
+  const std::string by_address = mark("ONLY " + schema_ + ".outbox") + "ctid = ANY($1::tid[])";
+  statements_.push_back({"outbox_mark_published", by_address});
   mark_by_id_sql_ = mark(schema_ + ".outbox") + "id = ANY($1::bigint[])";
   statements_.push_back({"outbox_mark_published_by_id", mark_by_id_sql_});
   // The same mark as the first, sent with the batch's COMMIT (mark_published_and_commit).
-  statements_.push_back({"outbox_mark_then_commit", mark("ONLY " + schema_ + ".outbox") + "ctid = ANY($1::tid[])"});
+  statements_.push_back({"outbox_mark_then_commit", by_address});
   statements_.push_back({"outbox_due", "SELECT EXISTS (SELECT 1 FROM " + schema_ + ".outbox WHERE " + pending_sql() +
                                            " AND deliver_at IS NULL AND next_attempt_at <= now()) OR EXISTS (SELECT 1 "
                                            "FROM " +
