@@ -60,12 +60,16 @@ BenchEnv::BenchEnv(bool quorum) : pg_dsn_(required_env("OUTBOX_PG_DSN")), amqp_u
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
   pg_ = std::make_unique<pqxx::connection>(pg_dsn_);
+  // Recorded before they exist: a run killed while making them leaves nothing either.
+  schema_record_ = Janitor::record("schema", {name_});
   outbox::Migrator(name_).migrate(*pg_);
   try {
+    queue_record_ = Janitor::record("queue", {exchange_, queue_});
     amqp_ = std::make_unique<AmqpBenchClient>(amqp_uri_);
     amqp_->declare(exchange_, queue_, routing_key_, quorum);
   } catch (...) {
     pqxx::nontransaction(*pg_).exec("DROP SCHEMA IF EXISTS \"" + name_ + "\" CASCADE");
+    Janitor::forget(schema_record_);
     throw;
   }
 }
@@ -73,14 +77,35 @@ BenchEnv::BenchEnv(bool quorum) : pg_dsn_(required_env("OUTBOX_PG_DSN")), amqp_u
 BenchEnv::~BenchEnv() {
   try {
     amqp_->remove(exchange_, queue_);
+    Janitor::forget(queue_record_);
   } catch (const std::exception& e) {
     std::cerr << "outbox-bench: cleanup of " << queue_ << " failed: " << e.what() << "\n";
   }
   try {
     pqxx::nontransaction(*pg_).exec("DROP SCHEMA IF EXISTS \"" + name_ + "\" CASCADE");
+    Janitor::forget(schema_record_);
   } catch (const std::exception& e) {
     std::cerr << "outbox-bench: dropping schema " << name_ << " failed: " << e.what() << "\n";
   }
+}
+
+std::string BenchEnv::drop_recorded_schema(const Janitor::Fields& fields) {
+  pqxx::connection pg(required_env("OUTBOX_PG_DSN"));
+  pqxx::nontransaction tx(pg);
+  // The killed run's sessions hold locks until PostgreSQL notices them gone.
+  tx.exec("SET lock_timeout = '30s'");
+  tx.exec("DROP SCHEMA IF EXISTS " + tx.quote_name(fields.at(0)) + " CASCADE");
+  return "dropped schema " + fields.at(0);
+}
+
+std::string BenchEnv::remove_recorded_queue(const Janitor::Fields& fields) {
+  AmqpBenchClient amqp(required_env("OUTBOX_AMQP_URI"));
+  if (fields.at(0).empty()) {
+    amqp.remove_queue(fields.at(1));
+    return "deleted queue " + fields.at(1);
+  }
+  amqp.remove(fields.at(0), fields.at(1));
+  return "deleted queue " + fields.at(1) + " and exchange " + fields.at(0);
 }
 
 std::string BenchEnv::dsn_for(const std::string& application) const {

@@ -1,6 +1,7 @@
 #pragma once
 // BenchEnv: the run's own schema, exchange and queue on the local servers, and the
-// helpers that fill and inspect them. Everything it creates is removed when it ends.
+// helpers that fill and inspect them. Everything it creates is removed when it ends,
+// by the Janitor when the run is killed.
 
 #include <cstdint>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "amqp_bench_client.h"
+#include "janitor.h"
 
 namespace bench {
 
@@ -60,6 +62,12 @@ class BenchEnv {
   // compression does not flatter large payloads.
   static std::string random_payload(int bytes);
 
+  // The Janitor's undo of the records BenchEnv makes: "schema" {name} and "queue"
+  // {exchange, queue} ("" exchange: the queue alone), on $OUTBOX_PG_DSN and
+  // $OUTBOX_AMQP_URI.
+  static std::string drop_recorded_schema(const Janitor::Fields& fields);
+  static std::string remove_recorded_queue(const Janitor::Fields& fields);
+
  private:
   std::string pg_dsn_, amqp_uri_, name_, exchange_, queue_, routing_key_, relay_app_;
   std::unique_ptr<pqxx::connection> pg_;
@@ -67,6 +75,7 @@ class BenchEnv {
   long next_seq_ = 1;
   std::int64_t history_max_id_ = 0;
   std::int64_t id_base_ms_ = 0;
+  Janitor::Id schema_record_ = 0, queue_record_ = 0;
 };
 
 }  // namespace bench

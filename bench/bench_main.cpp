@@ -20,6 +20,7 @@
 #include "bench_options.h"
 #include "cpu_isolation.h"
 #include "floor_pipeline.h"
+#include "janitor.h"
 #include "measurements.h"
 #include "number_text.h"
 #include "outbox/pqxx_compat.h"
@@ -537,7 +538,14 @@ int main(int argc, char** argv) {
     std::cerr << "outbox-bench: --relay-bin: '" << spec.binary << "' is not an executable file\n";
     return 2;
   }
+  int rc = 0;
   try {
+    // Before any thread: it forks. From here on, whatever ends the run, its schema,
+    // queues, relays and pinned CPUs are undone.
+    Janitor::start({{"schema", &BenchEnv::drop_recorded_schema},
+                    {"queue", &BenchEnv::remove_recorded_queue},
+                    {"relay", &RelayRunner::kill_recorded},
+                    {"cpus", &BrokerCpuIsolation::restore_recorded}});
     auto report = Bench(options, spec).run();
     if (!options.json_path.empty()) {
       std::ofstream out(options.json_path);
@@ -545,9 +553,10 @@ int main(int argc, char** argv) {
       if (!out) throw BenchError("cannot write " + options.json_path);
       std::cout << "JSON summary: " << options.json_path << "\n";
     }
-    return 0;
   } catch (const std::exception& e) {
     std::cerr << "outbox-bench: failed: " << e.what() << "\n";
-    return 1;
+    rc = 1;
   }
+  Janitor::finish();
+  return rc;
 }

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <iostream>
+#include <sstream>
 
 #include "amqp_bench_client.h"  // BenchError
 #include "process_cpu.h"
@@ -40,6 +41,15 @@ std::string cpu_list(const cpu_set_t& set) {
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &set)) s += (s.empty() ? "" : ",") + std::to_string(c);
   return s;
+}
+
+cpu_set_t cpu_set_of(const std::string& list) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::istringstream in(list);
+  for (std::string cpu; std::getline(in, cpu, ',');)
+    if (!cpu.empty()) CPU_SET(std::stoi(cpu), &set);
+  return set;
 }
 
 }  // namespace
@@ -77,6 +87,32 @@ BrokerCpuIsolation::BrokerCpuIsolation(const std::vector<long>& broker_cpus, pid
   }
   description_ = "broker on CPU " + cpu_list(for_broker) + "; PostgreSQL, the bench and the relays on CPU " +
                  cpu_list(for_rest);
+  // What restore() needs, for the Janitor: "P pid with_children cpus" per process,
+  // then "T tid cpus" per thread.
+  Janitor::Fields fields;
+  for (const auto& p : pinned_)
+    fields.insert(fields.end(), {"P", std::to_string(p.pid), p.with_children ? "1" : "0", cpu_list(p.original)});
+  for (const auto& t : tasks_) fields.insert(fields.end(), {"T", std::to_string(t.tid), cpu_list(t.original)});
+  record_ = Janitor::record("cpus", fields);
+}
+
+std::string BrokerCpuIsolation::restore_recorded(const Janitor::Fields& fields) {
+  BrokerCpuIsolation undo;
+  for (std::size_t i = 0; i < fields.size();) {
+    if (fields[i] == "P" && i + 3 < fields.size()) {
+      undo.pinned_.push_back({static_cast<pid_t>(std::stol(fields[i + 1])), fields[i + 2] == "1",
+                              cpu_set_of(fields[i + 3])});
+      i += 4;
+    } else if (fields[i] == "T" && i + 2 < fields.size()) {
+      undo.tasks_.push_back({static_cast<pid_t>(std::stol(fields[i + 1])), cpu_set_of(fields[i + 2])});
+      i += 3;
+    } else {
+      throw BenchError("malformed cpus record at field " + std::to_string(i));
+    }
+  }
+  const std::size_t threads = undo.tasks_.size();
+  undo.restore();
+  return "gave the CPUs back to the " + std::to_string(threads) + " threads of the broker and PostgreSQL";
 }
 
 BrokerCpuIsolation::~BrokerCpuIsolation() { restore(); }
@@ -114,6 +150,8 @@ void BrokerCpuIsolation::restore() noexcept {
       }
   pinned_.clear();
   tasks_.clear();
+  Janitor::forget(record_);
+  record_ = 0;
 }
 
 }  // namespace bench

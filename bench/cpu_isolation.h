@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "janitor.h"
+
 namespace bench {
 
 // On one machine the relay's and PostgreSQL's CPU is taken from the broker's, so a
@@ -16,7 +18,8 @@ namespace bench {
 // PostgreSQL (the postmaster and every process it started: new backends inherit its
 // affinity), this process and the relays it starts run on the other CPUs, in every
 // phase: as on separate hosts, each ratio is then to the ceiling of the broker on its
-// own CPUs. The destructor gives every one of those processes its affinity back.
+// own CPUs. The destructor gives every one of those processes its affinity back; the
+// Janitor does, when the run is killed.
 //
 // Owns the pinning: not copyable. Not thread-safe (construct before the phases start
 // threads).
@@ -37,7 +40,12 @@ class BrokerCpuIsolation {
   // Throws BenchError when that backend is not a process of this machine.
   static pid_t postmaster_of(pid_t backend);
 
+  // The Janitor's undo of a "cpus" record: what the destructor would do, from the
+  // affinities recorded when the constructor pinned them.
+  static std::string restore_recorded(const Janitor::Fields& fields);
+
  private:
+  BrokerCpuIsolation() = default;
   // A process (and, for the postmaster, its children) with the affinity it had.
   struct Pinned {
     pid_t pid;
@@ -56,6 +64,7 @@ class BrokerCpuIsolation {
   std::vector<Pinned> pinned_;
   std::vector<Task> tasks_;
   std::string description_;
+  Janitor::Id record_ = 0;
 };
 
 }  // namespace bench

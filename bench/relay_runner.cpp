@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -83,7 +84,12 @@ RelayRunner::RelayRunner(const std::string& relay_bin, const std::string& yaml, 
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw BenchError("cannot start the relay binary " + relay_bin);
+  if (rc != 0) {
+    ::unlink(config_path_.c_str());
+    ::unlink(log_path_.c_str());
+    throw BenchError("cannot start the relay binary " + relay_bin);
+  }
+  record_ = Janitor::record("relay", {std::to_string(pid_), config_path_, log_path_});
 }
 
 RelayRunner::~RelayRunner() {
@@ -95,6 +101,38 @@ RelayRunner::~RelayRunner() {
   ::unlink(config_path_.c_str());
   if (std::getenv("OUTBOX_BENCH_KEEP_LOGS")) std::cerr << "outbox-bench: relay log kept: " << log_path_ << "\n";
   else ::unlink(log_path_.c_str());
+  Janitor::forget(record_);
+}
+
+namespace {
+
+// Running and not a zombie: a killed relay whose parent, the bench, died too waits
+// as a zombie for init, its sockets already closed.
+bool alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
+}
+
+}  // namespace
+
+std::string RelayRunner::kill_recorded(const Janitor::Fields& fields) {
+  const pid_t pid = static_cast<pid_t>(std::stol(fields.at(0)));
+  const std::string& config = fields.at(1);
+  std::string did;
+  // The pid is ours only while it runs with our configuration file: pids are reused.
+  std::ifstream cmdline("/proc/" + fields.at(0) + "/cmdline");
+  const std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+  if (args.find(config) != std::string::npos && alive(pid) && ::kill(pid, SIGKILL) == 0) {
+    // Gone before the schema is dropped: its sessions close with it.
+    for (int i = 0; i < 1000 && alive(pid); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    did = "killed relay " + fields.at(0) + ", ";
+  }
+  ::unlink(config.c_str());
+  if (!std::getenv("OUTBOX_BENCH_KEEP_LOGS")) ::unlink(fields.at(2).c_str());
+  return did + "removed " + config;
 }
 
 void RelayRunner::stop() {

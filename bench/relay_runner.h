@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "janitor.h"
+
 namespace bench {
 
 // What the kernel accounted to a relay process that ended (wait4).
@@ -21,7 +23,8 @@ struct RelayUsage {
 
 // Writes the configuration to a temporary file and runs
 // `outbox-relay run --config FILE [--exit-when-idle]`, its log captured to a file.
-// The destructor kills a still running relay and removes both files.
+// The destructor kills a still running relay and removes both files; the Janitor
+// does, when the run is killed.
 // Thread safety: none. Owns a child process: not copyable.
 class RelayRunner {
  public:
@@ -41,11 +44,17 @@ class RelayRunner {
   std::string log_tail(std::size_t bytes = 2000) const;
   pid_t pid() const { return pid_; }
 
+  // The Janitor's undo of a "relay" record {pid, config file, log file}: SIGKILL to
+  // the pid if it still runs with that configuration, then both files removed (the
+  // log kept with OUTBOX_BENCH_KEEP_LOGS).
+  static std::string kill_recorded(const Janitor::Fields& fields);
+
  private:
   std::string config_path_, log_path_;
   pid_t pid_ = -1;
   std::optional<RelayUsage> usage_;
   double peak_rss_mib_ = 0;
+  Janitor::Id record_ = 0;
 };
 
 // The relay configuration the bench uses: its schema, the relays' DSN and the

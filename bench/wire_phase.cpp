@@ -4,6 +4,7 @@
 #include <iostream>
 #include <map>
 
+#include "janitor.h"
 #include "number_text.h"
 
 namespace bench {
@@ -121,8 +122,10 @@ nlohmann::json run_fanout_phase(BenchEnv& env, const BenchOptions& o, const Rela
   AmqpBenchClient admin(env.amqp_uri());
   for (int n : {1, queues}) {
     std::vector<std::string> extra;
+    std::vector<Janitor::Id> records;
     for (int i = 1; i < n; ++i) {
       extra.push_back(env.queue() + "_fan" + std::to_string(i));
+      records.push_back(Janitor::record("queue", {"", extra.back()}));
       admin.declare(env.exchange(), extra.back(), env.routing_key());
     }
     auto purge_extra = [&] {
@@ -138,6 +141,7 @@ nlohmann::json run_fanout_phase(BenchEnv& env, const BenchOptions& o, const Rela
       purge_extra();
     }
     for (const auto& q : extra) admin.remove_queue(q);
+    for (auto id : records) Janitor::forget(id);
     const double c = median(ceiling), d1 = median(drain1), d2 = median(drain2);
     std::cout << "fan-out to " << n << " queue(s): broker ceiling " << fmt(c) << " msg/s | drain 1 relay " << fmt(d1)
               << " msg/s (" << fmt(d1 / c, 2) << " x ceiling) | 2 relays " << fmt(d2) << " msg/s (" << fmt(d2 / c, 2)

@@ -1,7 +1,12 @@
 // outbox-bench --smoke against the local servers: it runs every phase, writes the
-// JSON summary with its figures, and leaves nothing behind. Its speed is not checked.
+// JSON summary with its figures, and leaves nothing behind, even when killed. Its
+// speed is not checked.
 #include <dirent.h>
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -242,6 +247,140 @@ TEST_CASE("outbox-bench --broker-cpus runs the broker on its own CPU for the run
   run = run_bench({"--smoke", "--phases", "rounds", "--broker-cpus", "4096"});
   CHECK(run.exit_code == 2);
   CHECK(run.output.find("--broker-cpus: must be between 0 and 1023, got 4096") != std::string::npos);
+}
+
+extern char** environ;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// outbox-bench started in the background as a terminal's foreground job would be (a
+// process group of its own, which its relays and janitor join), its output to a file.
+struct BackgroundBench {
+  pid_t pid = -1;
+  std::string output_path;
+};
+
+BackgroundBench start_bench(const std::vector<std::string>& args) {
+  BackgroundBench b;
+  b.output_path = testenv::write_temp_file("", ".out");
+  std::vector<std::string> all = {OUTBOX_BENCH_BIN};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, b.output_path.c_str(), O_WRONLY | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  const int rc = posix_spawn(&b.pid, argv[0], &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  REQUIRE(rc == 0);
+  return b;
+}
+
+// Each field of /proc/PID/stat after the command name: [0] state, [1] parent pid.
+std::vector<std::string> stat_fields(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const auto paren = line.rfind(')');
+  std::vector<std::string> fields;
+  if (paren == std::string::npos) return fields;
+  std::istringstream rest(line.substr(paren + 1));
+  for (std::string f; rest >> f;) fields.push_back(f);
+  return fields;
+}
+
+// Running and not a zombie.
+bool alive(pid_t pid) {
+  const auto f = stat_fields(pid);
+  return !f.empty() && f[0] != "Z";
+}
+
+// The first outbox-relay child of `parent`: {pid, its --config file}, or {0, ""}.
+std::pair<pid_t, std::string> relay_child(pid_t parent) {
+  DIR* d = ::opendir("/proc");
+  std::pair<pid_t, std::string> found{0, ""};
+  while (const dirent* e = d ? ::readdir(d) : nullptr) {
+    const pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
+    if (pid <= 0 || found.first) continue;
+    const auto f = stat_fields(pid);
+    if (f.size() < 2 || f[1] != std::to_string(parent)) continue;
+    std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+    std::vector<std::string> args;
+    for (std::string a; std::getline(in, a, '\0');) args.push_back(a);
+    for (std::size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == "--config") found = {pid, args[i + 1]};
+  }
+  if (d) ::closedir(d);
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("an outbox-bench run killed by SIGKILL or Ctrl-C leaves no schema, queue, relay, file or pinned CPU") {
+  const char* dir = std::getenv("OUTBOX_LOCAL_DIR");
+  const std::string local = dir && *dir ? dir : "/tmp/outbox-relay-local";
+  const pid_t broker = pid_in_file(local + "/rabbitmq/rabbitmq.pid");
+  const pid_t postmaster = pid_in_file(local + "/pg/postmaster.pid");
+  REQUIRE(broker > 0);
+  REQUIRE(postmaster > 0);
+  const bool pin = ::sysconf(_SC_NPROCESSORS_ONLN) >= 2;
+  for (int sig : {SIGKILL, SIGINT}) {
+    CAPTURE(sig);
+    const std::string broker_before = thread_cpus(broker), postmaster_before = thread_cpus(postmaster);
+    const std::string csv = testenv::write_temp_file("", ".csv");
+    std::vector<std::string> args = {"--smoke", "--phases", "soak", "--soak-csv", csv};
+    if (pin) args.insert(args.end(), {"--broker-cpus", "0"});
+    const auto bench = start_bench(args);
+    // Running: its schema made, a soak relay started and, with two CPUs, PostgreSQL pinned.
+    const std::string like = "bench\\_" + std::to_string(bench.pid) + "\\_%";
+    std::string schema;
+    std::pair<pid_t, std::string> relay;
+    const bool running = testenv::eventually(std::chrono::seconds(60), [&] {
+      schema = testenv::sql_value("SELECT coalesce(min(nspname::text), '') FROM pg_namespace WHERE nspname LIKE '" +
+                                  like + "'");
+      relay = relay_child(bench.pid);
+      return !schema.empty() && relay.first > 0 && (!pin || thread_cpus(postmaster) == "1");
+    });
+    if (!running) MESSAGE(read_file(bench.output_path));
+    REQUIRE(running);
+    REQUIRE(testenv::eventually(std::chrono::seconds(10), [&] { return queue_exists(schema + "_q"); }));
+    REQUIRE(::access(relay.second.c_str(), F_OK) == 0);
+
+    ::kill(sig == SIGINT ? -bench.pid : bench.pid, sig);
+    int status = 0;
+    ::waitpid(bench.pid, &status, 0);
+    CHECK(WIFSIGNALED(status));
+    CHECK(testenv::eventually(std::chrono::seconds(60), [&] {
+      return testenv::sql_value("SELECT count(*) FROM pg_namespace WHERE nspname = '" + schema + "'") == "0" &&
+             !queue_exists(schema + "_q") && !alive(relay.first) && ::access(relay.second.c_str(), F_OK) != 0;
+    }));
+    if (pin)
+      CHECK(testenv::eventually(std::chrono::seconds(10), [&] {
+        return thread_cpus(broker) == broker_before && thread_cpus(postmaster) == postmaster_before;
+      }));
+    const std::string output = read_file(bench.output_path);
+    INFO(output);
+    CHECK(output.find("outbox-bench: cleanup after the run: dropped schema " + schema) != std::string::npos);
+    CHECK(output.find("outbox-bench: cleanup after the run: deleted queue " + schema + "_q") != std::string::npos);
+    // SIGKILL left the relay running for the janitor; Ctrl-C reached the relay too.
+    if (sig == SIGKILL)
+      CHECK(output.find("cleanup after the run: killed relay " + std::to_string(relay.first)) != std::string::npos);
+    for (const auto& path : {bench.output_path, csv}) ::unlink(path.c_str());
+  }
 }
 
 TEST_CASE("outbox-bench --latency-relays runs that many relays in the latency phase and shows each one's CPU") {
