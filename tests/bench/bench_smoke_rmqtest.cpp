@@ -201,13 +201,17 @@ pid_t pid_in_file(const std::string& path) {
   return pid;
 }
 
+// The local servers' pids ({broker, postmaster}; 0 when unknown) from deploy/local/servers.sh's folder.
+std::pair<pid_t, pid_t> local_server_pids() {
+  const char* dir = std::getenv("OUTBOX_LOCAL_DIR");
+  const std::string local = dir && *dir ? dir : "/tmp/outbox-relay-local";
+  return {pid_in_file(local + "/rabbitmq/rabbitmq.pid"), pid_in_file(local + "/pg/postmaster.pid")};
+}
+
 }  // namespace
 
 TEST_CASE("outbox-bench --broker-cpus runs the broker on its own CPU for the run and gives every CPU back at exit") {
-  const char* dir = std::getenv("OUTBOX_LOCAL_DIR");
-  const std::string local = dir && *dir ? dir : "/tmp/outbox-relay-local";
-  const pid_t broker = pid_in_file(local + "/rabbitmq/rabbitmq.pid");
-  const pid_t postmaster = pid_in_file(local + "/pg/postmaster.pid");
+  const auto [broker, postmaster] = local_server_pids();
   REQUIRE(broker > 0);
   REQUIRE(postmaster > 0);
   if (::sysconf(_SC_NPROCESSORS_ONLN) < 2) {
@@ -331,10 +335,7 @@ std::pair<pid_t, std::string> relay_child(pid_t parent) {
 }  // namespace
 
 TEST_CASE("an outbox-bench run killed by SIGKILL or Ctrl-C leaves no schema, queue, relay, file or pinned CPU") {
-  const char* dir = std::getenv("OUTBOX_LOCAL_DIR");
-  const std::string local = dir && *dir ? dir : "/tmp/outbox-relay-local";
-  const pid_t broker = pid_in_file(local + "/rabbitmq/rabbitmq.pid");
-  const pid_t postmaster = pid_in_file(local + "/pg/postmaster.pid");
+  const auto [broker, postmaster] = local_server_pids();
   REQUIRE(broker > 0);
   REQUIRE(postmaster > 0);
   const bool pin = ::sysconf(_SC_NPROCESSORS_ONLN) >= 2;
