@@ -1,5 +1,7 @@
 #include "bench_options.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -56,6 +58,13 @@ std::vector<std::string> parse_phases(const std::string& option, const std::stri
     start = comma + 1;
   }
   return phases;
+}
+
+std::string parse_directory_or_off(const std::string& option, const std::string& text) {
+  struct stat st {};
+  if (text != "off" && (text.empty() || ::stat(text.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
+    throw BenchUsageError(option + ": '" + text + "' is not a directory (name one on the servers' disk, or 'off')");
+  return text;
 }
 
 std::vector<std::string> parse_soak_modes(const std::string& option, const std::string& text) {
@@ -131,6 +140,8 @@ std::string bench_usage() {
          "  --soak-sample-seconds S   soak: one row of figures every S seconds (default 60)\n"
          "  --soak-retention-minutes M  soak: retention.keep of the mark and ordered modes (default 1)\n"
          "  --soak-csv FILE           soak: the rows (default: beside --json, else ./outbox-bench-soak.csv)\n"
+         "  --soak-disk-dir DIR|off   soak: time a 4 KiB flush every 100 ms in DIR, on the servers' disk\n"
+         "                            (default: $OUTBOX_LOCAL_DIR, else off)\n"
          "  --relay-bin PATH          outbox-relay binary to run\n"
          "  --broker-cpus LIST        the broker on these CPUs, PostgreSQL, the bench and the relays on\n"
          "                            the others, as on separate hosts (needs root; restored at exit)\n";
@@ -190,6 +201,7 @@ BenchOptions parse_bench_options(int argc, char** argv) {
     else if (a == "--soak-sample-seconds") o.soak_sample_seconds = parse_seconds(a, v);
     else if (a == "--soak-retention-minutes") o.soak_retention_minutes = parse_long(a, v, 1, 1440);
     else if (a == "--soak-csv") o.soak_csv = v;
+    else if (a == "--soak-disk-dir") o.soak_disk_dir = parse_directory_or_off(a, v);
     else if (a == "--scheduled-rates") o.scheduled_rates = parse_list(a, v, 1, 100000);
     else if (a == "--scheduled-seconds") o.scheduled_seconds = parse_seconds(a, v);
     else if (a == "--relay-setting") {

@@ -78,6 +78,9 @@ struct BenchOptions {
   // that retention deletes rows (and autovacuum follows) many times within a run.
   long soak_retention_minutes = 1;
   std::string soak_csv;
+  // --soak-disk-dir: where the soak times 4 KiB flushes beside the run (DiskProbe): a
+  // directory on the servers' disk. Empty: $OUTBOX_LOCAL_DIR, else off; "off": none.
+  std::string soak_disk_dir;
   // The scheduled phase: at each of --scheduled-rates, producers commit messages due
   // 2 s later for --scheduled-seconds, then unscheduled ones (the floor).
   std::vector<long> scheduled_rates = {1000};

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "disk_probe.h"
 #include "number_text.h"
 #include "outbox/pqxx_compat.h"
 #include "process_cpu.h"
@@ -227,18 +229,34 @@ std::vector<std::string> mode_settings(const std::string& mode, const BenchOptio
   return s;
 }
 
-// CPU readings at a sample boundary.
+// CPU and WAL readings at a sample boundary.
 struct CpuReading {
   Clock::time_point at = Clock::now();
   std::optional<double> relay, broker, machine, server, own;
   double relay_pg = 0;
+  WalState wal;
 };
+
+// The interval's WAL figures from two readings.
+void add_wal(SoakSample& s, const WalState& a, const WalState& b, double secs) {
+  if (!a.known || !b.known || secs <= 0) return;
+  if (s.received > 0) {
+    s.wal_kib_per_msg = (b.bytes - a.bytes) / 1024.0 / static_cast<double>(s.received);
+    s.wal_fpi_per_msg = (b.fpi - a.fpi) / static_cast<double>(s.received);
+  }
+  s.wal_syncs_per_s = (b.syncs - a.syncs) / secs;
+  // No time while the server does not track it (track_wal_io_timing off).
+  if (b.syncs > a.syncs && b.sync_ms > a.sync_ms)
+    s.wal_sync_us = (b.sync_ms - a.sync_ms) * 1000.0 / (b.syncs - a.syncs);
+  s.checkpoints = b.checkpoints - a.checkpoints;
+}
 
 double per_msg(const std::optional<double>& a, const std::optional<double>& b, long msgs) {
   return a && b && msgs > 0 ? (*b - *a) * 1e6 / static_cast<double>(msgs) : -1;
 }
 
-json run_mode(BenchEnv& env, const BenchOptions& o, const RelaySpec& spec, const std::string& mode, SoakCsv& csv) {
+json run_mode(BenchEnv& env, const BenchOptions& o, const RelaySpec& spec, const std::string& mode, SoakCsv& csv,
+              DiskProbe* disk) {
   env.reset();
   auto settings = spec.settings;
   const auto extra = mode_settings(mode, o);
@@ -274,6 +292,7 @@ json run_mode(BenchEnv& env, const BenchOptions& o, const RelaySpec& spec, const
     // The bench's own sessions (this sampling, the published_at reads) are not the relay's cost.
     c.own = process_cpu_seconds(admin_pid).value_or(0) +
             (reader ? process_cpu_seconds(reader->backend_pid()).value_or(0) : 0.0);
+    c.wal = read_wal_state(env.admin());
     return c;
   };
 
@@ -296,6 +315,7 @@ json run_mode(BenchEnv& env, const BenchOptions& o, const RelaySpec& spec, const
   } joiner{stop, producers};
   const auto t0 = Clock::now();
   CpuReading before = read_cpu();
+  if (disk) disk->take();  // from the producers' start
   long long autovacuums_before = read_table_state(env.admin(), env.schema()).autovacuum_count;
   for (int p = 0; p < plan.producers; ++p)
     producers.emplace_back([&, p] {
@@ -357,6 +377,8 @@ json run_mode(BenchEnv& env, const BenchOptions& o, const RelaySpec& spec, const
     s.broker_cpu_us = per_msg(before.broker, after.broker, s.received);
     const double secs = std::chrono::duration<double>(after.at - before.at).count();
     if (before.machine && after.machine && secs > 0) s.machine_cores = (*after.machine - *before.machine) / secs;
+    add_wal(s, before.wal, after.wal, secs);
+    if (disk) s.disk_flush_us = percentiles(disk->take());
     s.relay_rss_mib = process_rss_mib(relay.pid()).value_or(-1);
     s.table = read_table_state(env.admin(), env.schema());
     s.autovacuums = s.table.autovacuum_count - autovacuums_before;
@@ -426,13 +448,22 @@ json run_soak_phase(BenchEnv& env, const BenchOptions& o, const RelaySpec& spec)
                            ".soak.csv";
   }
   SoakCsv csv(path);
+  // The disk probe's directory: the option, else the local servers' (deploy/local/servers.sh).
+  std::string disk_dir = o.soak_disk_dir;
+  if (disk_dir.empty()) {
+    const char* local = std::getenv("OUTBOX_LOCAL_DIR");
+    disk_dir = local && *local ? local : "off";
+  }
+  std::unique_ptr<DiskProbe> disk;
+  if (disk_dir != "off") disk = std::make_unique<DiskProbe>(disk_dir, "--soak-disk-dir");
   std::cout << "soak: " << o.soak_rate << " msg/s for " << fmt(o.soak_minutes, 1) << " min per mode ("
             << o.soak_modes.size() << " modes), a sample every " << fmt(o.soak_sample_seconds, 1)
             << " s, retention keep " << o.soak_retention_minutes << " min every " << kRetentionIntervalS
-            << " s (mark, ordered); rows in " << csv.path() << "\n"
+            << " s (mark, ordered); rows in " << csv.path() << "; disk probe "
+            << (disk ? "in " + disk_dir : std::string("off (--soak-disk-dir)")) << "\n"
             << std::flush;
   json modes = json::array();
-  for (const auto& mode : o.soak_modes) modes.push_back(run_mode(env, o, spec, mode, csv));
+  for (const auto& mode : o.soak_modes) modes.push_back(run_mode(env, o, spec, mode, csv, disk.get()));
   return json{{"rate", o.soak_rate},
               {"minutes_per_mode", o.soak_minutes},
               {"sample_seconds", o.soak_sample_seconds},
@@ -440,6 +471,7 @@ json run_soak_phase(BenchEnv& env, const BenchOptions& o, const RelaySpec& spec)
               {"retention_interval_s", kRetentionIntervalS},
               {"ordered_keys", kOrderedKeys},
               {"csv", csv.path()},
+              {"disk_probe_dir", disk ? json(disk_dir) : json(nullptr)},
               {"modes", modes}};
 }
 

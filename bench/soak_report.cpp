@@ -64,6 +64,27 @@ TableState read_table_state(pqxx::connection& admin, const std::string& schema) 
   return t;
 }
 
+WalState read_wal_state(pqxx::connection& admin) {
+  WalState w;
+  pqxx::nontransaction tx(admin);
+  const int version = outbox::pgx::exec1(tx, "SHOW server_version_num")[0].as<int>();
+  if (version < 140000) return w;
+  // PostgreSQL 18 moved the flush counts and times to pg_stat_io: there they stay 0.
+  const std::string sync = version < 180000 ? "wal_sync, wal_sync_time" : "0, 0";
+  const std::string checkpoints = version < 170000
+                                      ? "(SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter)"
+                                      : "(SELECT num_timed + num_requested FROM pg_stat_checkpointer)";
+  const auto r = outbox::pgx::exec1(tx,
+                                    "SELECT wal_bytes, wal_fpi, " + sync + ", " + checkpoints + " FROM pg_stat_wal");
+  w.known = true;
+  w.bytes = r[0].as<double>();
+  w.fpi = r[1].as<double>();
+  w.syncs = r[2].as<double>();
+  w.sync_ms = r[3].as<double>();
+  w.checkpoints = r[4].as<double>();
+  return w;
+}
+
 std::vector<Figure> figures(const SoakSample& s) {
   std::vector<Figure> f;
   auto add = [&](std::string name, std::optional<double> v, bool mean = false) {
@@ -87,6 +108,15 @@ std::vector<Figure> figures(const SoakSample& s) {
   add("broker_cpu_us_per_msg", known(s.broker_cpu_us));
   add("machine_cores", known(s.machine_cores));
   add("relay_rss_mib", known(s.relay_rss_mib));
+  add("disk_flush_p50_us",
+      s.disk_flush_us && s.disk_flush_us->count > 0 ? std::optional(s.disk_flush_us->p50) : std::nullopt);
+  add("disk_flush_p99_us",
+      s.disk_flush_us && s.disk_flush_us->count > 0 ? std::optional(s.disk_flush_us->p99) : std::nullopt);
+  add("wal_kib_per_msg", known(s.wal_kib_per_msg));
+  add("wal_fpi_per_msg", known(s.wal_fpi_per_msg));
+  add("wal_syncs_per_s", known(s.wal_syncs_per_s));
+  add("wal_sync_us", known(s.wal_sync_us));
+  add("checkpoints", known(s.checkpoints), true);
   add("heap_bytes", static_cast<double>(s.table.heap_bytes));
   for (const auto& [name, bytes] : s.table.index_bytes) add("index_bytes:" + name, static_cast<double>(bytes));
   add("live_tuples", static_cast<double>(s.table.live_tuples));
@@ -115,8 +145,14 @@ std::string show(const std::string& mode, const SoakSample& s, int samples) {
                      std::to_string(s.table.dead_tuples) + ", autovacuums " + std::to_string(s.autovacuums) +
                      " (total " + std::to_string(s.table.autovacuum_count) + "); pending " +
                      std::to_string(s.table.pending_rows) + ", queue " + std::to_string(s.queue_depth) +
-                     "; relay RSS " + (s.relay_rss_mib < 0 ? "n/a" : fmt(s.relay_rss_mib, 1)) + " MiB\n";
-  return line;
+                     "; relay RSS " + (s.relay_rss_mib < 0 ? "n/a" : fmt(s.relay_rss_mib, 1)) + " MiB";
+  if (s.wal_kib_per_msg >= 0)
+    line += "; WAL " + fmt(s.wal_kib_per_msg, 2) + " KiB/msg, " + fmt(s.wal_syncs_per_s) + " flushes/s" +
+            (s.wal_sync_us >= 0 ? " of " + fmt(s.wal_sync_us) + " us" : std::string()) + ", checkpoints " +
+            fmt(s.checkpoints);
+  if (s.disk_flush_us && s.disk_flush_us->count > 0)
+    line += "; disk flush p50/p99 " + fmt(s.disk_flush_us->p50) + "/" + fmt(s.disk_flush_us->p99) + " us";
+  return line + "\n";
 }
 
 json to_json(const SoakSample& s) {

@@ -26,6 +26,16 @@ struct TableState {
 };
 TableState read_table_state(pqxx::connection& admin, const std::string& schema);
 
+// The server's WAL and checkpoint counters (pg_stat_wal, PostgreSQL 14 and later;
+// checkpoints from pg_stat_bgwriter, or pg_stat_checkpointer from 17). Cumulative:
+// a sample's figures are differences of two readings. sync_ms stays 0 unless the
+// server sets track_wal_io_timing; `known` is false on a server without pg_stat_wal.
+struct WalState {
+  bool known = false;
+  double bytes = 0, fpi = 0, syncs = 0, sync_ms = 0, checkpoints = 0;
+};
+WalState read_wal_state(pqxx::connection& admin);
+
 // One interval of a soak mode. CPU figures are microseconds per message received in
 // the interval; -1 where unreadable (a process gone, no message received).
 struct SoakSample {
@@ -38,6 +48,11 @@ struct SoakSample {
   double relay_cpu_us = -1, relay_pg_cpu_us = -1, pg_server_cpu_us = -1, broker_cpu_us = -1;
   double machine_cores = -1;  // the whole machine's busy CPUs (other work on a shared box)
   double relay_rss_mib = -1;
+  // The disk under the servers: this interval's flushes of 4 KiB (DiskProbe), when probed.
+  std::optional<Percentiles> disk_flush_us;
+  // The server's WAL in this interval: per message received, flushes per second, the
+  // mean flush time (-1 unless track_wal_io_timing is on) and checkpoints started.
+  double wal_kib_per_msg = -1, wal_fpi_per_msg = -1, wal_syncs_per_s = -1, wal_sync_us = -1, checkpoints = -1;
   long long autovacuums = 0;  // autovacuum runs on the table in this interval
   TableState table;
   std::uint32_t queue_depth = 0;

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -58,6 +59,10 @@ TEST_CASE("outbox-bench --phases soak samples every figure in every mode and com
   const auto& soak = report["soak"];
   REQUIRE(soak.is_object());
   CHECK(soak["csv"] == csv_path);
+  const char* local_dir = std::getenv("OUTBOX_LOCAL_DIR");  // the test servers' folder (servers.sh env)
+  REQUIRE(local_dir != nullptr);
+  CHECK(soak["disk_probe_dir"] == std::string(local_dir));
+  const bool wal_timing = testenv::sql_value("SHOW track_wal_io_timing") == "on";
   const auto& modes = soak["modes"];
   REQUIRE(modes.size() == 3);
   CHECK(modes[0]["mode"] == "mark");
@@ -108,14 +113,25 @@ TEST_CASE("outbox-bench --phases soak samples every figure in every mode and com
            {"dead_tuples", "live_tuples", "autovacuums", "autovacuum_count", "pending_rows", "queue_depth"})
         CHECK(s[c].get<double>() >= 0);
       CHECK(s["last_autovacuum"].is_string());
+      // The disk under the servers, timed beside the run ($OUTBOX_LOCAL_DIR: the test
+      // servers' folder), and the server's WAL in the interval.
+      CHECK(s["disk_flush_p50_us"].get<double>() > 0);
+      CHECK(s["disk_flush_p99_us"].get<double>() >= s["disk_flush_p50_us"].get<double>());
+      CHECK(s["wal_kib_per_msg"].get<double>() > 0);
+      CHECK(s["wal_fpi_per_msg"].get<double>() >= 0);
+      CHECK(s["wal_syncs_per_s"].get<double>() > 0);
+      CHECK(s["checkpoints"].get<double>() >= 0);
+      // A flush time only where the server measures it.
+      if (wal_timing) CHECK(s["wal_sync_us"].get<double>() > 0);
+      else CHECK(s["wal_sync_us"].is_null());
     }
     // The comparison of the windows: thirds for a run this short, each figure's ratio.
     const auto& cmp = m["comparison"];
     CHECK(cmp["window"] == "the last third against the first third");
     CHECK(cmp["first_samples"].get<int>() >= 1);
     CHECK(cmp["last_samples"].get<int>() >= 1);
-    for (const char* f :
-         {"receipt_p99_ms", "relay_cpu_us_per_msg", "pg_server_cpu_us_per_msg", "index_bytes:outbox_pkey"})
+    for (const char* f : {"receipt_p99_ms", "relay_cpu_us_per_msg", "pg_server_cpu_us_per_msg",
+                          "index_bytes:outbox_pkey", "disk_flush_p99_us", "wal_kib_per_msg"})
       CHECK(cmp["ratios"][f]["ratio"].get<double>() > 0);
     CHECK(run.output.find("soak " + mode + ": the last third against the first third") != std::string::npos);
     CHECK(run.output.find("soak " + mode + " 6/6 at ") != std::string::npos);
@@ -125,7 +141,8 @@ TEST_CASE("outbox-bench --phases soak samples every figure in every mode and com
   CHECK(csv.rfind("mode,sample,start_s,end_s,received,", 0) == 0);
   for (const char* column :
        {"confirm_p999_ms", "receipt_p99_ms", "relay_cpu_us_per_msg", "pg_server_cpu_us_per_msg", "heap_bytes",
-        "index_bytes:outbox_pkey", "dead_tuples", "autovacuum_count", "pending_rows", "queue_depth", "last_autovacuum"})
+        "index_bytes:outbox_pkey", "dead_tuples", "autovacuum_count", "pending_rows", "queue_depth",
+        "disk_flush_p99_us", "wal_kib_per_msg", "wal_sync_us", "checkpoints", "last_autovacuum"})
     CHECK(csv.substr(0, csv.find('\n')).find(column) != std::string::npos);
   CHECK(count_lines(csv) == rows + 1);
   CHECK(csv.find("\nordered,6,") != std::string::npos);
@@ -152,4 +169,7 @@ TEST_CASE("outbox-bench refuses a bad soak option with exit code 2, naming it") 
   run = run_bench({"--soak-minutes", "an hour"});
   CHECK(run.exit_code == 2);
   CHECK(run.output.find("--soak-minutes: expected a number of minutes, got 'an hour'") != std::string::npos);
+  run = run_bench({"--phases", "soak", "--soak-disk-dir", "/nonexistent/outbox-bench"});
+  CHECK(run.exit_code == 2);
+  CHECK(run.output.find("--soak-disk-dir: '/nonexistent/outbox-bench' is not a directory") != std::string::npos);
 }
