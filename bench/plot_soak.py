@@ -6,7 +6,9 @@ usage: bench/plot_soak.py OUT.png SOAK.csv
 One column of panels per mode (mark, delete, ordered), one row per figure: the
 commit -> confirm and commit -> receipt p99, the CPU per message (relay, its
 PostgreSQL sessions, the whole PostgreSQL server, the broker), the heap and index
-sizes, and the dead tuples with the autovacuum runs. The CSV is written row by row
+sizes, the dead tuples with the autovacuum runs, and the disk: the bench's 4 KiB
+flushes (p50, p99) and the WAL's mean flush time (CSVs from before these columns leave
+that panel empty). The CSV is written row by row
 during the run, so a run still going (or one that failed) can be plotted too.
 Needs Debian's python3-matplotlib (deploy/local/install-deps.sh).
 """
@@ -48,7 +50,7 @@ def main(argv):
         raise SystemExit(__doc__.strip())
     out, path = argv[1], argv[2]
     modes = load(path)
-    fig, axes = plt.subplots(4, len(modes), figsize=(5 * len(modes), 12), dpi=110, squeeze=False, sharex="col")
+    fig, axes = plt.subplots(5, len(modes), figsize=(5 * len(modes), 15), dpi=110, squeeze=False, sharex="col")
     for col, (mode, rows) in enumerate(modes.items()):
         ax = axes[0][col]
         for column, label in (("confirm_p99_ms", "commit -> confirm p99"), ("receipt_p99_ms", "commit -> receipt p99")):
@@ -76,10 +78,19 @@ def main(argv):
         twin.bar(*series(rows, "autovacuums"), width=0.05, alpha=0.4, color="tab:red", label="autovacuums")
         twin.set_ylabel("autovacuums per sample")
         twin.set_ylim(bottom=0)
+        ax = axes[4][col]
+        for column, label in (("disk_flush_p50_us", "disk flush p50 (bench probe)"),
+                              ("disk_flush_p99_us", "disk flush p99 (bench probe)"),
+                              ("wal_sync_us", "WAL flush, mean (track_wal_io_timing)")):
+            xs, ys = series(rows, column)
+            if ys:
+                ax.plot(xs, ys, marker=".", label=label)
+        ax.set_ylabel("us")
         ax.set_xlabel("minutes")
         for row in axes:
             row[col].grid(True, alpha=0.3)
-            row[col].legend(fontsize=7)
+            if row[col].get_legend_handles_labels()[0]:
+                row[col].legend(fontsize=7)
     fig.suptitle(f"outbox-relay soak: {path}", fontsize=10)
     fig.tight_layout()
     fig.savefig(out)
