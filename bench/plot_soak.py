@@ -85,7 +85,9 @@ def main(argv):
             xs, ys = series(rows, column)
             if ys:
                 ax.plot(xs, ys, marker=".", label=label)
-        ax.set_ylabel("us")
+        ax.set_ylabel("us (log)")
+        if ax.lines:
+            ax.set_yscale("log")  # a flush's p99 is 5-50 times its p50
         ax.set_xlabel("minutes")
         for row in axes:
             row[col].grid(True, alpha=0.3)
