@@ -61,7 +61,8 @@ void DiskProbe::loop() {
     next += kEvery;
     // A flush longer than the period starts the next one at once, without catching up.
     if (next < std::chrono::steady_clock::now()) next = std::chrono::steady_clock::now();
-    while (!stop_ && std::chrono::steady_clock::now() < next) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    while (!stop_ && std::chrono::steady_clock::now() < next)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
 
