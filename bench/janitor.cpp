@@ -62,6 +62,22 @@ constexpr int kIgnored[] = {SIGINT, SIGQUIT, SIGHUP, SIGTERM, SIGPIPE};
 
 using Records = std::map<Janitor::Id, std::pair<std::string, Janitor::Fields>>;
 
+const std::string kPrefix = "outbox-bench: cleanup after the run: ";
+
+// One whole line in one write(2), composed before it is written: a reader of the
+// run's output (a test, a terminal) never sees a line's start without its end. Its
+// undo ran before, so "dropped schema X" is never printed while the DROP still runs
+// (with std::cerr's unit buffering the prefix went out first and the rest after the
+// undo returned: issue 56, a reader saw "cleanup after the run: " alone).
+void say(const std::string& line) {
+  for (std::size_t done = 0; done < line.size();) {
+    const ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // nobody reads any more: nothing else to tell
+    done += static_cast<std::size_t>(n);
+  }
+}
+
 // One line of the wire: "+ID KIND =FIELD..." records, "-ID" forgets. Each field
 // carries a leading '=' so that an empty one is still a token.
 void apply_line(const std::string& text, Records& open) {
@@ -96,16 +112,21 @@ void apply_line(const std::string& text, Records& open) {
     for (std::size_t eol; (eol = buffer.find('\n')) != std::string::npos; buffer.erase(0, eol + 1))
       apply_line(buffer.substr(0, eol), open);
   }
+  std::size_t undone = 0, failed = 0;
   for (auto it = open.rbegin(); it != open.rend(); ++it) {
     const auto& [kind, fields] = it->second;
+    std::string line;
     try {
-      std::cerr << "outbox-bench: cleanup after the run: " << undo_by_kind.at(kind)(fields) << "\n";
+      line = undo_by_kind.at(kind)(fields);
+      ++undone;
     } catch (const std::exception& e) {
-      std::cerr << "outbox-bench: cleanup after the run: could not undo " << joined(kind, fields) << ": " << e.what()
-                << "\n";
+      line = "could not undo " + joined(kind, fields) + ": " + e.what();
+      ++failed;
     }
+    say(kPrefix + line + "\n");
   }
-  std::cerr.flush();
+  if (undone + failed > 0)
+    say(kPrefix + "done: " + std::to_string(undone) + " undone, " + std::to_string(failed) + " failed\n");
   ::_exit(0);
 }
 

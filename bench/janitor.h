@@ -19,7 +19,9 @@ namespace bench {
 // recorded there when made and forgotten once its owner removed it. When the socket
 // closes, at finish() or because the run died however it died, the janitor undoes
 // what is still recorded, the most recent first (relays before the queue before the
-// schema), prints what it did to stderr and exits. It ignores the signals a terminal
+// schema), prints what it did to stderr, one whole line per record and a last line
+// "outbox-bench: cleanup after the run: done: N undone, M failed" (when anything was
+// left), and exits: a reader waits for that line to know the cleanup is over. It ignores the signals a terminal
 // sends to the whole foreground group (Ctrl-C, Ctrl-\, hang-up) and SIGTERM.
 //
 // Thread safety: record() and forget() may be called from any thread; start() and

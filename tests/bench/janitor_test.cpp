@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -71,9 +72,13 @@ TEST_CASE("what a killed run recorded and did not forget is undone, the most rec
     ::kill(::getpid(), SIGKILL);  // no destructor, no finish(): only the janitor is left
   });
   CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
-  CHECK(testenv::eventually(std::chrono::seconds(10), [&] { return !exists(a) && !exists(c); }));
+  // Each undo removes its file, then logs it: wait for the log, not the files.
+  const std::string undone = "undo " + c + "\nundo " + a + "\n";
+  CHECK(testenv::eventually(std::chrono::seconds(10), [&] { return read_all(log) == undone; }));
+  CHECK_FALSE(exists(a));
+  CHECK_FALSE(exists(c));
   CHECK(exists(b));
-  CHECK(read_all(log) == "undo " + c + "\nundo " + a + "\n");
+  CHECK(read_all(log) == undone);
   for (const auto& p : {log, b}) ::unlink(p.c_str());
 }
 
@@ -89,8 +94,8 @@ TEST_CASE("the janitor outlives the Ctrl-C that stops the run and its whole proc
       },
       true);
   CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGINT));
-  CHECK(testenv::eventually(std::chrono::seconds(10), [&] { return !exists(a); }));
-  CHECK(read_all(log) == "undo " + a + "\n");
+  CHECK(testenv::eventually(std::chrono::seconds(10), [&] { return read_all(log) == "undo " + a + "\n"; }));
+  CHECK_FALSE(exists(a));
   ::unlink(log.c_str());
 }
 
@@ -108,6 +113,45 @@ TEST_CASE("a run that ends normally leaves its janitor nothing but what its owne
   CHECK(exists(a));
   CHECK(read_all(log) == "undo " + b + "\n");
   for (const auto& p : {log, a}) ::unlink(p.c_str());
+}
+
+TEST_CASE("the janitor reports each undo as one whole line after it is done, and a closing line last") {
+  const std::string out = testenv::write_temp_file("", ".err");
+  const std::string a = testenv::write_temp_file("a"), b = testenv::write_temp_file("b");
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::FILE* err = std::freopen(out.c_str(), "w", stderr);  // the janitor inherits it
+    if (!err) ::_exit(3);
+    // A slow undo, as a DROP SCHEMA is: its effect is visible before it returns.
+    Janitor::start({{"slow", [](const Janitor::Fields& f) {
+                       ::unlink(f.at(0).c_str());
+                       std::this_thread::sleep_for(std::chrono::milliseconds(300));
+                       return "removed " + f.at(0);
+                     }}});
+    Janitor::record("slow", {a});
+    Janitor::record("slow", {b});
+    ::kill(::getpid(), SIGKILL);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+  const std::string prefix = "outbox-bench: cleanup after the run: ";
+  const std::string closing = prefix + "done: 2 undone, 0 failed\n";
+  std::string seen;
+  bool whole_lines = true;  // at every look, only whole lines
+  const bool done = testenv::eventually(
+      std::chrono::seconds(10),
+      [&] {
+        seen = read_all(out);
+        if (!seen.empty() && seen.back() != '\n') whole_lines = false;
+        return seen.find(closing) != std::string::npos;
+      },
+      std::chrono::milliseconds(1));
+  CHECK(done);
+  CHECK(whole_lines);
+  CHECK(seen == prefix + "removed " + b + "\n" + prefix + "removed " + a + "\n" + closing);
+  for (const auto& p : {out, a, b}) ::unlink(p.c_str());
 }
 
 TEST_CASE("a record with whitespace in a field, or of a kind nobody can undo, is refused") {

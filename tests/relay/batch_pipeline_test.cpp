@@ -4,6 +4,8 @@
 
 #include <memory>
 
+#include "loop_fakes.h"
+
 using relay::BatchPipeline;
 using relay::ConfirmTracker;
 using relay::Failure;
@@ -14,24 +16,18 @@ using namespace std::chrono_literals;
 namespace {
 const BatchPipeline::Clock::time_point t0{std::chrono::hours(1)};
 
-// A claimed batch of rows with ids first_id.. (no session: the pipeline does no I/O).
+relaytest::ManualClock clock;        // the batches' clock; the pipeline reads none
+relaytest::FakeBatchStore no_store;  // the pipeline does no I/O
+
+// A claimed batch of rows with ids first_id...
 std::unique_ptr<InflightBatch> batch(std::int64_t first_id, std::size_t rows) {
-  auto b = std::make_unique<InflightBatch>();
-  for (std::size_t i = 0; i < rows; ++i) {
-    relay::ClaimedRow r;
-    r.id = first_id + static_cast<std::int64_t>(i);
-    r.message_id = "m" + std::to_string(r.id);
-    b->rows.push_back(r);
-  }
-  b->tracker.reset(rows);
-  b->timeline.claimed(rows, t0);
-  return b;
+  return std::make_unique<InflightBatch>(no_store, relaytest::rows(first_id, rows), clock, t0, 0.0);
 }
 
 void publish(InflightBatch& b, std::size_t row, std::uint64_t tag, BatchPipeline::Clock::time_point at,
              std::size_t bytes = 10) {
-  b.tracker.on_published(row, tag, b.rows[row].message_id, bytes);
-  b.timeline.published(row, at);
+  b.tracker().on_published(row, tag, b.rows()[row].message_id, bytes);
+  b.timeline().published(row, at);
 }
 }  // namespace
 
@@ -42,15 +38,15 @@ TEST_CASE("an ack settles each batch's own tags only, and a batch is taken once 
   publish(p.front(), 0, 1, t0);
   publish(p.front(), 1, 2, t0);
   publish(p.back(), 0, 3, t0);
-  for (auto& b : p) b->publishing_done = true;
+  for (auto& b : p) b->stop_publishing();
   CHECK(p.outstanding() == 3);
   CHECK(p.outstanding_bytes() == 30);
   p.on_ack(3, false, t0 + 1ms);  // the second batch's tag
-  CHECK(p.front().tracker.outstanding() == 2);
+  CHECK(p.front().tracker().outstanding() == 2);
   auto settled = p.take_settled();
   REQUIRE(settled);
-  CHECK(settled->rows.front().id == 3);
-  CHECK(settled->tracker.outcome(0) == ConfirmTracker::Outcome::kAcked);
+  CHECK(settled->rows().front().id == 3);
+  CHECK(settled->tracker().outcome(0) == ConfirmTracker::Outcome::kAcked);
   CHECK_FALSE(p.take_settled());  // the first still waits
   p.on_ack(2, true, t0 + 2ms);    // multiple: tags 1 and 2
   REQUIRE(p.take_settled());
@@ -63,12 +59,13 @@ TEST_CASE("a batch still publishing, or with suspects, is not settled") {
   publish(p.front(), 0, 1, t0);
   p.on_ack(1, false, t0);
   CHECK_FALSE(p.take_settled());  // row 1 not yet published
-  p.front().publishing_done = true;
-  p.front().suspects.push_back(1);
+  p.front().stop_publishing();
+  publish(p.front(), 1, 2, t0);
+  CHECK(p.suspect_outstanding() == 1);  // row 1 (tag 2) becomes a suspect
   CHECK(p.isolating());
   CHECK_FALSE(p.all_published());
   CHECK_FALSE(p.take_settled());
-  p.front().suspects.clear();
+  p.front().drop_suspects();
   CHECK(p.all_published());
   CHECK(p.take_settled());
 }
@@ -78,32 +75,34 @@ TEST_CASE("a lost link fails what is outstanding in every batch, stops their pub
   p.push(batch(1, 3));
   p.push(batch(4, 1));
   publish(p.front(), 0, 1, t0);
-  p.front().suspects.push_back(2);
-  publish(p.back(), 0, 2, t0);
+  publish(p.front(), 2, 2, t0);
+  p.suspect_outstanding();  // rows 0 and 2 of the first batch become suspects
+  publish(p.front(), 0, 3, t0);
+  publish(p.back(), 0, 4, t0);
   p.lose_link({FailureCause::kLinkLost, "socket closed"});
   CHECK(p.outstanding() == 0);
   for (const auto& b : p) {
-    CHECK(b->publishing_done);
-    CHECK(b->suspects.empty());
+    CHECK(b->publishing_done());
+    CHECK_FALSE(b->has_suspects());
   }
-  CHECK(p.front().tracker.outcome(0) == ConfirmTracker::Outcome::kFailed);
-  CHECK(p.front().tracker.cause(0) == FailureCause::kLinkLost);
-  CHECK(p.front().tracker.outcome(1) == ConfirmTracker::Outcome::kUnconfirmed);  // never sent: stays pending
+  CHECK(p.front().tracker().outcome(0) == ConfirmTracker::Outcome::kFailed);
+  CHECK(p.front().tracker().cause(0) == FailureCause::kLinkLost);
+  CHECK(p.front().tracker().outcome(1) == ConfirmTracker::Outcome::kUnconfirmed);  // never sent: stays pending
 }
 
 TEST_CASE("after a close over one of several rows, the outstanding rows go in front of the suspects, in order") {
   BatchPipeline p;
   p.push(batch(1, 5));
   auto& b = p.front();
-  publish(b, 1, 1, t0);
-  publish(b, 3, 2, t0);
-  b.suspects.push_back(4);
+  publish(b, 4, 1, t0);
+  CHECK(p.suspect_outstanding() == 1);  // row 4 is a suspect already
+  publish(b, 1, 2, t0);
+  publish(b, 3, 3, t0);
   CHECK(p.suspect_outstanding() == 2);
   CHECK(p.outstanding() == 0);
-  REQUIRE(b.suspects.size() == 3);
-  CHECK(b.suspects[0] == 1);
-  CHECK(b.suspects[1] == 3);
-  CHECK(b.suspects[2] == 4);
+  std::vector<std::size_t> order;
+  for (; b.has_suspects(); b.pop_suspect()) order.push_back(b.next_suspect());
+  CHECK(order == std::vector<std::size_t>{1, 3, 4});
 }
 
 TEST_CASE("the id range spans every row in flight, and there is none when nothing is") {
@@ -130,7 +129,7 @@ TEST_CASE("the oldest unconfirmed publish is found across batches; overdue rows 
   const auto tags = p.fail_published_before(t0 + 5s, {FailureCause::kConfirmTimeout, "late"});
   CHECK(tags.size() == 2);  // tags 1 and 3; tag 2 is not overdue
   CHECK(p.outstanding() == 1);
-  CHECK(p.back().tracker.cause(0) == FailureCause::kConfirmTimeout);
+  CHECK(p.back().tracker().cause(0) == FailureCause::kConfirmTimeout);
   CHECK(*p.oldest_unconfirmed() == t0 + 9s);
 }
 
@@ -142,6 +141,6 @@ TEST_CASE("a nack and a return reach the batch that owns the row") {
   publish(p.back(), 0, 2, t0);
   p.on_nack(1, false, "quorum queue without a majority");
   p.on_return("m2", "NO_ROUTE");
-  CHECK(p.front().tracker.outcome(0) == ConfirmTracker::Outcome::kNacked);
-  CHECK(p.back().tracker.outcome(0) == ConfirmTracker::Outcome::kReturned);
+  CHECK(p.front().tracker().outcome(0) == ConfirmTracker::Outcome::kNacked);
+  CHECK(p.back().tracker().outcome(0) == ConfirmTracker::Outcome::kReturned);
 }

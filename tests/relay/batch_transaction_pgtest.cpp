@@ -12,6 +12,7 @@
 #include "outbox_store_fixture.h"
 #include "pg/batch_transaction.h"
 #include "pg/outbox_store.h"
+#include "pg_error_kind.h"
 #include "test_env.h"
 
 using relay::BatchTransaction;
@@ -77,7 +78,7 @@ TEST_CASE("a batch transaction whose claim fails is rolled back and the session 
     try {
       tx.begin_with("divide", {"0"});
       FAIL("no error");
-    } catch (const pqxx::sql_error& e) {
+    } catch (const relay::PgError& e) {
       CHECK(e.sqlstate() == "22012");  // division_by_zero: the statement's own error, classified as any other
     }
     CHECK(tx.begun());
@@ -119,7 +120,7 @@ TEST_CASE("a COMMIT whose session is lost is in doubt") {
   REQUIRE(rows.size() == 2);
   store->mark_published(tx, all_of(rows));
   testenv::sql_exec("SELECT pg_terminate_backend(" + std::to_string(store->session().backend_pid()) + ")");
-  CHECK_THROWS_AS(tx.commit(), pqxx::in_doubt_error);
+  CHECK(relaytest::pg_error_kind([&] { tx.commit(); }) == relay::PgError::Kind::kInDoubt);
   // (Here it did not commit: the server ended the session first.)
   CHECK(testenv::sql_value("SELECT count(*) FROM \"" + schema.name() + "\".outbox WHERE published_at IS NULL") == "2");
 }
@@ -175,7 +176,7 @@ TEST_CASE("a mark that fails sends no COMMIT: the batch is rolled back and its r
     try {
       store->mark_published_and_commit(tx, all_of(rows));
       FAIL("no error");
-    } catch (const pqxx::sql_error& e) {
+    } catch (const relay::PgError& e) {
       CHECK(e.sqlstate() == "P0001");
     }
     CHECK(server_state(store->session()) == "idle in transaction (aborted)");
@@ -196,7 +197,8 @@ TEST_CASE("a session lost before the mark's COMMIT went out is a broken connecti
     const auto rows = store->claim(tx, 2);
     REQUIRE(rows.size() == 2);
     terminate(store->session());
-    CHECK_THROWS_AS(store->mark_published_and_commit(tx, all_of(rows)), pqxx::broken_connection);
+    CHECK(relaytest::pg_error_kind([&] { store->mark_published_and_commit(tx, all_of(rows)); }) ==
+          relay::PgError::Kind::kSessionLost);
     CHECK(count_where(schema.name(), "published_at IS NULL") == "4");
   }
   SUBCASE("lost after: the statement is prepared, the mark and COMMIT go out, no answer comes") {
@@ -210,7 +212,8 @@ TEST_CASE("a session lost before the mark's COMMIT went out is a broken connecti
     const auto rows = store->claim(tx, 2);
     REQUIRE(rows.size() == 2);
     terminate(store->session());
-    CHECK_THROWS_AS(store->mark_published_and_commit(tx, all_of(rows)), pqxx::in_doubt_error);
+    CHECK(relaytest::pg_error_kind([&] { store->mark_published_and_commit(tx, all_of(rows)); }) ==
+          relay::PgError::Kind::kInDoubt);
     // (Here the server had ended the session first: the second batch was not marked.)
     CHECK(count_where(schema.name(), "published_at IS NULL") == "2");
   }
@@ -222,10 +225,10 @@ TEST_CASE("a COMMIT after a statement failed does not pretend to commit: the ser
   auto store = store_for(schema.name());
   BatchTransaction tx(store->session());
   REQUIRE(store->claim(tx, 2).size() == 2);
-  CHECK_THROWS_AS(tx.exec("SELECT 1 / 0"), pqxx::sql_error);
+  CHECK(relaytest::pg_error_kind([&] { tx.exec("SELECT 1 / 0"); }) == relay::PgError::Kind::kStatement);
   // libpq answers such a COMMIT with the tag ROLLBACK, not an error: the batch must not
   // be counted as marked.
-  CHECK_THROWS_AS(tx.commit(), pqxx::sql_error);
+  CHECK(relaytest::pg_error_kind([&] { tx.commit(); }) == relay::PgError::Kind::kStatement);
   CHECK(server_state(store->session()) == "idle");
   CHECK(count_where(schema.name(), "published_at IS NULL") == "2");
 }

@@ -31,7 +31,7 @@ TEST_CASE("payloads of every byte value and of every size arrive byte for byte, 
   TestBroker broker;
   std::string every_byte;
   for (int i = 0; i < 256; ++i) every_byte.push_back(static_cast<char>(i));
-  // Around the claim's inline limit (OutboxStore::kInlinePayloadBytes, 2 KiB: larger
+  // Around the claim's inline limit (OutboxStatements::kInlinePayloadBytes, 2 KiB: larger
   // ones are fetched apart, in binary), and well past it; some of them in escape form
   // (backslashes, octal), some printable, some empty.
   const std::vector<std::string> payloads = {

@@ -15,6 +15,7 @@
 #include "admin/admin_args.h"
 #include "admin/commands.h"
 #include "admin/connection_check.h"
+#include "broker/amqp_publisher.h"
 #include "config/config.h"
 #include "config/preflight.h"
 #include "loop/reconnect_supervisor.h"
@@ -25,11 +26,27 @@
 #include "ops/logging.h"
 #include "outbox/migrator.h"
 #include "outbox/one_line.h"
+#include "pg/notify_listener.h"
 #include "pg/outbox_store.h"
 #include "pg/pg_connect.h"
 
 namespace relay {
 namespace {
+
+// How long an idle relay waits for producer transactions still open (that did not
+// notify) before it takes the listener's lock; it polls meanwhile if they last.
+constexpr std::chrono::milliseconds kArmLockWait{200};
+
+// The loop's links on the real servers: rabbitmq-c, a libpq session per batch in
+// flight (relay.pipeline_depth), the listener's libpqxx session, steady_clock.
+RelayLinks relay_links(const RelayConfig& config) {
+  RelayLinks links;
+  links.broker = std::make_unique<AmqpPublisher>(config.amqp);
+  for (int i = 0; i < config.relay.pipeline_depth; ++i)
+    links.stores.push_back(std::make_unique<OutboxStore>(config.postgres, StoreOptions::of(config.relay)));
+  links.listener = std::make_unique<NotifyListener>(config.postgres, kArmLockWait);
+  return links;
+}
 
 HttpRoutes http_routes(const RelayConfig& config, RelayMetrics& metrics) {
   const auto stall = std::chrono::seconds(config.http.live_stall_s);
@@ -180,7 +197,7 @@ int cmd_run(const Args& args) {
     if (wait_and_preflight(*config, stop, metrics)) {
       Housekeeper housekeeper(*config, metrics);
       housekeeper.start();
-      RelayLoop loop(*config, stop, &metrics);
+      RelayLoop loop(*config, relay_links(*config), stop, &metrics);
       code = loop.run(exit_when_idle);
     } else {
       code = kExitOk;  // stopped while waiting for PostgreSQL

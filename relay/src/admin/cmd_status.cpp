@@ -56,7 +56,7 @@ std::vector<TypeStatus> query_status(pqxx::connection& conn, const std::string& 
                                 table)[0]
           .as<bool>();
   const std::string later = has_deliver_at ? "coalesce(deliver_at > now(), false)" : "false";
-  const std::string due = OutboxStore::pending_sql() + " AND NOT " + later;
+  const std::string due = OutboxStatements::pending_sql() + " AND NOT " + later;
   const std::string since = has_deliver_at ? "greatest(created_at, deliver_at)" : "created_at";
   auto rows = tx.exec("SELECT message_type, count(*) FILTER (WHERE " + due +
                       ") AS pending, "
@@ -66,10 +66,11 @@ std::vector<TypeStatus> query_status(pqxx::connection& conn, const std::string& 
                       since + ") FILTER (WHERE " + due +
                       " AND isfinite(created_at))), 0)::float8 AS oldest_pending_age_s, "
                       "count(*) FILTER (WHERE " +
-                      OutboxStore::pending_sql() + " AND " + later + ") AS scheduled, " +
-                      (has_deliver_at ? "coalesce(extract(epoch from min(deliver_at) FILTER (WHERE " +
-                                            OutboxStore::pending_sql() + " AND " + later + ") - now()), -1)::float8"
-                                      : std::string("-1::float8")) +
+                      OutboxStatements::pending_sql() + " AND " + later + ") AS scheduled, " +
+                      (has_deliver_at
+                           ? "coalesce(extract(epoch from min(deliver_at) FILTER (WHERE " +
+                                 OutboxStatements::pending_sql() + " AND " + later + ") - now()), -1)::float8"
+                           : std::string("-1::float8")) +
                       " AS next_due_in_s FROM " + table + " GROUP BY message_type ORDER BY message_type");
   std::vector<TypeStatus> out;
   for (const auto& r : rows)

@@ -12,52 +12,15 @@
 #include <vector>
 
 #include "broker/broker_event.h"
+#include "broker/broker_link.h"
 #include "config/config.h"
 #include "outbox/amqp/amqp_error.h"
 #include "outbox/amqp/connection.h"
 
 namespace relay {
 
-// The publish-side view of a claimed outbox row. Borrowed strings: the row owns them.
-struct OutboundMessage {
-  std::int64_t outbox_id = 0;
-  const std::string* message_id = nullptr;
-  const std::string* exchange = nullptr;
-  const std::string* routing_key = nullptr;
-  const std::string* type = nullptr;
-  const std::string* content_type = nullptr;
-  const std::string* correlation_id = nullptr;  // may be null
-  const std::vector<std::pair<std::string, std::string>>* headers = nullptr;
-  const std::string* payload = nullptr;
-  // A keyed row's key and sequence (ClaimedRow::key_seq): sent as x-outbox-key and
-  // x-outbox-seq. Both or neither.
-  const std::string* ordering_key = nullptr;
-  std::optional<std::int64_t> key_seq;
-  std::int64_t created_unix_s = 0;  // created_at, whole seconds since 1970 (negative before)
-};
-
-// A failure of the connection or the channel. The text carries no credentials.
-using AmqpError = outbox::amqp::AmqpError;
-
 // The connection settings of amqp.* (the relay's client properties included).
 outbox::amqp::Settings amqp_settings(const AmqpConfig& config);
-
-// A message that AMQP cannot carry (a short string over 255 bytes: exchange,
-// routing key, message id, type, content type, correlation id, header name), or a
-// created_at before 1970 as the timestamp property (amqp.send_timestamp). It
-// was not sent and the connection is untouched; the fault is the row's own.
-class UnpublishableMessage : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// The client library could not encode a message that passed the checks above (an
-// AMQP limit it enforces while writing). Part of it may have been written, so the
-// connection was dropped; the fault is still the row's own.
-class UnencodableMessage : public AmqpError {
- public:
-  using AmqpError::AmqpError;
-};
 
 // Publishes persistent, mandatory messages on a channel in confirm mode and decodes
 // what the broker sends back. Delivery tags are counted here from 1 per channel
@@ -65,19 +28,19 @@ class UnencodableMessage : public AmqpError {
 //
 // Thread safety: none. One thread owns the publisher (rabbitmq-c connections must
 // not be shared). Owns a socket: not copyable.
-class AmqpPublisher {
+class AmqpPublisher : public BrokerLink {
  public:
   explicit AmqpPublisher(AmqpConfig config);
-  ~AmqpPublisher();
+  ~AmqpPublisher() override;
   AmqpPublisher(const AmqpPublisher&) = delete;
   AmqpPublisher& operator=(const AmqpPublisher&) = delete;
 
   // Opens the connection, logs in, opens a channel and selects confirm mode.
   // Throws AmqpError (message without password).
-  void connect();
-  bool connected() const { return conn_.is_open(); }
+  void connect() override;
+  bool connected() const override { return conn_.is_open(); }
   // Drops the connection without waiting for the broker.
-  void disconnect();
+  void disconnect() override;
 
   // Publishes one message and returns its delivery tag.
   // REQUIRES: connected(). Throws UnpublishableMessage (nothing sent) when the
@@ -85,32 +48,32 @@ class AmqpPublisher {
   // name, a content header larger than the negotiated frame_max),
   // UnencodableMessage when rabbitmq-c refuses it anyway, AmqpError when the
   // socket fails.
-  std::uint64_t publish(const OutboundMessage& message);
+  std::uint64_t publish(const OutboundMessage& message) override;
 
   // Waits up to `timeout` for one event (zero: only what is already readable).
   // Heartbeats are serviced while waiting. A closed channel is reopened in confirm
   // mode before kChannelClosed is returned; so is a connection the broker closed with
   // a code other than 320 (connection-forced), reconnected at once (the event says
   // connection_level). After kConnectionClosed the publisher is disconnected.
-  std::optional<BrokerEvent> next_event(std::chrono::milliseconds timeout);
+  std::optional<BrokerEvent> next_event(std::chrono::milliseconds timeout) override;
 
   // The connection's socket, for poll() while idle; -1 when not connected.
-  int socket() const;
+  int socket() const override;
   // While corked the kernel sends full TCP segments instead of one per message, so
   // the broker reads many messages per receive; uncorking sends what is queued.
   // Uncork before waiting for the broker. No-op when not connected.
-  void set_corked(bool corked);
+  void set_corked(bool corked) override;
   // Frames rabbitmq-c has already read: poll() on socket() would not see them.
-  bool has_buffered_data() const;
+  bool has_buffered_data() const override;
   // Whether next_event(0) may find something: buffered frames, or bytes (or an
   // error) on the socket; always true over TLS (see AmqpConnection::tls). One
   // poll() instead of the receive, poll and clock reads of an empty next_event(0).
-  bool readable_now() const;
+  bool readable_now() const override;
 
   // True between connection.blocked and connection.unblocked (a broker resource alarm).
-  bool blocked() const { return blocked_; }
+  bool blocked() const override { return blocked_; }
   // "host:port/vhost", for logs.
-  const std::string& endpoint() const { return conn_.endpoint(); }
+  const std::string& endpoint() const override { return conn_.endpoint(); }
 
  private:
   void open_channel();

@@ -41,7 +41,7 @@ class BatchPipeline {
   // no suspects left), taken out of the pipeline; null when none is.
   std::unique_ptr<InflightBatch> take_settled();
 
-  bool uses(const OutboxStore* store) const;
+  bool uses(const BatchStore* store) const;
   // Delivery tags not yet settled, and their payload bytes.
   std::size_t outstanding() const;
   std::size_t outstanding_bytes() const;

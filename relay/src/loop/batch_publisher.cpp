@@ -10,8 +10,6 @@
 namespace relay {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // Large payloads are fetched in chunks of at most this many bytes, and each is
 // dropped once published: with the claim's inline limit this bounds the memory a
 // batch holds, whatever its payload sizes.
@@ -19,9 +17,10 @@ constexpr std::size_t kPayloadChunkBytes = 8 * 1024 * 1024;
 
 }  // namespace
 
-BatchPublisher::BatchPublisher(const AmqpConfig& config, AmqpPublisher& amqp, BatchPipeline& batches,
-                               Isolator& isolator, PublishHold& hold, ConfirmReader& reader, RelayMetrics& metrics)
+BatchPublisher::BatchPublisher(const AmqpConfig& config, BrokerLink& amqp, BatchPipeline& batches, Isolator& isolator,
+                               PublishHold& hold, ConfirmReader& reader, RelayMetrics& metrics, const LoopClock& clock)
     : config_(config),
+      clock_(clock),
       amqp_(amqp),
       batches_(batches),
       isolator_(isolator),
@@ -30,14 +29,14 @@ BatchPublisher::BatchPublisher(const AmqpConfig& config, AmqpPublisher& amqp, Ba
       metrics_(metrics) {}
 
 bool BatchPublisher::publish_pending() {
-  if (hold_.held(Clock::now())) return false;
+  if (hold_.held(clock_.now())) return false;
   if (isolator_.solo()) {
     if (batches_.outstanding() > 0) return false;  // wait for the verdict on the probe in flight
     isolator_.set_solo(false);
   }
   if (batches_.isolating()) return publish_probe();
   for (auto& b : batches_)
-    if (!b->publishing_done) return publish_some(*b);
+    if (!b->publishing_done()) return publish_some(*b);
   return false;
 }
 
@@ -49,8 +48,8 @@ bool BatchPublisher::publish_probe() {
   std::size_t sent = 0;
   amqp_.set_corked(true);
   for (auto& b : batches_) {
-    while (!b->suspects.empty() && sent < isolator_.probe_size()) {
-      const bool alone = isolator_.must_go_alone(b->rows[b->suspects.front()], Clock::now());
+    while (b->has_suspects() && sent < isolator_.probe_size()) {
+      const bool alone = isolator_.must_go_alone(b->rows()[b->next_suspect()], clock_.now());
       if (alone && sent > 0) break;
       if (!publish_suspect(*b)) break;
       ++sent;
@@ -74,28 +73,28 @@ bool BatchPublisher::publish_some(InflightBatch& b) {
   // Full TCP segments: fewer sends for the relay, fewer receives for the broker. A
   // lone message needs no cork (rabbitmq-c sends its frames with MSG_MORE but the
   // last); corking it would cost two system calls for nothing.
-  const bool cork = b.rows.size() - b.published > 1;
+  const bool cork = b.rows().size() - b.published() > 1;
   if (cork) amqp_.set_corked(true);
-  while (b.published < b.rows.size() && !b.publishing_done) {
+  while (b.has_unsent()) {
     if (isolator_.solo() || batches_.isolating()) break;  // a channel close came in meanwhile: suspects first
     // A blocked connection (resource alarm) is not read by the broker: publish no
     // more; the rest of the batch stays pending without counting an attempt.
     if (!amqp_.connected() || amqp_.blocked()) {
-      b.publishing_done = true;
+      b.stop_publishing();
       break;
     }
     if (batches_.outstanding() >= window) break;  // the loop waits for acks
-    auto& row = b.rows[b.published];
+    auto& row = b.rows()[b.next_unsent()];
     if (!window_has_room_for(row.payload_bytes)) break;
     if (row.invalid) {  // cannot be decoded: its own attempt; the rows behind it go on
-      b.tracker.on_unpublishable(b.published++, *row.invalid);
+      b.unpublishable_next(*row.invalid);
       continue;
     }
     // A row that closed the channel before goes alone, once all else is settled.
-    if (isolator_.must_go_alone(row, Clock::now()) && batches_.outstanding() > 0) break;
+    if (isolator_.must_go_alone(row, clock_.now()) && batches_.outstanding() > 0) break;
     if (!row.payload_loaded && !load_payloads(b)) break;
-    if (!publish_row(b, b.published)) break;
-    ++b.published;
+    if (!publish_row(b, b.next_unsent())) break;
+    b.sent_next();
     if (row.refused_before) {
       isolator_.set_solo(true);
       break;
@@ -110,8 +109,6 @@ bool BatchPublisher::publish_some(InflightBatch& b) {
     }
   }
   if (cork) amqp_.set_corked(false);  // flush before anything waits for the broker
-  if (b.published == b.rows.size()) b.publishing_done = true;
-  if (b.publishing_done && b.publish_done_at == Clock::time_point{}) b.publish_done_at = Clock::now();
   return sent > 0 || isolator_.solo();
 }
 
@@ -119,21 +116,21 @@ bool BatchPublisher::publish_some(InflightBatch& b) {
 // batch's suspects then stay pending (no attempt).
 bool BatchPublisher::publish_suspect(InflightBatch& b) {
   if (!amqp_.connected() || amqp_.blocked()) {
-    b.suspects.clear();
-    b.publishing_done = true;
+    b.drop_suspects();
+    b.stop_publishing();
     return false;
   }
-  const std::size_t i = b.suspects.front();
-  b.suspects.pop_front();
-  if (!b.rows[i].payload_loaded) {
+  const std::size_t i = b.next_suspect();
+  b.pop_suspect();
+  if (!b.rows()[i].payload_loaded) {
     try {
-      b.store->load_payloads(*b.tx, b.rows, i, 1);
-      b.session_used_at = Clock::now();
+      b.store().load_payloads(b.rows(), i, 1);
+      b.session_used();
     } catch (const std::exception& e) {
       // The session is gone or failing: the suspects stay pending (no attempt).
       spdlog::error("fetching a payload to publish alone failed: {}", outbox::one_line(e.what()));
-      b.suspects.clear();
-      b.publishing_done = true;
+      b.drop_suspects();
+      b.stop_publishing();
       return false;
     }
   }
@@ -143,7 +140,7 @@ bool BatchPublisher::publish_suspect(InflightBatch& b) {
 // Publishes row `i` and drops its payload. False when the connection is lost
 // (every batch then stops publishing).
 bool BatchPublisher::publish_row(InflightBatch& b, std::size_t i) {
-  auto& row = b.rows[i];
+  auto& row = b.rows()[i];
   OutboundMessage m{row.id,
                     &row.message_id,
                     &row.exchange,
@@ -158,15 +155,15 @@ bool BatchPublisher::publish_row(InflightBatch& b, std::size_t i) {
                     row.created_unix_s};
   try {
     const auto tag = amqp_.publish(m);
-    b.tracker.on_published(i, tag, row.message_id, row.payload_bytes);
+    b.tracker().on_published(i, tag, row.message_id, row.payload_bytes);
     metrics_.on_published(tag);
   } catch (const UnpublishableMessage& e) {
     // The row's own fault, nothing sent: an attempt for it; the rows behind it go on.
-    b.tracker.on_unpublishable(i, "not publishable: " + outbox::one_line(e.what()));
+    b.tracker().on_unpublishable(i, "not publishable: " + outbox::one_line(e.what()));
   } catch (const UnencodableMessage& e) {
     // Its own fault too, but the client may have sent part of it: the connection
     // goes, and what else was outstanding is published again (no attempt).
-    b.tracker.on_unpublishable(i, "not publishable: " + outbox::one_line(e.what()));
+    b.tracker().on_unpublishable(i, "not publishable: " + outbox::one_line(e.what()));
     reader_.link_lost("connection dropped after a message the AMQP client could not encode");
     return false;
   } catch (const AmqpError& e) {  // the socket failed (or the broker read nothing for confirm_timeout_ms)
@@ -179,7 +176,7 @@ bool BatchPublisher::publish_row(InflightBatch& b, std::size_t i) {
   }
   std::string().swap(row.payload);  // sent: keep only what settling needs
   row.payload_loaded = false;       // a suspect fetches it again
-  b.timeline.published(i, Clock::now());
+  b.timeline().published(i, clock_.now());
   return true;
 }
 
@@ -187,12 +184,12 @@ bool BatchPublisher::publish_row(InflightBatch& b, std::size_t i) {
 // without an attempt) and finishing the batch meets the same error.
 bool BatchPublisher::load_payloads(InflightBatch& b) {
   try {
-    b.store->load_payloads(*b.tx, b.rows, b.published, kPayloadChunkBytes);
-    b.session_used_at = Clock::now();
+    b.store().load_payloads(b.rows(), b.published(), kPayloadChunkBytes);
+    b.session_used();
     return true;
   } catch (const std::exception& e) {
-    spdlog::error("fetching payloads of a batch of {} rows failed: {}", b.rows.size(), outbox::one_line(e.what()));
-    b.publishing_done = true;
+    spdlog::error("fetching payloads of a batch of {} rows failed: {}", b.rows().size(), outbox::one_line(e.what()));
+    b.stop_publishing();
     return false;
   }
 }

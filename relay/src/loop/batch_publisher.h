@@ -3,13 +3,14 @@
 
 #include <cstddef>
 
-#include "broker/amqp_publisher.h"
+#include "broker/broker_link.h"
 #include "config/config.h"
 #include "loop/batch_pipeline.h"
 #include "loop/confirm_reader.h"
 #include "loop/isolator.h"
 #include "loop/publish_hold.h"
 #include "metrics/relay_metrics.h"
+#include "policy/loop_clock.h"
 
 namespace relay {
 
@@ -25,8 +26,8 @@ namespace relay {
 // outlives it.
 class BatchPublisher {
  public:
-  BatchPublisher(const AmqpConfig& config, AmqpPublisher& amqp, BatchPipeline& batches, Isolator& isolator,
-                 PublishHold& hold, ConfirmReader& reader, RelayMetrics& metrics);
+  BatchPublisher(const AmqpConfig& config, BrokerLink& amqp, BatchPipeline& batches, Isolator& isolator,
+                 PublishHold& hold, ConfirmReader& reader, RelayMetrics& metrics, const LoopClock& clock);
 
   // Publishes what may go now; whether anything went out (or a probe is out).
   bool publish_pending();
@@ -43,7 +44,8 @@ class BatchPublisher {
   bool load_payloads(InflightBatch& batch);
 
   const AmqpConfig& config_;
-  AmqpPublisher& amqp_;
+  const LoopClock& clock_;
+  BrokerLink& amqp_;
   BatchPipeline& batches_;
   Isolator& isolator_;
   PublishHold& hold_;

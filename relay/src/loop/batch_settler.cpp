@@ -8,18 +8,18 @@
 
 namespace relay {
 
-BatchSettler::BatchSettler(const RelaySettings& relay, RelayMetrics& metrics)
-    : max_attempts_(relay.max_attempts), backoff_(relay), metrics_(metrics) {}
+BatchSettler::BatchSettler(const RelaySettings& relay, RelayMetrics& metrics, const LoopClock& clock)
+    : max_attempts_(relay.max_attempts), backoff_(relay), metrics_(metrics), clock_(clock) {}
 
 SettledBatch BatchSettler::settle(const InflightBatch& b, const Failure& unsent) {
   SettledBatch out;
   const double now_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  for (std::size_t i = 0; i < b.rows.size(); ++i) {
-    const auto& row = b.rows[i];
-    const auto outcome = b.tracker.outcome(i);
-    const bool never_settled = outcome == ConfirmTracker::Outcome::kUnconfirmed && b.tracker.reason(i).empty();
-    const FailureCause cause = never_settled ? unsent.cause : b.tracker.cause(i);
-    const std::string& reason = never_settled ? unsent.text : b.tracker.reason(i);
+  for (std::size_t i = 0; i < b.rows().size(); ++i) {
+    const auto& row = b.rows()[i];
+    const auto outcome = b.tracker().outcome(i);
+    const bool never_settled = outcome == ConfirmTracker::Outcome::kUnconfirmed && b.tracker().reason(i).empty();
+    const FailureCause cause = never_settled ? unsent.cause : b.tracker().cause(i);
+    const std::string& reason = never_settled ? unsent.text : b.tracker().reason(i);
     // The environment's failures wait a step further each time in a row.
     const int streak = FailurePolicy::waits_on_environment(outcome, cause) ? streaks_.count_failure(row.id) : 0;
     const auto s = FailurePolicy::settle(outcome, cause, row.attempts, max_attempts_, streak);
@@ -57,16 +57,16 @@ void BatchSettler::fail(const ClaimedRow& row, const Settlement& s, const std::s
     spdlog::warn("row {} (message {}) parked after {} attempts: {}", row.id, outbox::one_line(row.message_id, 64),
                  row.attempts + 1, f.error);
   } else {
-    const auto due = std::chrono::steady_clock::now() + std::chrono::milliseconds(f.retry_in_ms);
+    const auto due = clock_.now() + std::chrono::milliseconds(f.retry_in_ms);
     if (!out.retry_due_until || due > *out.retry_due_until) out.retry_due_until = due;
   }
   out.failed.push_back(std::move(f));
 }
 
 void BatchSettler::observe_stages(const InflightBatch& b, std::chrono::steady_clock::time_point committed) {
-  for (std::size_t i = 0; i < b.rows.size(); ++i) {
-    if (b.tracker.outcome(i) != ConfirmTracker::Outcome::kAcked) continue;
-    if (const auto stages = b.timeline.stages(i, b.rows[i].created_unix, committed)) metrics_.row_stages(*stages);
+  for (std::size_t i = 0; i < b.rows().size(); ++i) {
+    if (b.tracker().outcome(i) != ConfirmTracker::Outcome::kAcked) continue;
+    if (const auto stages = b.timeline().stages(i, b.rows()[i].created_unix, committed)) metrics_.row_stages(*stages);
   }
 }
 

@@ -12,6 +12,7 @@
 #include "policy/backoff.h"
 #include "policy/failure_cause.h"
 #include "policy/failure_policy.h"
+#include "policy/loop_clock.h"
 #include "policy/retry_streaks.h"
 
 namespace relay {
@@ -35,10 +36,12 @@ struct SettledBatch {
 // warning for a parked row. Rows a batch left unsent take `unsent`'s cause and text
 // (a resource alarm, the batch's time limit).
 //
-// Thread safety: none; the loop's thread owns it. REQUIRES: `metrics` outlives it.
+// Retries are due on `clock`'s time; the wall clock dates the rows' latencies.
+// Thread safety: none; the loop's thread owns it. REQUIRES: `metrics` and `clock`
+// outlive it.
 class BatchSettler {
  public:
-  BatchSettler(const RelaySettings& relay, RelayMetrics& metrics);
+  BatchSettler(const RelaySettings& relay, RelayMetrics& metrics, const LoopClock& clock);
 
   SettledBatch settle(const InflightBatch& batch, const Failure& unsent);
   // After the batch committed: each published row's stages (claim, publish,
@@ -52,6 +55,7 @@ class BatchSettler {
   int max_attempts_;
   Backoff backoff_;
   RelayMetrics& metrics_;
+  const LoopClock& clock_;
   // Per row: the environment's failures in a row, for their growing backoff.
   RetryStreaks streaks_{100000};
 };

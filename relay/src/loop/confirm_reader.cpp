@@ -13,9 +13,10 @@ namespace relay {
 
 using std::chrono::milliseconds;
 
-ConfirmReader::ConfirmReader(const RelayConfig& config, AmqpPublisher& amqp, BatchPipeline& batches, Isolator& isolator,
-                             PublishHold& hold, StallWatch& stall, RelayMetrics& metrics)
+ConfirmReader::ConfirmReader(const RelayConfig& config, BrokerLink& amqp, BatchPipeline& batches, Isolator& isolator,
+                             PublishHold& hold, StallWatch& stall, RelayMetrics& metrics, const LoopClock& clock)
     : config_(config),
+      clock_(clock),
       amqp_(amqp),
       batches_(batches),
       isolator_(isolator),
@@ -45,7 +46,7 @@ void ConfirmReader::await() {
     return;
   }
   const milliseconds timeout(config_.amqp.confirm_timeout_ms);
-  const auto left = std::chrono::duration_cast<milliseconds>(*oldest + timeout - Clock::now());
+  const auto left = std::chrono::duration_cast<milliseconds>(*oldest + timeout - clock_.now());
   if (left > milliseconds(0)) {
     read_one(std::min(left, milliseconds(100)));  // slices keep /healthz fed
     return;
@@ -57,10 +58,10 @@ void ConfirmReader::await() {
     batches_.fail_outstanding({FailureCause::kBrokerBlocked,
                                "not confirmed: broker blocked publishing (resource alarm)"},
                               ConfirmTracker::Outcome::kFailed);
-    for (auto& b : batches_) b->publishing_done = true;
+    for (auto& b : batches_) b->stop_publishing();
     return;
   }
-  if (Clock::now() - last_event_ < timeout) {  // it confirms others: not hung
+  if (clock_.now() - last_event_ < timeout) {  // it confirms others: not hung
     fail_overdue(timeout);
     return;
   }
@@ -75,7 +76,7 @@ void ConfirmReader::await() {
 void ConfirmReader::link_lost(const std::string& reason) {
   batches_.lose_link({FailureCause::kLinkLost, reason});
   isolator_.set_solo(false);
-  stall_.failure(reason, Clock::now());
+  stall_.failure(reason, clock_.now());
   metrics_.on_channel_reset();
 }
 
@@ -84,7 +85,7 @@ void ConfirmReader::link_lost(const std::string& reason) {
 bool ConfirmReader::read_one(milliseconds timeout) {
   auto ev = amqp_.next_event(timeout);
   if (!ev) return false;
-  last_event_ = Clock::now();
+  last_event_ = clock_.now();
   switch (ev->kind) {
     case BrokerEvent::Kind::kAck: on_ack(*ev); break;
     case BrokerEvent::Kind::kNack: on_nack(*ev); break;
@@ -141,7 +142,7 @@ void ConfirmReader::on_nack(const BrokerEvent& ev) {
 }
 
 void ConfirmReader::hold(const std::string& why) {
-  const auto delay = hold_.after_close(Clock::now());
+  const auto delay = hold_.after_close(clock_.now());
   spdlog::warn("{}; publishing paused for {} ms", why, delay.count());
 }
 
@@ -149,7 +150,7 @@ void ConfirmReader::on_channel_closed(const BrokerEvent& ev) {
   metrics_.on_channel_reset();  // the reopened channel's tags start again from 1
   const bool probing = isolator_.solo();
   isolator_.set_solo(false);
-  stall_.failure(ev.reason, Clock::now());
+  stall_.failure(ev.reason, clock_.now());
   const std::size_t n = batches_.outstanding();
   switch (FailurePolicy::on_channel_close(ev.reply_code, n, ev.connection_level)) {
     case CloseAction::kHoldAll:
@@ -175,11 +176,11 @@ void ConfirmReader::on_channel_closed(const BrokerEvent& ev) {
 
 void ConfirmReader::charge_sole_outstanding(const std::string& reason, int reply_code) {
   for (auto& b : batches_) {
-    const std::size_t i = b->tracker.sole_outstanding();
+    const std::size_t i = b->tracker().sole_outstanding();
     if (i == static_cast<std::size_t>(-1)) continue;
-    const auto& row = b->rows[i];
+    const auto& row = b->rows()[i];
     if (reply_code == 404 || reply_code == 403)  // the exchange's doing: its other rows go alone
-      isolator_.exchange_refused(row.exchange, Clock::now());
+      isolator_.exchange_refused(row.exchange, clock_.now());
     const auto level = isolator_.new_refusal(reason) ? spdlog::level::warn : spdlog::level::debug;
     outbox::LogFields fields{{"row_id", row.id},
                              {"message_id", outbox::one_line(row.message_id, 64)},
@@ -187,16 +188,16 @@ void ConfirmReader::charge_sole_outstanding(const std::string& reason, int reply
                              {"reason", FailurePolicy::kRefusedPrefix + reason}};
     spdlog::log(level, "AMQP {}; row {} (message {}) provoked it and is charged an attempt; channel reopened", reason,
                 row.id, outbox::one_line(row.message_id, 64));
-    b->tracker.on_refused(i, FailurePolicy::kRefusedPrefix + reason);
+    b->tracker().on_refused(i, FailurePolicy::kRefusedPrefix + reason);
   }
 }
 
 void ConfirmReader::fail_overdue(milliseconds timeout) {
   const std::string why = "no broker confirm within amqp.confirm_timeout_ms (" +
                           std::to_string(config_.amqp.confirm_timeout_ms) + " ms), while it confirmed others";
-  const auto tags = batches_.fail_published_before(Clock::now() - timeout, {FailureCause::kConfirmTimeout, why});
+  const auto tags = batches_.fail_published_before(clock_.now() - timeout, {FailureCause::kConfirmTimeout, why});
   for (const auto tag : tags) metrics_.on_unconfirmed(tag, false);
-  stall_.failure(why, Clock::now());
+  stall_.failure(why, clock_.now());
   spdlog::warn(
       "{} row(s) got {}; they will be published again after a backoff (a queue that cannot "
       "confirm them: suspended, without a majority?)",
@@ -205,34 +206,32 @@ void ConfirmReader::fail_overdue(milliseconds timeout) {
 
 void ConfirmReader::enforce_deadlines() {
   if (batches_.empty()) return;  // an idle relay's turn reads no clock
-  const auto now = Clock::now();
+  const auto now = clock_.now();
   const auto limit = [this] {
     return " (" + std::to_string(deadline_.commit_within().count()) +
            " ms of postgres.idle_in_transaction_timeout_ms " +
            std::to_string(config_.postgres.idle_in_transaction_timeout_ms) + ")";
   };
   for (auto& b : batches_) {
-    const auto idle = now - b->session_used_at;
-    const bool publishing = !b->publishing_done || !b->suspects.empty();
-    if (publishing && idle >= deadline_.publish_for()) {
+    const auto idle = now - b->session_used_at();
+    if (b->publishing() && idle >= deadline_.publish_for()) {
       // The rows not sent (and suspects not probed again) stay pending: the next
       // claim takes them at once, in a transaction of its own.
-      b->withheld = {FailureCause::kBatchWithheld, "not published: its batch reached its time limit" + limit()};
-      spdlog::warn("a batch of {} rows published {} of them in {} ms and publishes no more: {}", b->rows.size(),
-                   b->published, std::chrono::duration_cast<milliseconds>(idle).count(), b->withheld.text);
-      b->publishing_done = true;
+      const auto suspects = b->withhold({FailureCause::kBatchWithheld,
+                                         "not published: its batch reached its time limit" + limit()});
+      spdlog::warn("a batch of {} rows published {} of them in {} ms and publishes no more: {}", b->rows().size(),
+                   b->published(), std::chrono::duration_cast<milliseconds>(idle).count(), b->withheld().text);
       // An isolation cut short starts over in the next batch, and would be cut again
       // if the link is that slow, its culprit never found: its suspects go alone
       // instead, each its own round trip (the next batches find it).
-      for (const auto i : b->suspects) isolator_.isolation_cut_short(b->rows[i].id, now);
-      b->suspects.clear();
-      stall_.failure(b->withheld.text, Clock::now());
+      for (const auto i : suspects) isolator_.isolation_cut_short(b->rows()[i].id, now);
+      stall_.failure(b->withheld().text, now);
     }
-    if (idle < deadline_.commit_within() || b->tracker.outstanding() == 0) continue;
+    if (idle < deadline_.commit_within() || b->tracker().outstanding() == 0) continue;
     const std::string why = "no broker confirm before its batch's time limit" + limit();
-    const auto tags = b->tracker.fail_oldest_while([](std::size_t) { return true; }, {FailureCause::kBatchLate, why});
+    const auto tags = b->tracker().fail_oldest_while([](std::size_t) { return true; }, {FailureCause::kBatchLate, why});
     for (const auto tag : tags) metrics_.on_unconfirmed(tag, false);
-    stall_.failure(why, Clock::now());
+    stall_.failure(why, clock_.now());
     spdlog::warn("{} row(s) got {}; the batch commits the rest, they are published again after a backoff", tags.size(),
                  why);
   }

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <string>
 
-#include "broker/amqp_publisher.h"
 #include "broker/broker_event.h"
+#include "broker/broker_link.h"
 #include "config/config.h"
 #include "loop/batch_pipeline.h"
 #include "loop/isolator.h"
@@ -14,6 +14,7 @@
 #include "loop/stall_watch.h"
 #include "metrics/relay_metrics.h"
 #include "policy/batch_deadline.h"
+#include "policy/loop_clock.h"
 #include "policy/nack_run.h"
 
 namespace relay {
@@ -36,14 +37,16 @@ namespace relay {
 //   (PublishHold::after_nacks), and /readyz says "the broker nacked every publish"
 //   until the next ack. The rows stay pending, nobody's attempt.
 //
+// Times come from `clock`; the broker's silence is what next_event() returns
+// empty-handed after its timeout.
 // Thread safety: none; the loop's thread owns it. REQUIRES: every reference
 // outlives it.
 class ConfirmReader {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = LoopClock::Clock;
 
-  ConfirmReader(const RelayConfig& config, AmqpPublisher& amqp, BatchPipeline& batches, Isolator& isolator,
-                PublishHold& hold, StallWatch& stall, RelayMetrics& metrics);
+  ConfirmReader(const RelayConfig& config, BrokerLink& amqp, BatchPipeline& batches, Isolator& isolator,
+                PublishHold& hold, StallWatch& stall, RelayMetrics& metrics, const LoopClock& clock);
 
   // Reads what the broker sent, without waiting (one poll() when nothing came).
   void pump();
@@ -65,7 +68,8 @@ class ConfirmReader {
   void on_ack(const BrokerEvent& event);
 
   const RelayConfig& config_;
-  AmqpPublisher& amqp_;
+  const LoopClock& clock_;
+  BrokerLink& amqp_;
   BatchPipeline& batches_;
   Isolator& isolator_;
   PublishHold& hold_;

@@ -3,16 +3,16 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <pqxx/pqxx>
 #include <stdexcept>
 #include <utility>
 
 #include "outbox/one_line.h"
+#include "pg/pg_error.h"
 
 namespace relay {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = LoopClock::Clock;
 using std::chrono::milliseconds;
 
 // A relay holding the waiting lock (it alone answers producers' notifications)
@@ -30,26 +30,35 @@ constexpr milliseconds kSlowConfirms{250};
 // 1 000 scheduled rows a second, a claim per row would keep a core busy).
 constexpr milliseconds kScheduledCoalesce{10};
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+// "rows 7..12", for logs. REQUIRES: the batch has rows.
+std::string rows_of(const InflightBatch& b) {
+  return "rows " + std::to_string(b.rows().front().id) + ".." + std::to_string(b.rows().back().id);
+}
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
 
 }  // namespace
 
-RelayLoop::RelayLoop(RelayConfig config, const std::atomic<bool>& stop, RelayMetrics* metrics)
+RelayLoop::RelayLoop(RelayConfig config, RelayLinks links, const std::atomic<bool>& stop, RelayMetrics* metrics)
     : config_(std::move(config)),
+      links_(std::move(links)),
+      clock_(*links_.clock),
       stop_(stop),
       own_registry_(metrics ? nullptr : std::make_unique<outbox::metrics::Registry>()),
       own_metrics_(metrics ? nullptr : std::make_unique<RelayMetrics>(*own_registry_, "")),
       metrics_(metrics ? *metrics : *own_metrics_),  // nobody scrapes: a private registry
-      amqp_(config_.amqp),
-      stall_(std::chrono::seconds(config_.relay.stall_after_s), Clock::now()),
-      reader_(config_, amqp_, batches_, isolator_, hold_, stall_, metrics_),
-      publisher_(config_.amqp, amqp_, batches_, isolator_, hold_, reader_, metrics_),
-      settler_(config_.relay, metrics_),
-      wake_(config_, amqp_, metrics_, stop_, [this] { note_state(); }),
-      last_summary_(Clock::now()),
+      amqp_(*links_.broker),
+      stores_(links_.stores),
+      stall_(std::chrono::seconds(config_.relay.stall_after_s), clock_.now()),
+      reader_(config_, amqp_, batches_, isolator_, hold_, stall_, metrics_, clock_),
+      publisher_(config_.amqp, amqp_, batches_, isolator_, hold_, reader_, metrics_, clock_),
+      settler_(config_.relay, metrics_, clock_),
+      wake_(config_.relay, amqp_, *links_.listener, metrics_, clock_, stop_, [this] { note_state(); }),
+      last_summary_(clock_.now()),
       cpu_(std::make_unique<StageCpu>(metrics_.stage_cpu())) {
-  for (int i = 0; i < config_.relay.pipeline_depth; ++i)
-    stores_.push_back(std::make_unique<OutboxStore>(config_.postgres, StoreOptions::of(config_.relay)));
+  if (stores_.empty()) throw std::invalid_argument("RelayLoop: no store");
   if (config_.relay.ordering == Ordering::kPerKey)
     lanes_ = std::make_unique<LaneManager>(config_.postgres.schema, config_.relay.lanes);
 }
@@ -79,19 +88,19 @@ int RelayLoop::run(bool exit_when_idle) {
     }
     if (finished) continue;  // another may be settled already
     if (!batches_.empty()) {
-      if (wake_.armed() && Clock::now() - batches_.front().claimed_at > kHolderPatience) wake_.give_back();
+      if (wake_.armed() && clock_.now() - batches_.front().claimed_at() > kHolderPatience) wake_.give_back();
       reader_.await();
       continue;
     }
     if (amqp_.blocked()) {  // a resource alarm: claim nothing until it clears
-      stall_.failure("RabbitMQ " + amqp_.endpoint() + " blocks publishing (resource alarm)", Clock::now());
+      stall_.failure("RabbitMQ " + amqp_.endpoint() + " blocks publishing (resource alarm)", clock_.now());
       wake_.give_back();
       wake_.pause(milliseconds(config_.relay.poll_interval_ms));
       continue;
     }
-    if (hold_.held(Clock::now())) {  // backing off after a fault nobody is to blame for
+    if (hold_.held(clock_.now())) {  // backing off after a fault nobody is to blame for
       wake_.give_back();
-      wake_.pause(std::min(milliseconds(100), std::chrono::duration_cast<milliseconds>(hold_.until() - Clock::now())));
+      wake_.pause(std::min(milliseconds(100), std::chrono::duration_cast<milliseconds>(hold_.until() - clock_.now())));
       continue;
     }
     if (exit_when_idle || stop_) break;
@@ -110,7 +119,7 @@ int RelayLoop::run(bool exit_when_idle) {
 void RelayLoop::note_state() {
   metrics_.heartbeat();
   metrics_.set_connected(primary().connected(), amqp_.connected(), amqp_.blocked());
-  const auto now = Clock::now();
+  const auto now = clock_.now();
   const auto change = stall_.check(batches_.empty() && last_claim_empty_, now);
   // While a stall lasts /readyz names the failure of now, not of its start.
   if (!change && stall_.stalled()) metrics_.set_stalled(true, stall_.reason(now));
@@ -129,16 +138,16 @@ bool RelayLoop::ensure_connected() {
   for (const auto& s : stores_) all = all && s->connected();
   if (all) return true;
   wake_.give_back();  // before a reconnect that may take long
-  const auto wait = reconnect_.before_attempt(Clock::now());
+  const auto wait = reconnect_.before_attempt(clock_.now());
   if (wait.count() > 0) wake_.pause(wait);
   const auto error = connect_missing();
   if (!error) {
     spdlog::info("{}", reconnect_.connected("PostgreSQL " + primary().endpoint() + " and AMQP " + amqp_.endpoint(),
-                                            Clock::now()));
+                                            clock_.now()));
     last_claim_empty_ = false;  // rows may have come while disconnected
     return true;
   }
-  const auto failed = report_connect_failure(reconnect_, metrics_, error->target, error->text, Clock::now());
+  const auto failed = report_connect_failure(reconnect_, metrics_, error->target, error->text, clock_.now());
   wake_.pause(failed.wait);
   return false;
 }
@@ -167,8 +176,8 @@ std::optional<RelayLoop::ConnectError> RelayLoop::connect_missing() {
   }
   if (lanes_ && !lanes_->joined()) {
     try {
-      lanes_->join(primary().session());
-      next_rebalance_ = Clock::now();
+      primary().join_lanes(*lanes_);
+      next_rebalance_ = clock_.now();
       rebalance_lanes();
     } catch (const std::exception& e) {
       primary().disconnect();
@@ -178,7 +187,7 @@ std::optional<RelayLoop::ConnectError> RelayLoop::connect_missing() {
   return std::nullopt;
 }
 
-OutboxStore* RelayLoop::free_store() {
+BatchStore* RelayLoop::free_store() {
   for (const auto& s : stores_)
     if (s->connected() && !batches_.uses(s.get())) return s.get();
   return nullptr;
@@ -188,14 +197,14 @@ OutboxStore* RelayLoop::free_store() {
 // further batch behind a full one (a backlog), or behind one whose confirms are
 // slow, once everything in flight is published and the window has room.
 bool RelayLoop::can_claim() {
-  if (stop_ || amqp_.blocked() || !amqp_.connected() || hold_.held(Clock::now()) || isolator_.solo()) return false;
+  if (stop_ || amqp_.blocked() || !amqp_.connected() || hold_.held(clock_.now()) || isolator_.solo()) return false;
   if (lanes_ && (!lanes_->joined() || lanes_->owned().empty())) return false;
   if (batches_.empty()) return !last_claim_empty_ && free_store();
   // Lanes move only between batches: let the batches in flight finish first.
   if (rebalance_due() || batches_.size() >= stores_.size()) return false;
   if (caught_up_) {  // a claim now would find little, unless the batch in flight is slow
-    const auto now = Clock::now();
-    if (now - batches_.front().claimed_at < kSlowConfirms || now - last_claim_at_ < kSlowConfirms) return false;
+    const auto now = clock_.now();
+    if (now - batches_.front().claimed_at() < kSlowConfirms || now - last_claim_at_ < kSlowConfirms) return false;
   }
   if (!batches_.all_published()) return false;
   return batches_.outstanding() < static_cast<std::size_t>(config_.amqp.publish_window) &&
@@ -203,47 +212,40 @@ bool RelayLoop::can_claim() {
 }
 
 void RelayLoop::claim_batch(bool probe_first) {
-  OutboxStore* store = free_store();
-  auto batch = std::make_unique<InflightBatch>();
-  batch->store = store;
+  BatchStore* store = free_store();
   const int limit = config_.relay.batch_size;
-  const auto t0 = Clock::now();
+  const auto t0 = clock_.now();
+  const double t0_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   last_claim_at_ = t0;
-  batch->timeline.claim_started(
-      t0, std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  std::vector<ClaimedRow> rows;
   try {
     const StageCpu::Scope cpu(CpuStage::kClaim);
     if (probe_first && !store->has_due_rows()) {
       metrics_.probed();  // an idle relay stays ready: it checked, and nothing is due
       wake_.judge_holder({});
       last_claim_empty_ = true;
-      wake_.release_after_claim(0, Clock::now());
+      wake_.release_after_claim(0, clock_.now());
       return;
     }
-    batch->tx = std::make_unique<BatchTransaction>(store->session());
-    batch->rows = claim_rows(*store, *batch->tx, limit);
-    floor_policy_.claimed(batch->rows.size(), static_cast<std::size_t>(limit));
-    // Invariant: rows come only from a claim, which begins the transaction (their locks).
-    if (!batch->rows.empty() && !batch->tx->begun()) throw std::logic_error("rows claimed outside a transaction");
-    metrics_.claimed(batch->rows.size(), seconds_since(t0));
-    if (batch->rows.empty()) batch->tx->commit();
+    rows = claim_rows(*store, limit);
+    floor_policy_.claimed(rows.size(), static_cast<std::size_t>(limit));
+    // Invariant: rows come only from a claim, which opens the batch (their locks).
+    if (!rows.empty() && !store->in_batch()) throw std::logic_error("rows claimed outside a transaction");
+    metrics_.claimed(rows.size(), seconds_between(t0, clock_.now()));
   } catch (const std::exception& e) {
-    batch->tx.reset();
+    store->abort_batch();
     floor_policy_.claimed(0, static_cast<std::size_t>(limit));
     claim_failed(*store, e);
     return;
   }
-  const std::size_t n = batch->rows.size();
-  wake_.judge_holder(batch->rows);
+  const std::size_t n = rows.size();
+  wake_.judge_holder(rows);
   last_claim_empty_ = n == 0;
-  const bool release_lock = wake_.release_after_claim(n, Clock::now());
+  const bool release_lock = wake_.release_after_claim(n, clock_.now());
   caught_up_ = n < static_cast<std::size_t>(limit);
   if (n == 0) return;
+  auto batch = std::make_unique<InflightBatch>(*store, std::move(rows), clock_, t0, t0_unix);
   batch->claimed_all_due = caught_up_ && batches_.empty() && !lanes_ && wake_.armed() && !release_lock;
-  batch->claimed_at = batch->session_used_at = Clock::now();
-  batch->claim_ms = std::chrono::duration<double, std::milli>(batch->claimed_at - t0).count();
-  batch->timeline.claimed(n, batch->claimed_at);
-  batch->tracker.reset(n);
   batches_.push(std::move(batch));
   publisher_.publish_some(batches_.back());
   // Busy: producers need not notify any more, and an idle relay, woken by the
@@ -251,14 +253,15 @@ void RelayLoop::claim_batch(bool probe_first) {
   if (release_lock) wake_.give_back();
 }
 
-void RelayLoop::claim_failed(OutboxStore& store, const std::exception& e) {
-  const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
-  spdlog::error("claim failed{}: {}", sql ? " (SQLSTATE " + sql->sqlstate() + ")" : std::string(),
+void RelayLoop::claim_failed(BatchStore& store, const std::exception& e) {
+  const auto* pg = dynamic_cast<const PgError*>(&e);
+  const bool refused = pg && pg->kind() == PgError::Kind::kStatement;
+  spdlog::error("claim failed{}: {}", refused ? " (SQLSTATE " + pg->sqlstate() + ")" : std::string(),
                 outbox::one_line(e.what()));
-  // 25006 read_only_sql_transaction: this server is a standby now (a demoted primary,
-  // or a DSN without target_session_attrs=read-write). A new session lets libpq find
-  // the primary; the reconnect backs off.
-  if (!sql || !store.connected() || sql->sqlstate() == "25006") store.disconnect();
+  // A standby now (a demoted primary, or a DSN without target_session_attrs=read-write):
+  // a new session lets libpq find the primary; the reconnect backs off. Anything but a
+  // refused statement on a live session: a new session too.
+  if (!refused || !store.connected() || pg->on_standby()) store.disconnect();
   wake_.give_back();
   wake_.forget_wake();       // no verdict on the holder
   last_claim_empty_ = true;  // sleep a poll interval rather than spin on a fault
@@ -267,15 +270,15 @@ void RelayLoop::claim_failed(OutboxStore& store, const std::exception& e) {
 // A claim behind batches in flight (a backlog: see can_claim) leaves out their id
 // range rather than visit each of their locked rows again (OutboxStore::claim_around),
 // and deep in a backlog mostly starts above it (ClaimFloorPolicy).
-std::vector<ClaimedRow> RelayLoop::claim_rows(OutboxStore& store, BatchTransaction& tx, int limit) {
-  if (lanes_) return store.claim_key_heads(tx, limit, lanes_->owned(), key_cursor_);
+std::vector<ClaimedRow> RelayLoop::claim_rows(BatchStore& store, int limit) {
+  if (lanes_) return store.claim_key_heads(limit, lanes_->owned(), key_cursor_);
   const auto range = batches_.id_range();
   switch (floor_policy_.next_claim(range.has_value())) {
-    case ClaimFloorPolicy::Start::kAboveRange: return store.claim_above(tx, limit, range->second);
-    case ClaimFloorPolicy::Start::kAroundRange: return store.claim_around(tx, limit, range->first, range->second);
+    case ClaimFloorPolicy::Start::kAboveRange: return store.claim_above(limit, range->second);
+    case ClaimFloorPolicy::Start::kAroundRange: return store.claim_around(limit, range->first, range->second);
     case ClaimFloorPolicy::Start::kLowest: break;
   }
-  return store.claim(tx, limit);
+  return store.claim(limit);
 }
 
 // Marks and commits the oldest batch whose rows are all settled; false if none is.
@@ -287,7 +290,7 @@ bool RelayLoop::finish_one_settled() {
 }
 
 void RelayLoop::finish_batch(InflightBatch& b) {
-  const auto t2 = Clock::now();
+  const auto t2 = clock_.now();
   try {
     SettledBatch settled;
     {
@@ -297,80 +300,74 @@ void RelayLoop::finish_batch(InflightBatch& b) {
       settled = settler_.settle(b, amqp_.blocked()
                                        ? Failure{FailureCause::kBrokerBlocked,
                                                  "not published: broker blocked publishing (resource alarm)"}
-                                       : b.withheld);
+                                       : b.withheld());
     }
     counters_.parked += settled.parked;
-    if (!settled.last_failure.empty()) stall_.failure(settled.last_failure, Clock::now());
+    if (!settled.last_failure.empty()) stall_.failure(settled.last_failure, clock_.now());
     if (settled.retry_due_until) stall_.retry_scheduled(*settled.retry_due_until);
     {
       const StageCpu::Scope cpu(CpuStage::kMark);
       if (!commit_batch(b, settled)) return;
     }
-    settler_.observe_stages(b, Clock::now());
-    if (!settled.acked.empty()) stall_.progress(Clock::now());
+    settler_.observe_stages(b, clock_.now());
+    if (!settled.acked.empty()) stall_.progress(clock_.now());
     // Still armed since that claim: a row committed after it has notified (the wait
     // sees it at once), and every earlier due row was in it. The claim that would
     // follow is a round trip that finds nothing, at a low rate.
     if (b.claimed_all_due && settled.failed.empty() && wake_.armed()) last_claim_empty_ = true;
     note_retries(settled.failed);
-    metrics_.marked(seconds_since(t2));
+    metrics_.marked(seconds_between(t2, clock_.now()));
     auto ms = [](auto a, auto z) { return std::chrono::duration<double, std::milli>(z - a).count(); };
-    spdlog::debug("batch of {}: claim {:.1f} ms, publish+confirm {:.1f} ms, mark+commit {:.1f} ms", b.rows.size(),
-                  b.claim_ms, ms(b.claimed_at, t2), ms(t2, Clock::now()));
-  } catch (const pqxx::broken_connection& e) {
-    spdlog::warn(
-        "PostgreSQL connection lost during a batch of {} rows; they stay pending and may be published "
-        "again: {}",
-        b.rows.size(), outbox::one_line(e.what()));
-    b.tx.reset();  // before its connection goes
-    b.store->disconnect();
-  } catch (const pqxx::sql_error& e) {
+    spdlog::debug("batch of {}: claim {:.1f} ms, publish+confirm {:.1f} ms, mark+commit {:.1f} ms", b.rows().size(),
+                  b.claim_ms(), ms(b.claimed_at(), t2), ms(t2, clock_.now()));
+  } catch (const PgError& e) {
+    if (e.kind() == PgError::Kind::kSessionLost) {
+      spdlog::warn(
+          "PostgreSQL connection lost during a batch of {} rows; they stay pending and may be published "
+          "again: {}",
+          b.rows().size(), outbox::one_line(e.what()));
+      b.store().disconnect();
+      return;
+    }
     // The rows stay pending, acked or not, and are claimed again: at once, that would
     // publish them again and again as fast as the broker acks. So claims pause,
     // longer at each rollback in a row, as after a fault of the broker's.
-    batch_abandoned(b,
-                    "the mark of rows " + std::to_string(b.rows.front().id) + ".." + std::to_string(b.rows.back().id) +
-                        " rolled back (SQLSTATE " + e.sqlstate() + "): " + outbox::one_line(e.what()),
-                    b.store->connected());
+    if (e.kind() == PgError::Kind::kStatement)
+      batch_abandoned(b,
+                      "the mark of " + rows_of(b) + " rolled back (SQLSTATE " + e.sqlstate() +
+                          "): " + outbox::one_line(e.what()),
+                      b.store().connected());
+    else batch_abandoned(b, "batch of " + rows_of(b) + " abandoned: " + outbox::one_line(e.what()), false);
   } catch (const std::exception& e) {
     // Nothing may end the relay: drop the session (the rows stay pending) and pause
     // claims, longer at each such failure in a row, so a fault that repeats does not
     // spin. A hold, not a sleep: the other batch in flight still reads its confirms.
-    batch_abandoned(b,
-                    "batch of rows " + std::to_string(b.rows.front().id) + ".." + std::to_string(b.rows.back().id) +
-                        " abandoned: " + outbox::one_line(e.what()),
-                    false);
+    batch_abandoned(b, "batch of " + rows_of(b) + " abandoned: " + outbox::one_line(e.what()), false);
   }
 }
 
 void RelayLoop::batch_abandoned(InflightBatch& b, const std::string& why, bool keep_session) {
-  stall_.failure(why, Clock::now());
-  const auto delay = hold_.after_rollback(Clock::now());
+  stall_.failure(why, clock_.now());
+  const auto delay = hold_.after_rollback(clock_.now());
   spdlog::warn("{}; the batch's {} rows stay pending and will be published again; publishing paused for {} ms", why,
-               b.rows.size(), delay.count());
-  b.tx.reset();
-  if (!keep_session) b.store->disconnect();
+               b.rows().size(), delay.count());
+  b.store().abort_batch();
+  if (!keep_session) b.store().disconnect();
 }
 
 // Marks the batch's rows and commits: with no failures (the common case) the mark
-// and COMMIT travel together, one round trip (OutboxStore::mark_published_and_commit).
+// and COMMIT travel together, one round trip (BatchStore::commit_batch).
 bool RelayLoop::commit_batch(InflightBatch& b, const SettledBatch& settled) {
   const std::size_t acked = settled.acked.size(), failed = settled.failed.size();
   try {
-    if (settled.failed.empty()) {
-      b.store->mark_published_and_commit(*b.tx, settled.acked);
-    } else {
-      b.store->mark_published(*b.tx, settled.acked);
-      b.store->mark_failed(*b.tx, settled.failed, config_.relay.max_attempts);
-      b.tx->commit();
-    }
-  } catch (const pqxx::in_doubt_error& e) {
+    b.store().commit_batch(settled.acked, settled.failed, config_.relay.max_attempts);
+  } catch (const PgError& e) {
+    if (e.kind() != PgError::Kind::kInDoubt) throw;
     ++counters_.commit_unknown;
     metrics_.commit_unknown();
     spdlog::error("commit outcome unknown for a batch of {} acked rows; they may be published again: {}", acked,
                   outbox::one_line(e.what()));
-    b.tx.reset();
-    b.store->disconnect();
+    b.store().disconnect();
     return false;
   }
   hold_.committed();
@@ -385,13 +382,13 @@ bool RelayLoop::commit_batch(InflightBatch& b, const SettledBatch& settled) {
 // The relay's own retries wake it when due, so an idle relay needs no fast poll to
 // honour its backoff. Rows failed without an attempt are due at once.
 void RelayLoop::note_retries(const std::vector<FailedRow>& failed) {
-  if (next_retry_at_ && *next_retry_at_ <= Clock::now()) next_retry_at_.reset();  // already due
+  if (next_retry_at_ && *next_retry_at_ <= clock_.now()) next_retry_at_.reset();  // already due
   for (const auto& f : failed) {
     if (f.retry_in_ms <= 0) {
       last_claim_empty_ = false;
       continue;
     }
-    const auto due = Clock::now() + milliseconds(f.retry_in_ms);
+    const auto due = clock_.now() + milliseconds(f.retry_in_ms);
     if (!next_retry_at_ || due < *next_retry_at_) next_retry_at_ = due;
   }
 }
@@ -402,8 +399,8 @@ void RelayLoop::note_retries(const std::vector<FailedRow>& failed) {
 void RelayLoop::sleep_until_work() {
   auto wake_by = Clock::time_point::max();
   if (next_retry_at_) wake_by = *next_retry_at_;
-  if (lanes_) wake_by = std::min(wake_by, std::max(next_rebalance_, Clock::now()));
-  if (wake_.polling_busy(Clock::now())) {
+  if (lanes_) wake_by = std::min(wake_by, std::max(next_rebalance_, clock_.now()));
+  if (wake_.polling_busy(clock_.now())) {
     // Busy a moment ago: it claims again within a millisecond, due scheduled rows
     // included, so it need not ask when the next one is due.
     wake_.poll_busy(wake_by);
@@ -412,21 +409,21 @@ void RelayLoop::sleep_until_work() {
     if (const auto due = next_scheduled()) wake_by = std::min(wake_by, *due);
     probe_first_ = wake_.sleep(wake_by, lanes_ != nullptr);
   }
-  if (next_retry_at_ && Clock::now() >= *next_retry_at_) next_retry_at_.reset();
+  if (next_retry_at_ && clock_.now() >= *next_retry_at_) next_retry_at_.reset();
   last_claim_empty_ = false;
 }
 
 // When the earliest scheduled row not yet due is due (plus kScheduledCoalesce). A
 // producer that schedules an earlier one notifies, which wakes the relay to ask again.
 std::optional<Clock::time_point> RelayLoop::next_scheduled() {
-  OutboxStore* store = free_store();
+  BatchStore* store = free_store();
   if (!store) return std::nullopt;
   try {
     const auto in = store->next_scheduled_in();
     if (!in) return std::nullopt;
     // A deliver_at in 9999 is further than a steady_clock can add: a day is as good.
     const double s = std::clamp(*in, 0.0, 86400.0);
-    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)) +
+    return clock_.now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)) +
            kScheduledCoalesce;
   } catch (const std::exception& e) {
     // The next claim finds out what is wrong and reconnects; until then, the poll.
@@ -438,10 +435,10 @@ std::optional<Clock::time_point> RelayLoop::next_scheduled() {
 
 // Recounts the live relays and takes or gives up lanes (logged when they move).
 void RelayLoop::rebalance_lanes() {
-  next_rebalance_ = Clock::now() + milliseconds(config_.relay.rebalance_interval_ms);
+  next_rebalance_ = clock_.now() + milliseconds(config_.relay.rebalance_interval_ms);
   if (!primary().connected() || !lanes_->joined()) return;
   try {
-    auto change = lanes_->rebalance(primary().session());
+    auto change = primary().rebalance_lanes(*lanes_);
     metrics_.set_lanes_owned(lanes_->owned().size());
     if (!change.taken.empty() || !change.released.empty())
       spdlog::info("lanes: own {} of {} ({} relays, fair share {}): took {}, gave up {}", lanes_->owned().size(),
@@ -456,10 +453,10 @@ void RelayLoop::rebalance_lanes() {
 }
 
 void RelayLoop::maybe_log_summary(bool force) {
-  const auto now = Clock::now();
+  const auto now = clock_.now();
   const double elapsed = std::chrono::duration<double>(now - last_summary_).count();
   if (!force && elapsed < config_.relay.summary_interval_s) return;
-  OutboxStore* store = free_store();                  // a session with no claim transaction open
+  BatchStore* store = free_store();                   // a session with no claim transaction open
   if (!store && !force && !batches_.empty()) return;  // after the next commit
   const double rate = elapsed > 0 ? (counters_.published - published_at_last_summary_) / elapsed : 0;
   last_summary_ = now;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "broker/amqp_publisher.h"
+#include "broker/broker_link.h"
 #include "config/config.h"
 #include "loop/batch_pipeline.h"
 #include "loop/batch_publisher.h"
@@ -22,10 +22,12 @@
 #include "loop/wake_coordinator.h"
 #include "metrics/relay_metrics.h"
 #include "metrics/stage_cpu.h"
+#include "pg/batch_store.h"
 #include "pg/lane_manager.h"
-#include "pg/outbox_store.h"
+#include "pg/wake_listener.h"
 #include "policy/claim_floor_policy.h"
 #include "policy/connect_failure.h"
+#include "policy/loop_clock.h"
 
 namespace relay {
 
@@ -35,6 +37,17 @@ struct RelayCounters {
   std::uint64_t failed = 0;          // nacked, returned, or lost with the channel/connection
   std::uint64_t parked = 0;          // failures that reached max_attempts
   std::uint64_t commit_unknown = 0;  // batches whose commit outcome is unknown
+};
+
+// What the loop runs on: its broker link, a store per batch in flight
+// (relay.pipeline_depth), the listener that wakes it, its clock. admin/cmd_run.cpp
+// wires the real ones (AmqpPublisher, OutboxStore, NotifyListener, steady_clock);
+// the loop's unit tests wire fakes.
+struct RelayLinks {
+  std::unique_ptr<BrokerLink> broker;
+  std::vector<std::unique_ptr<BatchStore>> stores;  // at least one; the first is the primary (lanes, summary)
+  std::unique_ptr<WakeListener> listener;
+  const LoopClock* clock = &LoopClock::steady();
 };
 
 // The relay's main loop, the story of one batch: claim due rows in a transaction
@@ -57,12 +70,13 @@ struct RelayCounters {
 //
 // Thread safety: none; run() owns the thread. `stop` may be set from any thread (a
 // signal handler): the batches in flight are finished and committed, then run()
-// returns. Owns its sessions: not copyable.
+// returns. Owns its links: not copyable.
 class RelayLoop {
  public:
   // `metrics` (may be null: then a private registry) receives the loop's metrics and
-  // liveness/readiness state; it must outlive the loop.
-  RelayLoop(RelayConfig config, const std::atomic<bool>& stop, RelayMetrics* metrics = nullptr);
+  // liveness/readiness state; it must outlive the loop. REQUIRES: `links` has a
+  // broker, a listener and at least one store.
+  RelayLoop(RelayConfig config, RelayLinks links, const std::atomic<bool>& stop, RelayMetrics* metrics = nullptr);
   RelayLoop(const RelayLoop&) = delete;
   RelayLoop& operator=(const RelayLoop&) = delete;
 
@@ -73,7 +87,7 @@ class RelayLoop {
   const RelayCounters& counters() const { return counters_; }
 
  private:
-  using Clock = std::chrono::steady_clock;
+  using Clock = LoopClock::Clock;
 
   bool ensure_connected();  // REQUIRES: no batch in flight
   struct ConnectError {
@@ -81,12 +95,12 @@ class RelayLoop {
     std::string text;  // one line, no secret
   };
   std::optional<ConnectError> connect_missing();
-  OutboxStore& primary() { return *stores_.front(); }
-  OutboxStore* free_store();  // connected, with no batch in flight
+  BatchStore& primary() { return *stores_.front(); }
+  BatchStore* free_store();  // connected, with no batch in flight
   bool can_claim();
   void claim_batch(bool probe_first);
-  std::vector<ClaimedRow> claim_rows(OutboxStore& store, BatchTransaction& tx, int limit);
-  void claim_failed(OutboxStore& store, const std::exception& e);
+  std::vector<ClaimedRow> claim_rows(BatchStore& store, int limit);
+  void claim_failed(BatchStore& store, const std::exception& e);
   bool finish_one_settled();
   void finish_batch(InflightBatch& batch);
   bool commit_batch(InflightBatch& batch, const SettledBatch& settled);
@@ -100,12 +114,14 @@ class RelayLoop {
   void maybe_log_summary(bool force);
 
   RelayConfig config_;
+  RelayLinks links_;
+  const LoopClock& clock_;
   const std::atomic<bool>& stop_;
   std::unique_ptr<outbox::metrics::Registry> own_registry_;  // when no RelayMetrics was given
   std::unique_ptr<RelayMetrics> own_metrics_;
   RelayMetrics& metrics_;
-  AmqpPublisher amqp_;
-  std::vector<std::unique_ptr<OutboxStore>> stores_;  // one per batch in flight
+  BrokerLink& amqp_;                                  // links_.broker
+  std::vector<std::unique_ptr<BatchStore>>& stores_;  // links_.stores: one per batch in flight
   std::unique_ptr<LaneManager> lanes_;                // relay.ordering per_key only; locks on primary()
   KeyCursor key_cursor_;                              // per_key: where the next claim's walk over the keys goes on
   Clock::time_point next_rebalance_{};

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <thread>
 #include <utility>
 
 #include "outbox/one_line.h"
@@ -15,23 +14,21 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// How long an idle relay waits for producer transactions still open (that did not
-// notify) before it takes the listener's lock; it polls meanwhile if they last.
-constexpr milliseconds kArmLockWait{200};
-
 }  // namespace
 
-WakeCoordinator::WakeCoordinator(const RelayConfig& config, AmqpPublisher& amqp, RelayMetrics& metrics,
-                                 const std::atomic<bool>& stop, std::function<void()> tick)
-    : relay_(config.relay),
+WakeCoordinator::WakeCoordinator(const RelaySettings& relay, BrokerLink& amqp, WakeListener& listener,
+                                 RelayMetrics& metrics, const LoopClock& clock, const std::atomic<bool>& stop,
+                                 std::function<void()> tick)
+    : relay_(relay),
       amqp_(amqp),
+      listener_(listener),
       metrics_(metrics),
+      clock_(clock),
       stop_(stop),
-      tick_(std::move(tick)),
-      listener_(config.postgres, kArmLockWait) {}
+      tick_(std::move(tick)) {}
 
 bool WakeCoordinator::sleep(Clock::time_point wake_by, bool per_key) {
-  using Arm = NotifyListener::Arm;
+  using Arm = WakeListener::Arm;
   auto poll = milliseconds(relay_.poll_interval_ms);
   bool fallback_poll = false;
   arm_policy_.went_idle();
@@ -55,7 +52,7 @@ bool WakeCoordinator::sleep(Clock::time_point wake_by, bool per_key) {
       listener_.disconnect();
     }
   }
-  const auto until = std::min(Clock::now() + poll, wake_by);
+  const auto until = std::min(clock_.now() + poll, wake_by);
   // Another idle relay holds the lock and answers the producers' notifications;
   // waking for them too would be N relays claiming for one row. With per_key lanes
   // the row's lane may be this relay's, so it stays woken.
@@ -96,11 +93,11 @@ void WakeCoordinator::poll_busy(Clock::time_point wake_by) {
   tick_();
   read_listener();  // another holder's producers': this relay claims anyway
   drain_broker_events();
-  const auto now = Clock::now();
-  if (wake_by > now) std::this_thread::sleep_for(std::min<Clock::duration>(arm_policy_.busy_poll(), wake_by - now));
+  const auto now = clock_.now();
+  if (wake_by > now) clock_.sleep_for(std::min<Clock::duration>(arm_policy_.busy_poll(), wake_by - now));
 }
 
-std::optional<NotifyListener::Wake> WakeCoordinator::read_listener() {
+std::optional<WakeListener::Wake> WakeCoordinator::read_listener() {
   try {
     return listener_.take_notifications();
   } catch (const std::exception& e) {
@@ -136,19 +133,18 @@ bool WakeCoordinator::wait(Clock::time_point until, bool handover_only) {
       return true;
     }
     if (wake->handover || (wake->producer && !handover_only)) return true;
-    auto left = std::chrono::ceil<milliseconds>(until - Clock::now());
+    auto left = std::chrono::ceil<milliseconds>(until - clock_.now());
     if (left <= milliseconds(0)) return false;
     pollfd fds[2];
     nfds_t n = 0;
     if (amqp_.connected()) fds[n++] = pollfd{amqp_.socket(), POLLIN, 0};
     if (listener_.connected()) fds[n++] = pollfd{listener_.socket(), POLLIN, 0};
-    if (!amqp_.has_buffered_data()) ::poll(fds, n, static_cast<int>(std::min(left, milliseconds(100)).count()));
+    if (!amqp_.has_buffered_data()) clock_.wait_readable(fds, n, std::min(left, milliseconds(100)));
     drain_broker_events();
     if (!amqp_.connected()) {  // lost while idle: wake, so the loop reconnects at once
       give_back();             // it cannot publish what it would be woken for
       return true;
     }
-    if (n == 0) std::this_thread::sleep_for(std::min(left, milliseconds(100)));
   }
   return false;
 }
@@ -167,7 +163,7 @@ void WakeCoordinator::give_back() {
   if (!listener_.armed()) return;
   metrics_.set_listen_role(ListenRole::kNone);
   try {
-    listener_.disarm(NotifyListener::Release::kHandOver);
+    listener_.disarm(WakeListener::Release::kHandOver);
   } catch (const std::exception& e) {
     spdlog::warn("PostgreSQL listener session failed, polling until it is back: {}", outbox::one_line(e.what()));
     listener_.disconnect();
@@ -175,9 +171,9 @@ void WakeCoordinator::give_back() {
 }
 
 void WakeCoordinator::pause(milliseconds total) {
-  const auto until = Clock::now() + total;
+  const auto until = clock_.now() + total;
   while (!stop_) {
-    auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now());
+    auto left = std::chrono::duration_cast<milliseconds>(until - clock_.now());
     if (left <= milliseconds(0)) return;
     auto slice = std::min(left, milliseconds(100));
     tick_();
@@ -185,7 +181,7 @@ void WakeCoordinator::pause(milliseconds total) {
       auto ev = amqp_.next_event(slice);
       if (ev && ev->kind == BrokerEvent::Kind::kConnectionClosed) spdlog::warn("AMQP {}", ev->reason);
     } else {
-      std::this_thread::sleep_for(slice);
+      clock_.sleep_for(slice);
     }
   }
 }

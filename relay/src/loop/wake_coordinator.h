@@ -7,18 +7,19 @@
 #include <optional>
 #include <vector>
 
-#include "broker/amqp_publisher.h"
+#include "broker/broker_link.h"
 #include "config/config.h"
 #include "metrics/relay_metrics.h"
-#include "pg/notify_listener.h"
-#include "pg/outbox_store.h"
+#include "pg/outbox_rows.h"
+#include "pg/wake_listener.h"
 #include "policy/listen_arm_policy.h"
+#include "policy/loop_clock.h"
 
 namespace relay {
 
-// With relay.listen, one idle relay holds the waiting lock (NotifyListener) and
+// With relay.listen, one idle relay holds the waiting lock (a WakeListener) and
 // producers' inserts wake it; the others poll at listen_poll_interval_ms and wake
-// on a handover. This owns the listener session and the lock's state:
+// on a handover. This drives the listener session and the lock's state:
 // - sleep(): arm the listener (once armed, the caller claims once more: every
 //   insert that did not notify has ended) or sleep until a notification, the
 //   fallback poll, `wake_by`, or stop; poll_busy(): a relay busy a moment ago
@@ -33,14 +34,15 @@ namespace relay {
 //   on a notification finds nothing again.
 // While it waits, the broker's socket is serviced too (heartbeats, closes).
 //
+// Its waits and times are `clock`'s.
 // Thread safety: none; the loop's thread owns it. `tick` runs at least every 100 ms
-// of a wait (the loop's heartbeat). REQUIRES: `amqp` and `metrics` outlive it.
+// of a wait (the loop's heartbeat). REQUIRES: every reference outlives it.
 class WakeCoordinator {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = LoopClock::Clock;
 
-  WakeCoordinator(const RelayConfig& config, AmqpPublisher& amqp, RelayMetrics& metrics, const std::atomic<bool>& stop,
-                  std::function<void()> tick);
+  WakeCoordinator(const RelaySettings& relay, BrokerLink& amqp, WakeListener& listener, RelayMetrics& metrics,
+                  const LoopClock& clock, const std::atomic<bool>& stop, std::function<void()> tick);
 
   // Waits for work; returns whether the next claim should ask has_due_rows() first
   // (a fallback poll: rows are unlikely) rather than claim at once (a notification,
@@ -79,7 +81,7 @@ class WakeCoordinator {
   bool listener_ready();
   // What came on the listener's session; nothing when the session was lost (logged,
   // and disconnected: the next sleep() connects again).
-  std::optional<NotifyListener::Wake> read_listener();
+  std::optional<WakeListener::Wake> read_listener();
   // Sleeps until `until` on both sockets; true when a notification woke it, or the
   // listener session or the broker connection was lost (the loop looks and
   // reconnects at once instead of sleeping out the fallback poll).
@@ -88,13 +90,14 @@ class WakeCoordinator {
   void drain_broker_events();
 
   const RelaySettings& relay_;
-  AmqpPublisher& amqp_;
+  BrokerLink& amqp_;
+  WakeListener& listener_;
   RelayMetrics& metrics_;
+  const LoopClock& clock_;
   const std::atomic<bool>& stop_;
   std::function<void()> tick_;
-  NotifyListener listener_;
   ListenArmPolicy arm_policy_;
-  NotifyListener::Arm arm_state_ = NotifyListener::Arm::kProducerBusy;
+  WakeListener::Arm arm_state_ = WakeListener::Arm::kProducerBusy;
   bool listener_failed_ = false;  // logged once until it works again
   // The last wake: a bystander's fallback poll, or a notification (judge_holder).
   bool polled_as_bystander_ = false, woke_on_notification_ = false;

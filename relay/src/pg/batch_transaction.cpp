@@ -1,6 +1,6 @@
 #include "pg/batch_transaction.h"
 
-#include <pqxx/except>
+#include "pg/pg_error.h"
 
 namespace relay {
 
@@ -9,7 +9,7 @@ BatchTransaction::BatchTransaction(PgSession& session) : session_(session) {}
 BatchTransaction::~BatchTransaction() { abort(); }
 
 void BatchTransaction::require_open() const {
-  if (ended_) throw pqxx::usage_error("statement on a batch transaction that has ended");
+  if (ended_) throw PgError(PgError::Kind::kUsage, "statement on a batch transaction that has ended");
 }
 
 void BatchTransaction::begin_now() {
@@ -46,17 +46,19 @@ void BatchTransaction::commit() {
   PgResult res;
   try {
     res = session_.exec("COMMIT", {}, PgSession::Format::kText);
-  } catch (const pqxx::broken_connection& e) {
-    throw pqxx::in_doubt_error(std::string("connection lost during COMMIT: ") + e.what());
+  } catch (const PgError& e) {
+    if (e.kind() != PgError::Kind::kSessionLost) throw;
+    throw PgError(PgError::Kind::kInDoubt, std::string("connection lost during COMMIT: ") + e.what());
   }
   // COMMIT of a transaction an earlier statement aborted answers ROLLBACK, not an error.
   if (res.command_tag() == "ROLLBACK")
-    throw pqxx::sql_error("COMMIT rolled the transaction back: an earlier statement in it failed", "COMMIT");
+    throw PgError(PgError::Kind::kStatement, "COMMIT rolled the transaction back: an earlier statement in it failed",
+                  "", true);
 }
 
 std::size_t BatchTransaction::commit_after(const std::string& name, const PgSession::Params& params) {
   require_open();
-  if (!begun_) throw pqxx::usage_error("commit_after() on a batch transaction that has not begun");
+  if (!begun_) throw PgError(PgError::Kind::kUsage, "commit_after() on a batch transaction that has not begun");
   // On an error the transaction may still be open (aborted): abort() rolls it back.
   const std::size_t affected = session_.exec_then_commit(name, params);
   ended_ = true;

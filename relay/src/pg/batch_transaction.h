@@ -15,10 +15,10 @@ namespace relay {
 // the claim (begin_with()), and commit_after() sends the batch's last statement and
 // COMMIT together.
 //
-// Contract, as libpqxx's pqxx::work: commit() throws pqxx::in_doubt_error when the
+// Contract, as libpqxx's pqxx::work: commit() throws PgError kInDoubt when the
 // session is lost during COMMIT (the relay reports the batch as "may be published
 // again"); a transaction destroyed without commit() is rolled back (its row locks
-// released); a statement that fails aborts it (pqxx::sql_error), and it can then
+// released); a statement that fails aborts it (PgError kStatement), and it can then
 // only be rolled back.
 //
 // REQUIRES: statements of the transaction run through it (begin_with, exec,
@@ -49,8 +49,8 @@ class BatchTransaction {
                 PgSession::Format format = PgSession::Format::kBinary);
   PgResult exec_prepared(const std::string& name, const PgSession::Params& params,
                          PgSession::Format format = PgSession::Format::kBinary);
-  // Commits (nothing to do if it never began). Throws pqxx::in_doubt_error when the
-  // answer to COMMIT never came, pqxx::sql_error when the server rolled it back.
+  // Commits (nothing to do if it never began). Throws PgError kInDoubt when the
+  // answer to COMMIT never came, kStatement when the server rolled it back.
   void commit();
   // Runs the prepared statement `name` (text parameters) and COMMIT in one round trip
   // and ends the transaction; returns the rows the statement affected. Throws as

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "pg/wake_listener.h"
 
 namespace relay {
 
@@ -26,11 +27,11 @@ namespace relay {
 // takes it at once (docs/ARCHITECTURE.md, "Processes and threads").
 //
 // Thread safety: none; the relay loop's thread owns it. Owns a connection: not copyable.
-class NotifyListener {
+class NotifyListener : public WakeListener {
  public:
   // `lock_wait`: how long arm() waits for open producer transactions.
   NotifyListener(PostgresConfig config, std::chrono::milliseconds lock_wait);
-  ~NotifyListener();
+  ~NotifyListener() override;
   NotifyListener(const NotifyListener&) = delete;
   NotifyListener& operator=(const NotifyListener&) = delete;
 
@@ -40,42 +41,27 @@ class NotifyListener {
   // would hold the waiting lock for hours (the server's own keepalives), so no relay
   // got producers' notifications (only pg_stat_activity's pid and backend_start
   // together name it: a pid alone may have been reused).
-  void connect();
-  bool connected() const;
-  void disconnect();
+  void connect() override;
+  bool connected() const override;
+  void disconnect() override;
 
-  enum class Arm {
-    kArmed,         // this relay holds the lock: every insert from now on notifies
-    kOtherRelay,    // another idle relay holds it and answers the inserts
-    kProducerBusy,  // a producer transaction that did not notify is still open
-  };
   // Takes the lock, waiting at most `lock_wait` for producer transactions still open.
   // REQUIRES: connected(). Throws pqxx errors when the session fails.
-  Arm arm();
-  enum class Release {
-    kQuiet,     // nobody else need wake: the session is going, or a test
-    kHandOver,  // wake the other relays' listeners: one of them takes the lock
-  };
+  Arm arm() override;
   // Releases the lock (producers stop notifying). No-op when not armed.
-  void disarm(Release how);
-  bool armed() const { return armed_; }
+  void disarm(Release how) override;
+  bool armed() const override { return armed_; }
   // Who held the lock at the last arm() that returned kOtherRelay: "another relay
   // (pid 4711, user 'relay', application 'outbox-relay')", or "a session that does
   // not look like a relay (...)" when its application_name is neither this session's
   // nor 'outbox-relay'.
-  const std::string& lock_holder() const { return lock_holder_; }
+  const std::string& lock_holder() const override { return lock_holder_; }
 
   // The session's socket, for poll(); -1 when not connected.
-  int socket() const;
-  // What arrived on the socket since the last call.
-  struct Wake {
-    bool producer = false;  // an insert's notification (or any other payload)
-    bool handover = false;  // another relay gave the lock back
-    bool any() const { return producer || handover; }
-  };
+  int socket() const override;
   // Reads what arrived on the socket. The session's own handovers are left out.
   // Throws pqxx::broken_connection when the session is gone.
-  Wake take_notifications();
+  Wake take_notifications() override;
 
   // The payload of a handover NOTIFY; producers' notifications carry ''.
   static constexpr const char* kHandoverPayload = "relay-handover";

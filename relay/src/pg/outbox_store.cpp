@@ -3,7 +3,6 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <pqxx/except>
 #include <unordered_map>
 
 #include "metrics/stage_cpu.h"
@@ -12,18 +11,9 @@
 #include "outbox/sql_identifier.h"
 #include "pg/lane_manager.h"
 #include "pg/pg_connect.h"
-#include "policy/failure_policy.h"
+#include "pg/pg_error.h"
 
 namespace relay {
-
-StoreOptions StoreOptions::of(const RelaySettings& relay) {
-  StoreOptions o;
-  if (relay.ordering == Ordering::kPerKey) o.key_lanes = relay.lanes;
-  o.park_key = relay.key_failure_policy == KeyFailurePolicy::kParkKey;
-  o.delete_on_publish = relay.on_publish == OnPublish::kDelete;
-  o.max_payload_bytes = static_cast<std::size_t>(relay.max_payload_bytes);
-  return o;
-}
 
 OutboxStore::OutboxStore(PostgresConfig config, StoreOptions options)
     : config_(std::move(config)),
@@ -35,18 +25,35 @@ OutboxStore::~OutboxStore() = default;
 
 bool OutboxStore::connected() const { return session_ && session_->is_open(); }
 
-void OutboxStore::disconnect() { session_.reset(); }
+void OutboxStore::disconnect() {
+  batch_.reset();  // its rollback fails quietly on a lost session
+  session_.reset();
+}
 
 PgSession& OutboxStore::session() {
-  if (!session_) throw pqxx::broken_connection("the relay's PostgreSQL session is not open");
+  if (!session_) throw PgError(PgError::Kind::kSessionLost, "the relay's PostgreSQL session is not open");
   return *session_;
 }
 
 std::string OutboxStore::endpoint() const { return session_ ? session_->endpoint() : "(not connected)"; }
 
 void OutboxStore::connect() {
-  session_.reset();
+  disconnect();
   auto setup = open_relay_session(config_);
+  configure_session(*setup);
+  mark_by_address_ =
+      !setup->exec("SELECT relhassubclass FROM pg_class WHERE oid = $1::regclass", {schema_ + ".outbox"}).boolean(0, 0);
+  // Every statement is prepared on its first use (prepared_statement); the claims
+  // and payloads come back in binary.
+  statements_.clear();
+  for (auto& st : OutboxStatements::define(schema_, options_)) statements_.push_back({st.name, st.sql});
+  mark_by_id_sql_ = OutboxStatements::mark_by_id(schema_, options_);
+  session_ = std::move(setup);
+}
+
+// The session's limits and planner settings, before any statement of the relay's.
+void OutboxStore::configure_session(PgSession& setup_session) {
+  PgSession* setup = &setup_session;
   setup->exec("SET statement_timeout = " + std::to_string(config_.statement_timeout_ms));
   setup->exec("SET idle_in_transaction_session_timeout = " + std::to_string(config_.idle_in_transaction_timeout_ms));
   if (!config_.synchronous_commit) setup->exec("SET synchronous_commit = off");
@@ -71,98 +78,6 @@ void OutboxStore::connect() {
   // choice held (docs/perf/NOTEBOOK.md, "Round eleven"). The settings above keep the
   // generic plans index scans; a re-plan still follows each ANALYZE.
   setup->exec("SET plan_cache_mode = force_generic_plan");
-  mark_by_address_ =
-      !setup->exec("SELECT relhassubclass FROM pg_class WHERE oid = $1::regclass", {schema_ + ".outbox"}).boolean(0, 0);
-  const std::string select_list = claim_select_list();
-  // Every statement is prepared on its first use (prepared_statement); the claims
-  // and payloads come back in binary.
-  statements_.clear();
-  // Due scheduled rows first (migration 0018), by deliver_at, through their own
-  // index; then ready rows by id through theirs (0019): a row scheduled far ahead is
-  // never read before it is due. Only the first statement of a claim takes scheduled
-  // rows (claim_around's second would find its own locks, which SKIP LOCKED does not
-  // skip, and claim them twice).
-  const std::string scheduled = select_list + "FROM " + schema_ + ".outbox o WHERE " + pending_sql() +
-                                " AND deliver_at <= now() AND next_attempt_at <= now() "
-                                "ORDER BY deliver_at, id LIMIT $1 FOR UPDATE SKIP LOCKED";
-  const std::string ready = select_list + "FROM " + schema_ + ".outbox o WHERE " + pending_sql() +
-                            " AND deliver_at IS NULL AND next_attempt_at <= now() ";
-  auto with_scheduled = [&](const std::string& range) {
-    return "WITH s AS MATERIALIZED (" + scheduled + "), r AS (" + ready + range +
-           "ORDER BY id LIMIT $1 - (SELECT count(*) FROM s) FOR UPDATE SKIP LOCKED) "
-           "SELECT * FROM s UNION ALL SELECT * FROM r";
-  };
-  statements_.push_back({"outbox_claim", with_scheduled("")});
-  statements_.push_back({"outbox_claim_below", with_scheduled("AND id < $2 ")});
-  statements_.push_back({"outbox_claim_above", with_scheduled("AND id > $2 ")});
-  statements_.push_back({"outbox_claim_above_ready",
-                         ready + "AND id > $2 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED"});
-  if (options_.key_lanes > 0) add_key_walk(select_list);
-  // clock_timestamp(), not now(): the time the relay recorded the broker's acks,
-  // not the start of the claim transaction.
-  auto mark = [&](const std::string& target) {
-    return options_.delete_on_publish ? "DELETE FROM " + target + " WHERE "
-                                      : "UPDATE " + target + " SET published_at = clock_timestamp() WHERE ";
-  };
-  // No "published_at IS NULL" in the marks: the rows are the acked ones, which this
-  // transaction locked pending (FOR UPDATE) and nobody else can change; only the
-  // best-effort mark by id after the batch's commit (mark_published_and_commit) runs
-  // without the locks, and at worst stamps a row another relay published since a
-  // second time, harmlessly. The guard
-  // would imply the pending indexes' predicate, and the planner then scanned a whole
-  // pending index and filtered it by ctid or id whenever its statistics counted few
-  // pending rows against a batch of more than a few: at every mark in a backlog grown
-  // since the last ANALYZE, 42 ms for 500 rows in 100 000 against 3.7 ms
-  // (docs/perf/NOTEBOOK.md, "Round eleven").
-  // By address (a TID scan): 500 index probes a batch fewer than by id, about
-  // 1.5 us of PostgreSQL CPU per row (docs/perf/NOTEBOOK.md, "Round five"). ONLY: a
-  // ctid names a version within one table, so it is never looked for in an
-  // inheritance child or partition added since connect(); rows there are not found
-  // by address, and the statement by id marks them. A version this transaction
-  // changed since the claim is not found at its old address either.
-  const std::string by_address = mark("ONLY " + schema_ + ".outbox") + "ctid = ANY($1::tid[])";
-  statements_.push_back({"outbox_mark_published", by_address});
-  mark_by_id_sql_ = mark(schema_ + ".outbox") + "id = ANY($1::bigint[])";
-  statements_.push_back({"outbox_mark_published_by_id", mark_by_id_sql_});
-  // The same mark as the first, sent with the batch's COMMIT (mark_published_and_commit).
-  statements_.push_back({"outbox_mark_then_commit", by_address});
-  statements_.push_back({"outbox_due", "SELECT EXISTS (SELECT 1 FROM " + schema_ + ".outbox WHERE " + pending_sql() +
-                                           " AND deliver_at IS NULL AND next_attempt_at <= now()) OR EXISTS (SELECT 1 "
-                                           "FROM " +
-                                           schema_ + ".outbox WHERE " + pending_sql() +
-                                           " AND deliver_at <= now() AND next_attempt_at <= now())"});
-  // When the earliest scheduled row not yet due is due: the idle relay's timer.
-  statements_.push_back({"outbox_next_scheduled", "SELECT extract(epoch FROM min(deliver_at) - now())::float8 FROM " +
-                                                      schema_ + ".outbox WHERE " + pending_sql() +
-                                                      " AND deliver_at > now()"});
-  statements_.push_back(
-      {"outbox_mark_failed",
-       // attempts as written by hand may be anything: from below 0 it counts
-       // from 0, and at the int maximum it stays there (an overflow would
-       // fail the statement, and with it every row of the batch).
-       "UPDATE " + schema_ +
-           ".outbox o "
-           "SET attempts = LEAST(GREATEST(o.attempts, 0), 2147483646) + f.counted, "
-           "next_attempt_at = now() + f.retry_in_ms * interval '1 millisecond', "
-           "last_error = f.error, "
-           "parked_at = CASE WHEN f.counted = 1 AND GREATEST(o.attempts, 0) >= $5 - 1 THEN now() END, "
-           "refused_by_broker = f.refused "
-           "FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::int[], $6::bool[]) "
-           "AS f(id, error, retry_in_ms, counted, refused) "
-           "WHERE o.id = f.id"});
-  // Pending counts due rows only: a row scheduled for later is in the scheduled
-  // backlog, and its wait is no lag. A due row's age runs from its deliver_at.
-  statements_.push_back(
-      {"outbox_stats",
-       "SELECT count(*) FILTER (WHERE NOT coalesce(deliver_at > now(), false)), "
-       "coalesce(extract(epoch from now() - min(greatest(created_at, deliver_at)) FILTER (WHERE NOT "
-       "coalesce(deliver_at > now(), false) AND isfinite(created_at))), 0)::float8, "
-       "(SELECT count(*) FROM " +
-           schema_ +
-           ".outbox WHERE parked_at IS NOT NULL), count(*) FILTER (WHERE deliver_at > now()), "
-           "extract(epoch from min(deliver_at) FILTER (WHERE deliver_at > now()) - now())::float8 FROM " +
-           schema_ + ".outbox WHERE " + pending_sql()});
-  session_ = std::move(setup);
 }
 
 bool OutboxStore::has_due_rows() { return session().exec_prepared(prepared_statement("outbox_due"), {}).boolean(0, 0); }
@@ -206,62 +121,12 @@ const std::string& OutboxStore::prepared_statement(const char* name) {
     }
     return statement.name;
   }
-  throw pqxx::usage_error(std::string("no statement named ") + name);
+  throw PgError(PgError::Kind::kUsage, std::string("no statement named ") + name);
 }
 
 // A batch's transaction begins with its claim, in the same round trip.
 PgResult OutboxStore::run_claim(BatchTransaction& tx, const char* name, const PgSession::Params& params) {
   return tx.begin_with(prepared_statement(name), params);
-}
-
-// The per_key claim is a loose index scan over outbox_pending_key_idx: a recursive
-// walk that jumps from each pending key to the next one's lowest pending id (its
-// head), up to $3 keys from $4 (or from the first key), then claims the due heads of
-// the relay's lanes. Heads are found on committed state: a head another batch holds
-// (locked, not yet marked) is skipped by SKIP LOCKED, and the walk never looks past a
-// key's head, so its key waits. With park_key a parked head blocks its key; with
-// park_message parked rows are not heads. A head another batch marked after this
-// statement's snapshot is rechecked on its newest version and not claimed again.
-void OutboxStore::add_key_walk(const std::string& select_list) {
-  // Every step is one probe of outbox_pending_key_idx ((ordering_key, id) WHERE
-  // published_at IS NULL): the walk's predicate is exactly the index's, so the
-  // planner takes it in key order whatever its statistics say. (A "parked_at IS
-  // NULL" here let it pick outbox_pending_idx instead and sort every pending row at
-  // each step: 100 ms a claim at 6,000 pending rows, against 1 ms.)
-  // park_key: a key's head is its lowest unpublished row, parked or not; a parked
-  // head is dropped by the final filter and so blocks its key. park_message: a
-  // parked row is a step of its own (wparked), after which the walk goes on to the
-  // next row of the same key, whose first unparked row is then its head.
-  const std::string parked = options_.park_key ? "false" : "parked_at IS NOT NULL";
-  const std::string next = "SELECT ordering_key, id, " + parked + " FROM " + schema_ +
-                           ".outbox WHERE published_at IS NULL ";
-  // walk(wkey, wid, wparked, step): up to `steps` rows, from the first key or after `cursor`.
-  auto walk = [&](const std::string& steps, const std::string& cursor) {
-    return "WITH RECURSIVE walk(wkey, wid, wparked, step) AS ((SELECT k.*, 1 FROM (" + next +
-           (cursor.empty() ? "" : "AND ordering_key > " + cursor + " ") +
-           "ORDER BY ordering_key, id LIMIT 1) k) UNION ALL SELECT n.*, w.step + 1 "
-           "FROM walk w CROSS JOIN LATERAL (" +
-           next +
-           "AND (ordering_key, id) > (w.wkey, CASE WHEN w.wparked THEN w.wid ELSE 9223372036854775807 END) "
-           "ORDER BY ordering_key, id LIMIT 1) n WHERE w.step < " +
-           steps + ") ";
-  };
-  const std::string lane = LaneManager::lane_sql("o.ordering_key", std::to_string(options_.key_lanes));
-  for (bool from_cursor : {false, true}) {
-    const std::string suffix = from_cursor ? "_from" : "_start";
-    // $1 keys to walk, $2 limit, $3 lanes, $4 cursor.
-    statements_.push_back({"outbox_key_heads" + suffix, walk("$1", from_cursor ? "$4" : "") + select_list +
-                                                            "FROM walk w JOIN " + schema_ +
-                                                            ".outbox o ON o.id = w.wid WHERE " + lane +
-                                                            " = ANY($3::int[]) AND " + pending_sql("o.") +
-                                                            " AND o.next_attempt_at <= now() AND NOT "
-                                                            "coalesce(o.deliver_at > now(), false) "
-                                                            "ORDER BY w.wkey LIMIT $2 FOR UPDATE OF o SKIP LOCKED"});
-    // Where a walk of $1 keys (after $2) ends, and whether it reached the last key.
-    statements_.push_back({"outbox_key_walk_end" + suffix,
-                           walk("$1", from_cursor ? "$2" : "") +
-                               "SELECT wkey, step FROM walk ORDER BY step DESC LIMIT 1"});
-  }
 }
 
 std::vector<ClaimedRow> OutboxStore::claim_key_heads(BatchTransaction& tx, int limit, const std::vector<int>& lanes,
@@ -301,26 +166,7 @@ std::vector<ClaimedRow> OutboxStore::claim_key_heads(BatchTransaction& tx, int l
   return {};
 }
 
-std::string OutboxStore::pending_sql(const std::string& alias) {
-  return alias + "published_at IS NULL AND " + alias + "parked_at IS NULL";
-}
-
-// The claim's columns, named: the SELECT list and the decoder use the same names.
-// Both claims call the outbox `o` (the key walk joins it to its steps).
-std::string OutboxStore::claim_select_list() {
-  return "SELECT id, o.ctid AS ctid, message_id::text AS message_id, exchange, routing_key, message_type, "
-         "ordering_key, key_seq, "
-         "content_type, headers::text AS headers, correlation_id, "
-         "CASE WHEN octet_length(payload) <= " +
-         std::to_string(kInlinePayloadBytes) +
-         " THEN payload END "
-         "AS inline_payload, attempts, date_part('epoch', created_at) AS created_epoch, "
-         "date_part('epoch', deliver_at) AS due_epoch, "
-         "octet_length(payload) AS payload_bytes, "
-         "refused_by_broker AS refused_before ";
-}
-
-// Column numbers of claim_select_list() in a result, looked up once per result.
+// Column numbers of OutboxStatements::claim_select_list() in a result, looked up once per result.
 struct OutboxStore::ClaimColumns {
   explicit ClaimColumns(const PgResult& q)
       : id(q.column("id")),
@@ -461,7 +307,7 @@ std::size_t OutboxStore::load_payloads(BatchTransaction& tx, std::vector<Claimed
   if (ids.empty()) return end;
   // Binary results: the payload's bytes as stored, with no escaping pass on either side.
   const PgResult q = tx.exec(payloads_sql_, {outbox::pg::bigint_array(ids)});
-  if (q.columns() != 2) throw pqxx::usage_error("payload fetch: expected 2 columns");
+  if (q.columns() != 2) throw PgError(PgError::Kind::kUsage, "payload fetch: expected 2 columns");
   for (int i = 0; i < q.rows(); ++i) {
     auto& row = rows[index.at(q.int8(i, 0))];
     const auto payload = q.bytes(i, 1);
@@ -532,5 +378,66 @@ PendingStats OutboxStore::stats() {
   if (!r.is_null(0, 4)) stats.next_scheduled_in_s = r.float8(0, 4);
   return stats;
 }
+
+// The BatchStore face: the store's own batch transaction.
+
+BatchTransaction& OutboxStore::batch() {
+  if (!batch_) {
+    if (!session_) throw PgError(PgError::Kind::kSessionLost, "the relay's PostgreSQL session is not open");
+    batch_ = std::make_unique<BatchTransaction>(*session_);
+  }
+  return *batch_;
+}
+
+namespace {
+// An empty claim ends the batch it opened (nothing to hold, nothing to mark).
+std::vector<ClaimedRow> kept_open(std::vector<ClaimedRow> rows, std::unique_ptr<BatchTransaction>& batch) {
+  if (rows.empty() && batch) {
+    batch->commit();
+    batch.reset();
+  }
+  return rows;
+}
+}  // namespace
+
+std::vector<ClaimedRow> OutboxStore::claim(int limit) { return kept_open(claim(batch(), limit), batch_); }
+
+std::vector<ClaimedRow> OutboxStore::claim_around(int limit, std::int64_t skip_from, std::int64_t skip_to) {
+  return kept_open(claim_around(batch(), limit, skip_from, skip_to), batch_);
+}
+
+std::vector<ClaimedRow> OutboxStore::claim_above(int limit, std::int64_t skip_to) {
+  return kept_open(claim_above(batch(), limit, skip_to), batch_);
+}
+
+std::vector<ClaimedRow> OutboxStore::claim_key_heads(int limit, const std::vector<int>& lanes, KeyCursor& cursor) {
+  return kept_open(claim_key_heads(batch(), limit, lanes, cursor), batch_);
+}
+
+bool OutboxStore::in_batch() const { return batch_ && batch_->begun(); }
+
+std::size_t OutboxStore::load_payloads(std::vector<ClaimedRow>& rows, std::size_t first, std::size_t max_bytes) {
+  return load_payloads(batch(), rows, first, max_bytes);
+}
+
+void OutboxStore::commit_batch(const std::vector<const ClaimedRow*>& acked, const std::vector<FailedRow>& failed,
+                               int max_attempts) {
+  auto& tx = batch();
+  // Ended whatever the outcome: committed, in doubt, or aborted (then rolled back).
+  const auto end = std::unique_ptr<BatchTransaction>(std::move(batch_));
+  if (failed.empty()) {
+    mark_published_and_commit(tx, acked);
+    return;
+  }
+  mark_published(tx, acked);
+  mark_failed(tx, failed, max_attempts);
+  tx.commit();
+}
+
+void OutboxStore::abort_batch() { batch_.reset(); }
+
+void OutboxStore::join_lanes(LaneManager& lanes) { lanes.join(session()); }
+
+LaneManager::Change OutboxStore::rebalance_lanes(LaneManager& lanes) { return lanes.rebalance(session()); }
 
 }  // namespace relay

@@ -1,10 +1,11 @@
 #include "pg/pg_result.h"
 
+#include "pg/pg_error.h"
+
 #include <libpq-fe.h>
 
 #include <cstdlib>
 #include <cstring>
-#include <pqxx/except>
 
 namespace relay {
 namespace {
@@ -44,7 +45,7 @@ std::string_view PgResult::bytes(int row, int column) const {
 std::string_view PgResult::fixed(int row, int column, std::size_t size, const char* what) const {
   const auto b = bytes(row, column);
   if (b.size() != size || is_null(row, column))
-    throw pqxx::conversion_error("column " + std::to_string(column) + ": not a binary " + what);
+    throw PgError(PgError::Kind::kUsage, "column " + std::to_string(column) + ": not a binary " + what);
   return b;
 }
 
@@ -74,7 +75,7 @@ std::string PgResult::tid(int row, int column) const {
 
 int PgResult::column(const char* name) const {
   const int n = res_ ? PQfnumber(res_.get(), name) : -1;
-  if (n < 0) throw pqxx::usage_error(std::string("no column named ") + name + " in the result");
+  if (n < 0) throw PgError(PgError::Kind::kUsage, std::string("no column named ") + name + " in the result");
   return n;
 }
 

@@ -38,7 +38,7 @@ class PgResult {
   // The field's bytes, valid while this object lives.
   std::string_view bytes(int row, int column) const;
   // A bigint (int8) column in binary form: 8 bytes, network order. Throws
-  // pqxx::conversion_error naming the column otherwise (NULL included).
+  // PgError kUsage naming the column otherwise (NULL included).
   std::int64_t int8(int row, int column) const;
   // integer (int4), double precision (float8) and boolean columns, likewise.
   std::int32_t int4(int row, int column) const;
@@ -46,7 +46,7 @@ class PgResult {
   bool boolean(int row, int column) const;
   // A tid (a row version's address, as ctid): "(block,offset)", PostgreSQL's text form.
   std::string tid(int row, int column) const;
-  // The number of the column named `name`; throws pqxx::usage_error if none is.
+  // The number of the column named `name`; throws PgError kUsage if none is.
   int column(const char* name) const;
 
  private:
@@ -55,7 +55,7 @@ class PgResult {
   };
   std::unique_ptr<pg_result, Deleter> res_;
   // The field's bytes if it holds exactly `size` of them and is not NULL; else throws
-  // pqxx::conversion_error saying it is not a binary `what`.
+  // PgError kUsage saying it is not a binary `what`.
   std::string_view fixed(int row, int column, std::size_t size, const char* what) const;
 };
 

@@ -5,11 +5,11 @@
 
 #include <functional>
 #include <optional>
-#include <pqxx/except>
 
 #include "outbox/one_line.h"
 #include "outbox/pg_conninfo.h"
 #include "outbox/secret_scrubber.h"
+#include "pg/pg_error.h"
 
 namespace relay {
 namespace {
@@ -27,18 +27,19 @@ std::vector<const char*> c_strings(const PgSession::Params& params) {
   return values;
 }
 
-// Throws as PgSession's contract says unless `res` succeeded; `what` names the statement.
-void check_result(PGconn* pg, const PGresult* res, const std::string& what) {
+// Throws as PgSession's contract says unless `res` succeeded.
+void check_result(PGconn* pg, const PGresult* res) {
   const auto status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
   if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) return;
   const std::string message = outbox::one_line(res ? PQresultErrorMessage(res) : PQerrorMessage(pg));
-  if (!res || PQstatus(pg) != CONNECTION_OK) throw pqxx::broken_connection(message);
+  if (!res || PQstatus(pg) != CONNECTION_OK) throw PgError(PgError::Kind::kSessionLost, message);
   const char* state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-  throw pqxx::sql_error(message, what, state);
+  throw PgError(PgError::Kind::kStatement, message, state ? state : "", true);
 }
 
 PGconn* open_session(PGconn* pg) {
-  if (!pg || PQstatus(pg) != CONNECTION_OK) throw pqxx::broken_connection("PostgreSQL session is not open");
+  if (!pg || PQstatus(pg) != CONNECTION_OK)
+    throw PgError(PgError::Kind::kSessionLost, "PostgreSQL session is not open");
   return pg;
 }
 
@@ -60,7 +61,7 @@ std::optional<std::vector<ResultPtr>> pipeline_results(PGconn* pg) {
 // Queues `sends` in one pipeline and sends it with its sync. Returns how many were
 // queued; all of them and the sync went out if it returns sends.size() + 1.
 std::size_t send_pipeline(PGconn* pg, const std::vector<std::function<int()>>& sends) {
-  if (PQenterPipelineMode(pg) != 1) throw pqxx::broken_connection(outbox::one_line(PQerrorMessage(pg)));
+  if (PQenterPipelineMode(pg) != 1) throw PgError(PgError::Kind::kSessionLost, outbox::one_line(PQerrorMessage(pg)));
   std::size_t queued = 0;
   for (const auto& send : sends) {
     if (send() != 1) return queued;
@@ -74,14 +75,14 @@ std::size_t send_pipeline(PGconn* pg, const std::vector<std::function<int()>>& s
 PgSession::PgSession(const std::string& dsn) {
   const auto info = outbox::PgConnInfo::parse(dsn);
   conn_ = PQconnectdb(info.to_string().c_str());
-  if (!conn_) throw pqxx::broken_connection("out of memory opening a PostgreSQL session");
+  if (!conn_) throw PgError(PgError::Kind::kSessionLost, "out of memory opening a PostgreSQL session");
   if (PQstatus(conn_) != CONNECTION_OK) {
     // libpq's text may quote parts of the connection string: never the password.
     const outbox::SecretScrubber scrubber({info.get("password").value_or("")});
     const std::string message = outbox::one_line(scrubber.scrub(PQerrorMessage(conn_)));
     PQfinish(conn_);
     conn_ = nullptr;
-    throw pqxx::broken_connection(message);
+    throw PgError(PgError::Kind::kSessionLost, message);
   }
   PQsetNoticeProcessor(conn_, log_notice, nullptr);
 }
@@ -103,9 +104,9 @@ std::string PgSession::endpoint() const {
 namespace {
 
 // Checks `raw` (PgSession's contract) and hands it to a PgResult.
-PgResult checked(PGconn* pg, PGresult* raw, const std::string& what) {
+PgResult checked(PGconn* pg, PGresult* raw) {
   ResultPtr res(raw, PQclear);
-  check_result(pg, res.get(), what);
+  check_result(pg, res.get());
   return PgResult(res.release());
 }
 
@@ -114,24 +115,20 @@ PgResult checked(PGconn* pg, PGresult* raw, const std::string& what) {
 PgResult PgSession::exec(const std::string& sql, const Params& params, Format format) {
   PGconn* pg = open_session(conn_);
   const auto values = c_strings(params);
-  return checked(pg,
-                 PQexecParams(pg, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                              nullptr, static_cast<int>(format)),
-                 sql);
+  return checked(pg, PQexecParams(pg, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
+                                  nullptr, static_cast<int>(format)));
 }
 
 PgResult PgSession::exec_prepared(const std::string& name, const Params& params, Format format) {
   PGconn* pg = open_session(conn_);
   const auto values = c_strings(params);
-  return checked(pg,
-                 PQexecPrepared(pg, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr,
-                                static_cast<int>(format)),
-                 name);
+  return checked(pg, PQexecPrepared(pg, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr,
+                                    static_cast<int>(format)));
 }
 
 void PgSession::prepare(const std::string& name, const std::string& sql) {
   PGconn* pg = open_session(conn_);
-  checked(pg, PQprepare(pg, name.c_str(), sql.c_str(), 0, nullptr), sql);
+  checked(pg, PQprepare(pg, name.c_str(), sql.c_str(), 0, nullptr));
 }
 
 PgResult PgSession::begin_then(const std::string& name, const Params& params) {
@@ -145,10 +142,10 @@ PgResult PgSession::begin_then(const std::string& name, const Params& params) {
                               }});
   auto results = sent ? pipeline_results(pg) : std::nullopt;
   if (!results || results->size() != 3 || PQexitPipelineMode(pg) != 1)
-    throw pqxx::broken_connection("PostgreSQL session lost in a BEGIN + " + name +
-                                  " pipeline: " + outbox::one_line(PQerrorMessage(pg)));
-  check_result(pg, (*results)[0].get(), "BEGIN");
-  return checked(pg, (*results)[1].release(), name);
+    throw PgError(PgError::Kind::kSessionLost, "PostgreSQL session lost in a BEGIN + " + name +
+                                                   " pipeline: " + outbox::one_line(PQerrorMessage(pg)));
+  check_result(pg, (*results)[0].get());  // BEGIN
+  return checked(pg, (*results)[1].release());
 }
 
 std::size_t PgSession::exec_then_commit(const std::string& name, const Params& params) {
@@ -161,15 +158,15 @@ std::size_t PgSession::exec_then_commit(const std::string& name, const Params& p
                          },
                          [&] { return PQsendQueryParams(pg, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 0); }});
   // COMMIT never queued: nothing can have committed, and the session is unusable.
-  if (queued < 2) throw pqxx::broken_connection(outbox::one_line(PQerrorMessage(pg)));
+  if (queued < 2) throw PgError(PgError::Kind::kSessionLost, outbox::one_line(PQerrorMessage(pg)));
   auto results = pipeline_results(pg);
   if (!results || results->size() != 3 || PQexitPipelineMode(pg) != 1) {
     // COMMIT was on its way: it may or may not have reached the server and run.
-    throw pqxx::in_doubt_error("PostgreSQL session lost during " + name +
-                               " + COMMIT: " + outbox::one_line(PQerrorMessage(pg)));
+    throw PgError(PgError::Kind::kInDoubt,
+                  "PostgreSQL session lost during " + name + " + COMMIT: " + outbox::one_line(PQerrorMessage(pg)));
   }
-  check_result(pg, (*results)[0].get(), name);      // COMMIT was not run: the transaction is aborted
-  check_result(pg, (*results)[1].get(), "COMMIT");  // the server ended the transaction without committing
+  check_result(pg, (*results)[0].get());  // COMMIT was not run: the transaction is aborted
+  check_result(pg, (*results)[1].get());  // COMMIT: the server ended the transaction without committing
   return PgResult((*results)[0].release()).affected_rows();
 }
 

@@ -20,10 +20,9 @@ namespace relay {
 // this session is opened and owned here, through libpq's public API only, and the
 // rest of the relay (admin commands, migrations, the listener) keeps libpqxx.
 //
-// Errors are thrown as the libpqxx exceptions the rest of the relay already
-// classifies: pqxx::broken_connection when the session is gone (or never opened),
-// pqxx::sql_error with the SQLSTATE when the server refused a statement (the
-// transaction, if any, is then aborted), pqxx::in_doubt_error when a COMMIT was
+// Errors are thrown as PgError (pg/pg_error.h): kSessionLost when the session is
+// gone (or never opened), kStatement with the SQLSTATE when the server refused a
+// statement (the transaction, if any, is then aborted), kInDoubt when a COMMIT was
 // sent and its answer never came (it may or may not have committed: the rows may be
 // published again). Every message is one line; a connect error never holds the
 // password or a 4+ byte fragment of it.
@@ -39,7 +38,7 @@ class PgSession {
 
   // Connects with `dsn` (libpq keyword or URI form, as PgConnInfo parses it).
   // Throws std::invalid_argument when it does not parse (naming no value), and
-  // pqxx::broken_connection when the server cannot be reached or refuses the login.
+  // PgError kSessionLost when the server cannot be reached or refuses the login.
   explicit PgSession(const std::string& dsn);
   ~PgSession();
   PgSession(const PgSession&) = delete;
@@ -64,9 +63,9 @@ class PgSession {
   // BEGIN opened is left aborted, for its owner to roll back.
   PgResult begin_then(const std::string& name, const Params& params);
   // The prepared statement and then COMMIT, in one pipeline; returns the rows the
-  // statement affected. The statement's error throws pqxx::sql_error and leaves the
-  // transaction aborted; once COMMIT was sent, a lost session throws
-  // pqxx::in_doubt_error. REQUIRES: a transaction is open.
+  // statement affected. The statement's error throws PgError kStatement and leaves the
+  // transaction aborted; once COMMIT was sent, a lost session throws PgError
+  // kInDoubt. REQUIRES: a transaction is open.
   std::size_t exec_then_commit(const std::string& name, const Params& params);
 
  private:
