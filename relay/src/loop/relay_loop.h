@@ -79,6 +79,8 @@ class RelayLoop {
   struct ConnectError {
     ConnectTarget target;
     std::string text;  // one line, no secret
+    // Decided at the catch, on the exception's type (an AmqpError's fields).
+    ConnectFailure kind;
   };
   std::optional<ConnectError> connect_missing();
   OutboxStore& primary() { return *stores_.front(); }
