@@ -12,7 +12,6 @@
 #include "outbox/sql_identifier.h"
 #include "pg/lane_manager.h"
 #include "pg/pg_connect.h"
-#include "policy/failure_policy.h"
 
 namespace relay {
 
