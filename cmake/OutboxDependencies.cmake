@@ -28,9 +28,10 @@ if(PQXX_VERSION VERSION_GREATER_EQUAL 7.0 AND PQXX_VERSION VERSION_LESS 7.10)
 endif()
 outbox_require_range(libpqxx "${PQXX_VERSION}" 6.4 8.0)
 # libpq 14 or later: the relay sends BEGIN with its claim and COMMIT with its mark in
-# libpq pipelines (relay/src/pg/pg_session.cpp). Any server version works.
-pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq)
-outbox_require_range(libpq "${LIBPQ_VERSION}" 14 100)
+# libpq pipelines (relay/src/pg/pg_session.cpp). Any server version works. Found once,
+# here, as PkgConfig::PQ: the name OutboxRelayConfig.cmake.in gives it to the SDKs' users.
+pkg_check_modules(PQ REQUIRED IMPORTED_TARGET libpq)
+outbox_require_range(libpq "${PQ_VERSION}" 14 100)
 pkg_check_modules(RABBITMQ REQUIRED IMPORTED_TARGET librabbitmq)
 outbox_require_range(librabbitmq "${RABBITMQ_VERSION}" 0.11 0.16)
 find_package(yaml-cpp REQUIRED)

@@ -39,4 +39,18 @@ std::string describe(amqp_rpc_reply_t reply) {
   return "unknown RPC reply";
 }
 
+AmqpError::Fields fields_of(amqp_rpc_reply_t reply) {
+  AmqpError::Fields fields;
+  if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) fields.status = reply.library_error;
+  if (reply.reply_type != AMQP_RESPONSE_SERVER_EXCEPTION) return fields;
+  if (reply.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+    auto* m = static_cast<amqp_connection_close_t*>(reply.reply.decoded);
+    fields.close = {CloseScope::kConnection, m->reply_code, m->class_id, m->method_id};
+  } else if (reply.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+    auto* m = static_cast<amqp_channel_close_t*>(reply.reply.decoded);
+    fields.close = {CloseScope::kChannel, m->reply_code, m->class_id, m->method_id};
+  }
+  return fields;
+}
+
 }  // namespace outbox::amqp

@@ -12,10 +12,11 @@ AmqpUri AmqpUri::parse(const std::string& uri, const std::string& key) {
   std::string buffer = uri;  // amqp_parse_url writes into its argument
   amqp_connection_info info;
   amqp_default_connection_info(&info);
-  if (amqp_parse_url(buffer.data(), &info) != AMQP_STATUS_OK)
+  if (const int rc = amqp_parse_url(buffer.data(), &info); rc != AMQP_STATUS_OK)
     throw AmqpError(key +
-                    ": not a valid amqp://user:password@host:port/vhost URI "
-                    "(percent-encode @, :, / and % in the user name and password)");
+                        ": not a valid amqp://user:password@host:port/vhost URI "
+                        "(percent-encode @, :, / and % in the user name and password)",
+                    AmqpError::Fields::of_status(rc));
   AmqpUri parsed;
   parsed.host_ = info.host;
   parsed.port_ = info.port;

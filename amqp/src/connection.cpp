@@ -68,13 +68,15 @@ void AmqpConnection::open() {
   if (rc != AMQP_STATUS_OK) {
     drop();
     std::string why = amqp_error_string2(rc);
-    // rabbitmq-c's text does not say why a socket failed: find out, in words.
+    auto fields = AmqpError::Fields::of_status(rc);
+    // rabbitmq-c's status does not say why a socket failed: find out.
     if (rc == AMQP_STATUS_SOCKET_ERROR || rc == AMQP_STATUS_TIMEOUT || rc == AMQP_STATUS_HOSTNAME_RESOLUTION_FAILED) {
-      const auto cause = detail::tcp_failure_cause(uri.host(), uri.port(),
-                                                   std::chrono::milliseconds(settings_.connect_timeout_ms));
-      why += cause.empty() ? (uri.tls() ? " (TCP connects: the TLS handshake failed)" : "") : " (" + cause + ")";
+      const auto found = detail::diagnose_socket(uri.host(), uri.port(),
+                                                 std::chrono::milliseconds(settings_.connect_timeout_ms), uri.tls());
+      fields.socket_cause = found.cause;
+      if (!found.text.empty()) why += " (" + found.text + ")";
     }
-    throw AmqpError("cannot connect to " + endpoint_ + (uri.tls() ? " (TLS)" : "") + ": " + why);
+    throw AmqpError("cannot connect to " + endpoint_ + (uri.tls() ? " (TLS)" : "") + ": " + why, fields);
   }
   if (settings_.send_timeout_ms > 0) {
     // Before the login: a broker that stops reading mid-handshake is bounded too.
@@ -117,9 +119,11 @@ void AmqpConnection::open_channel(amqp_channel_t channel) {
 
 void AmqpConnection::check(amqp_rpc_reply_t reply, const std::string& what) {
   if (reply.reply_type == AMQP_RESPONSE_NORMAL) return;
+  // Both read before drop(): a broker's close lives in the connection's buffers.
   std::string text = describe(reply);
+  const auto fields = fields_of(reply);
   drop();
-  throw AmqpError(what + " at " + endpoint_ + " failed: " + one_line(text));
+  throw AmqpError(what + " at " + endpoint_ + " failed: " + one_line(text), fields);
 }
 
 void AmqpConnection::check_rpc(const std::string& what) {
@@ -130,7 +134,8 @@ void AmqpConnection::check_rpc(const std::string& what) {
 void AmqpConnection::check_status(int status, const std::string& what) {
   if (status == AMQP_STATUS_OK) return;
   drop();
-  throw AmqpError(what + " at " + endpoint_ + " failed: " + amqp_error_string2(status));
+  throw AmqpError(what + " at " + endpoint_ + " failed: " + amqp_error_string2(status),
+                  AmqpError::Fields::of_status(status));
 }
 
 void AmqpConnection::close(amqp_channel_t channel) {

@@ -166,13 +166,16 @@ void AmqpConsumer::handle_unexpected_frame() {
   if (frame.frame_type != AMQP_FRAME_METHOD) return;
   const auto& method = frame.payload.method;
   std::string reason;
+  AmqpError::Fields fields;
   if (method.id == AMQP_CHANNEL_CLOSE_METHOD) {
     auto* c = static_cast<amqp_channel_close_t*>(method.decoded);
+    fields.close = {outbox::amqp::CloseScope::kChannel, c->reply_code, c->class_id, c->method_id};
     reason = "channel closed by broker: " + std::to_string(c->reply_code) + " " + string_of(c->reply_text);
     amqp_channel_close_ok_t ok{};
     amqp_send_method(conn_.get(), frame.channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
   } else if (method.id == AMQP_CONNECTION_CLOSE_METHOD) {
     auto* c = static_cast<amqp_connection_close_t*>(method.decoded);
+    fields.close = {outbox::amqp::CloseScope::kConnection, c->reply_code, c->class_id, c->method_id};
     reason = "connection closed by broker: " + std::to_string(c->reply_code) + " " + string_of(c->reply_text);
     amqp_connection_close_ok_t ok{};
     amqp_send_method(conn_.get(), 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
@@ -182,7 +185,7 @@ void AmqpConsumer::handle_unexpected_frame() {
     return;  // connection.blocked and friends: nothing to do for a consumer
   }
   conn_.drop();
-  throw AmqpError(one_line(reason, 500) + " (" + endpoint() + ")");
+  throw AmqpError(one_line(reason, 500) + " (" + endpoint() + ")", fields);
 }
 
 void AmqpConsumer::ack(std::uint64_t tag) {

@@ -13,8 +13,8 @@
 #include "outbox/amqp/amqp_error.h"
 #include "outbox/amqp/connection.h"
 #include "outbox/amqp/settings.h"
-#include "outbox/consumer_runner.h"
 #include "outbox/delivery.h"
+#include "outbox/runner_options.h"
 
 namespace outbox::detail {
 

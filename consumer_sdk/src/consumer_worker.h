@@ -1,42 +1,21 @@
 #pragma once
 // ConsumerWorker: one consuming thread of a ConsumerRunner.
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 
 #include "amqp_consumer.h"
-#include "consumer_metrics.h"
-#include "held_messages.h"
-#include "outbox/consumer_runner.h"
-#include "outbox/inbox.h"
 #include "outbox/sequence_guard.h"
-#include "retry_tracker.h"
 #include "set_aside_queue.h"
-#include "stop_signal.h"
+#include "shared_state.h"
 #include "watched_connection.h"
 
 namespace outbox::detail {
-
-// Everything the workers of one runner share. Owned by the runner; outlives them.
-struct SharedState {
-  SharedState(const RunnerOptions& o, const Handler& h) : options(o), handler(h) {}
-  const RunnerOptions& options;
-  const Handler& handler;
-  std::optional<Inbox> inbox;               // set with Deduplication::kInbox
-  std::optional<InboxRetention> retention;  // set with options.retention
-  std::optional<SequenceGuard> guard;       // set with options.sequence_guard
-  std::optional<HeldMessages> held;         // set with options.sequence_guard
-  std::mutex sequence_status_mutex;
-  SequenceStatus sequence_status;               // guarded by sequence_status_mutex; refreshed by worker 0
-  std::shared_ptr<metrics::Registry> registry;  // options.metrics, or the runner's own
-  std::optional<ConsumerMetrics> metrics;       // set by the runner's constructor
-  RetryTracker retries;
-  StopSignal stop;
-};
 
 // Owns one AMQP connection and one PostgreSQL connection; handles one message at a
 // time on its own thread. Thread safety: connect() and run() on one thread only.

@@ -14,24 +14,30 @@
 using outbox::amqp::AmqpConnection;
 using outbox::amqp::AmqpError;
 using outbox::amqp::AmqpUri;
+using outbox::amqp::CloseScope;
 using outbox::amqp::Settings;
+using outbox::amqp::SocketCause;
 
 namespace {
 
 using testenv::contains;
 
 // The error AmqpConnection::open() throws for `s`; fails the test when it opens.
-std::string open_error(const Settings& s) {
+AmqpError open_failure(const Settings& s) {
   AmqpConnection conn(s);
   try {
     conn.open();
   } catch (const AmqpError& e) {
     CHECK_FALSE(conn.is_open());
-    return e.what();
+    return e;
   }
   FAIL("open() succeeded");
-  return "";
+  return AmqpError("");
 }
+
+std::string open_error(const Settings& s) { return open_failure(s).what(); }
+
+bool ssl_status(int status) { return status <= AMQP_STATUS_SSL_ERROR && status > -0x0300; }
 
 // A loopback port where nothing listens (port 1 needs root to listen on).
 const std::string kClosed = "127.0.0.1:1";
@@ -83,7 +89,10 @@ TEST_CASE("a URI with a raw @, :, / or % in the password is refused, naming the 
 TEST_CASE("open() names the URI key from key_prefix, and nothing of a bad URI") {
   Settings s;
   s.uri = "http://relay:hunter2@mq.internal/";
-  CHECK(open_error(s).rfind("amqp.uri: not a valid", 0) == 0);
+  const auto bad = open_failure(s);
+  CHECK(std::string(bad.what()).rfind("amqp.uri: not a valid", 0) == 0);
+  CHECK(bad.status() == AMQP_STATUS_BAD_URL);
+  CHECK(bad.close().scope == CloseScope::kNone);
   s.key_prefix = "amqp_";
   auto error = open_error(s);
   CHECK(error.rfind("amqp_uri: not a valid", 0) == 0);
@@ -96,10 +105,16 @@ TEST_CASE("an amqps:// URI gets a TLS socket that loads ca_file; an amqp:// one 
   s.ca_file = "/nonexistent/ca.crt";
   s.connect_timeout_ms = 2000;
   s.uri = "amqps://relay:hunter2@" + kClosed + "/";
-  auto error = open_error(s);
+  const auto ca = open_failure(s);
+  auto error = std::string(ca.what());
   CHECK(error == "amqp_ca_file: cannot load CA certificates from '/nonexistent/ca.crt'");
+  CHECK_MESSAGE(ssl_status(ca.status()), ca.status());
+  CHECK(ca.socket_cause() == SocketCause::kNone);
   s.uri = "amqp://relay:hunter2@" + kClosed + "/";
-  error = open_error(s);
+  const auto refused = open_failure(s);
+  error = refused.what();
+  CHECK(refused.status() == AMQP_STATUS_SOCKET_ERROR);
+  CHECK(refused.socket_cause() == SocketCause::kRefused);
   CHECK(error.rfind("cannot connect to " + kClosed + "/: ", 0) == 0);
   CHECK_MESSAGE(contains(error, "(connection refused)"), error);  // the cause, not only "a socket error"
   CHECK_FALSE(contains(error, "(TLS)"));
@@ -110,7 +125,9 @@ TEST_CASE("TLS connect failures say (TLS) and the endpoint, never the password")
   Settings s;
   s.uri = "amqps://relay:hunter2@" + kClosed + "/vh";  // system CA store
   s.connect_timeout_ms = 2000;
-  auto error = open_error(s);
+  const auto failure = open_failure(s);
+  CHECK(failure.socket_cause() == SocketCause::kRefused);  // refused before any TLS
+  const std::string error = failure.what();
   CHECK(error.rfind("cannot connect to " + kClosed + "/vh (TLS): ", 0) == 0);
   CHECK_MESSAGE(contains(error, "(connection refused)"), error);
   CHECK_FALSE(contains(error, "hunter2"));
@@ -120,7 +137,10 @@ TEST_CASE("a broker host that does not resolve is named as such in the connect e
   Settings s;
   s.uri = "amqp://relay:hunter2@no-such-host.invalid:5672/";
   s.connect_timeout_ms = 2000;
-  auto error = open_error(s);
+  const auto failure = open_failure(s);
+  CHECK(failure.socket_cause() == SocketCause::kDns);
+  CHECK(failure.status() != 0);
+  const std::string error = failure.what();
   CHECK_MESSAGE(contains(error, "cannot resolve 'no-such-host.invalid'"), error);
   CHECK_FALSE(contains(error, "hunter2"));
 }
@@ -130,8 +150,46 @@ TEST_CASE("a client certificate that cannot be loaded names cert_file/key_file, 
   s.uri = "amqps://relay:hunter2@" + kClosed + "/";
   s.cert_file = "/nonexistent/client.crt";
   s.key_file = "/nonexistent/client.key";
-  CHECK(open_error(s) ==
+  const auto failure = open_failure(s);
+  CHECK(std::string(failure.what()) ==
         "amqp.cert_file/key_file: cannot load the client certificate '/nonexistent/client.crt' and its key");
+  CHECK_MESSAGE(ssl_status(failure.status()), failure.status());
+}
+
+TEST_CASE("fields_of keeps the broker's close (scope, code, refused method) and the library's status") {
+  amqp_connection_close_t login_refused{};
+  login_refused.reply_code = 403;
+  login_refused.class_id = 10;  // connection.start-ok: the login
+  login_refused.method_id = 11;
+  amqp_rpc_reply_t server{};
+  server.reply_type = AMQP_RESPONSE_SERVER_EXCEPTION;
+  server.reply.id = AMQP_CONNECTION_CLOSE_METHOD;
+  server.reply.decoded = &login_refused;
+  const auto login = outbox::amqp::fields_of(server);
+  CHECK(login.close.scope == CloseScope::kConnection);
+  CHECK(login.close.reply_code == 403);
+  CHECK(login.close.class_id == 10);
+  CHECK(login.close.method_id == 11);
+  CHECK(login.status == 0);
+
+  amqp_channel_close_t not_found{};
+  not_found.reply_code = 404;
+  not_found.class_id = 40;  // exchange.declare
+  not_found.method_id = 10;
+  server.reply.id = AMQP_CHANNEL_CLOSE_METHOD;
+  server.reply.decoded = &not_found;
+  const auto channel = outbox::amqp::fields_of(server);
+  CHECK(channel.close.scope == CloseScope::kChannel);
+  CHECK(channel.close.reply_code == 404);
+  CHECK(channel.close.class_id == 40);
+
+  amqp_rpc_reply_t library{};
+  library.reply_type = AMQP_RESPONSE_LIBRARY_EXCEPTION;
+  library.library_error = AMQP_STATUS_CONNECTION_CLOSED;
+  const auto closed = outbox::amqp::fields_of(library);
+  CHECK(closed.status == AMQP_STATUS_CONNECTION_CLOSED);
+  CHECK(closed.close.scope == CloseScope::kNone);
+  CHECK(closed.close.reply_code == 0);
 }
 
 TEST_CASE("string_of copes with rabbitmq-c's empty bytes, describe with a missing reply") {

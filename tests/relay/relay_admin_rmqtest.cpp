@@ -256,6 +256,18 @@ TEST_CASE("dead requeue --type and --all change nothing until --expect confirms 
   CHECK(sql_value("SELECT string_agg(DISTINCT message_type, ',') FROM " + table(schema) +
                   " WHERE parked_at IS NULL AND attempts = 0") == "OrderPlaced");
 
+  // An id that names no parked row stops the requeue before anything changes.
+  const std::string unknown = "01900000-0000-7000-8000-000000000000";
+  const auto requeued = sql_value("SELECT message_id::text FROM " + table(schema) +
+                                  " WHERE parked_at IS NULL ORDER BY id LIMIT 1");
+  auto refused = run_relay_command({"dead", "requeue", "--config", cfg, "--id", refunds[0], requeued, unknown});
+  CHECK_MESSAGE(refused.exit_code == 2, refused.output);
+  CHECK_MESSAGE(contains(refused.output, requeued + " is not parked"), refused.output);
+  CHECK_MESSAGE(contains(refused.output, unknown + " not found"), refused.output);
+  CHECK_FALSE(contains(refused.output, refunds[0] + " "));
+  CHECK_MESSAGE(contains(refused.output, "dead requeue: nothing changed"), refused.output);
+  CHECK(parked() == "2");
+
   // Ids are a selection the operator wrote out: no --expect needed.
   auto by_id = run_relay_command({"dead", "requeue", "--config", cfg, "--id", refunds[0]});
   CHECK_MESSAGE(by_id.exit_code == 0, by_id.output);

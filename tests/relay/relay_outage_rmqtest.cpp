@@ -62,3 +62,33 @@ TEST_CASE("a broker port nothing listens on is counted as refused and the log sa
   CHECK(ready.status == 503);
   CHECK_MESSAGE(contains(ready.body, "not connected to RabbitMQ: AMQP: cannot connect to 127.0.0.1:1/"), ready.body);
 }
+
+// The broker's own refusals, as rabbitmq-c hands them over (connection.close 403 at
+// the login, 530 at connection.open), are permanent, counted by their cause.
+TEST_CASE("a broker that refuses the login or the vhost is counted as authentication or vhost, and permanent") {
+  const auto uri = testenv::amqp_uri();  // amqp://guest:guest@127.0.0.1:PORT/%2f
+  const auto at = uri.find('@'), slash = uri.find('/', at);
+  const auto host_port = uri.substr(at + 1, slash - at - 1);
+  struct Refusal {
+    std::string uri, cause, reply;
+  };
+  const Refusal refusals[] = {
+      {"amqp://guest:not-the-password@" + host_port + "/%2f", "authentication", "ACCESS_REFUSED"},
+      {"amqp://guest:guest@" + host_port + "/" + testenv::unique_name("no_such_vhost"), "vhost", "NOT_ALLOWED"},
+  };
+  for (const auto& r : refusals) {
+    CAPTURE(r.cause);
+    ScopedSchema schema;
+    RelayProcess relay(with(testenv::relay_config_yaml(schema.name()) + "http:\n  listen: 127.0.0.1:0\n",
+                            "${OUTBOX_AMQP_URI}", r.uri));
+    const auto address = testenv::wait_for_http_address([&] { return relay.log(); }, 20s);
+    REQUIRE_MESSAGE(testenv::eventually(20s, [&] { return connect_failures(address, "amqp", r.cause) >= 2; }),
+                    relay.log());
+    const auto ready = testenv::http_request(address, "/readyz");
+    CHECK(ready.status == 503);
+    CHECK_MESSAGE(contains(ready.body, "permanent: " + r.cause), ready.body);
+    CHECK_MESSAGE(contains(relay.log(), r.reply), relay.log());
+    CHECK_MESSAGE(contains(relay.log(), "no retry fixes this"), relay.log());
+    CHECK_FALSE(contains(relay.log(), "not-the-password"));
+  }
+}

@@ -12,6 +12,8 @@
 #include "outbox/errors.h"
 #include "outbox/message_id.h"
 #include "outbox/one_line.h"
+#include "outbox/pg_array.h"
+#include "outbox/pqxx_compat.h"
 
 namespace relay {
 namespace {
@@ -190,6 +192,30 @@ std::string by_type_text(const pqxx::result& rows) {
     out += " " + outbox::one_line(r["message_type"].c_str(), 80) + " " + r["count"].c_str() + ",";
   if (!rows.empty()) out.pop_back();
   return out;
+}
+
+std::vector<std::string> check_ids(pqxx::transaction_base& tx, const std::string& table, const IdSelection& ids,
+                                   const std::function<std::optional<std::string>(const IdRow&)>& problem) {
+  auto found =
+      outbox::pgx::exec_params(tx,
+                               "SELECT id, message_id::text AS message_id, published_at IS NOT NULL AS published, "
+                               "parked_at IS NOT NULL AS parked, message_type FROM " +
+                                   table + " WHERE id = ANY($1::bigint[]) OR message_id = ANY($2::uuid[])",
+                               outbox::pg::bigint_array(ids.ids), outbox::pg::text_array(ids.message_ids));
+  std::vector<std::string> problems;
+  auto judge = [&](const std::string& given, auto match) {
+    for (const auto& r : found) {
+      if (!match(r)) continue;
+      if (auto why = problem(IdRow{r["parked"].as<bool>(), r["published"].as<bool>(), r["message_type"].c_str()}))
+        problems.push_back(given + " " + *why);
+      return;
+    }
+    problems.push_back(given + " not found");
+  };
+  for (auto id : ids.ids)
+    judge(std::to_string(id), [&](const pqxx::row& r) { return r["id"].as<std::int64_t>() == id; });
+  for (const auto& m : ids.message_ids) judge(m, [&](const pqxx::row& r) { return m == r["message_id"].c_str(); });
+  return problems;
 }
 
 std::string admin_failure_text(const std::exception& e, const std::string& schema) {

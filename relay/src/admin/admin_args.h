@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <optional>
 #include <pqxx/result>
@@ -59,6 +60,21 @@ struct IdSelection {
 // Sorts --id values into outbox ids and message ids; UsageError naming the first
 // value that is neither. Pure.
 IdSelection parse_id_flags(const std::vector<std::string>& given);
+
+// The state of one row an --id names, for check_ids' caller to judge.
+struct IdRow {
+  bool parked = false;
+  bool published = false;
+  std::string message_type;
+};
+
+// For --id (replay, dead requeue): every given id must name a row of `table` (the
+// quoted outbox table) that `problem` accepts (nullopt), so that an id the command
+// would skip stops it before anything changes. Returns one line per id that does
+// not: "<id> not found", or "<id> <problem>" ("42 is not parked"); outbox ids first,
+// then message ids, each in the order given.
+std::vector<std::string> check_ids(pqxx::transaction_base& tx, const std::string& table, const IdSelection& ids,
+                                   const std::function<std::optional<std::string>(const IdRow&)>& problem);
 
 // A point in time given on the command line (--since, --until): an RFC 3339 time
 // (2024-05-01T10:00:00Z; without an offset, UTC) or an age before now (90m, 12h, 7d;

@@ -188,28 +188,6 @@ int dead_list(const AdminArgs& args, const RelayConfig& config) {
   return kExitOk;
 }
 
-// Every given id must name a parked row. Returns the problems, one per id.
-std::vector<std::string> check_ids(pqxx::work& tx, const std::string& table, const IdSelection& s) {
-  auto found =
-      outbox::pgx::exec_params(tx,
-                               "SELECT id, message_id::text AS message_id, parked_at IS NOT NULL AS parked FROM " +
-                                   table + " WHERE id = ANY($1::bigint[]) OR message_id = ANY($2::uuid[])",
-                               outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids));
-  std::vector<std::string> problems;
-  auto describe = [&](const std::string& given, auto match) {
-    for (const auto& r : found)
-      if (match(r)) {
-        if (!r["parked"].as<bool>()) problems.push_back(given + " is not parked");
-        return;
-      }
-    problems.push_back(given + " not found");
-  };
-  for (auto id : s.ids)
-    describe(std::to_string(id), [&](const pqxx::row& r) { return r["id"].as<std::int64_t>() == id; });
-  for (const auto& m : s.message_ids) describe(m, [&](const pqxx::row& r) { return m == r["message_id"].c_str(); });
-  return problems;
-}
-
 void check_requeue_usage(const AdminArgs& args) {
   const int selectors = args.has("--id") + args.has("--type") + args.has("--all");
   if (selectors != 1) throw UsageError("dead requeue needs exactly one of --id ID..., --type T or --all");
@@ -274,7 +252,11 @@ int dead_requeue(const AdminArgs& args, const RelayConfig& config) {
   auto until = parse_time_bound(args, "--until");
   if (!args.has("--id") && !until.given()) until.time = server_now_utc(tx);
   if (args.has("--id")) {
-    auto problems = check_ids(tx, table, selection);
+    // Every given id must name a parked row.
+    auto problems = check_ids(tx, table, selection, [](const IdRow& r) -> std::optional<std::string> {
+      if (!r.parked) return "is not parked";
+      return std::nullopt;
+    });
     if (!problems.empty()) {
       for (const auto& p : problems) std::cerr << "dead requeue: " << outbox::one_line(p) << "\n";
       std::cerr << "dead requeue: nothing changed\n";

@@ -111,31 +111,13 @@ std::string describe_matches(pqxx::work& tx, const std::string& table, const std
 
 // For --id: every id must name a published, unparked row, of --type when given (a
 // row of another type would otherwise be skipped while the rest are replayed).
-// Returns the problems.
-std::vector<std::string> check_ids(pqxx::work& tx, const std::string& table, const Selection& s) {
-  auto found =
-      outbox::pgx::exec_params(tx,
-                               "SELECT id, message_id::text AS message_id, published_at IS NOT NULL AS published, "
-                               "parked_at IS NOT NULL AS parked, message_type FROM " +
-                                   table + " WHERE id = ANY($1::bigint[]) OR message_id = ANY($2::uuid[])",
-                               outbox::pg::bigint_array(s.ids), outbox::pg::text_array(s.message_ids));
-  std::vector<std::string> problems;
-  auto describe = [&](const std::string& given, auto match) {
-    for (const auto& r : found) {
-      if (!match(r)) continue;
-      if (r["parked"].as<bool>()) problems.push_back(given + " is parked (use 'dead requeue')");
-      else if (!r["published"].as<bool>()) problems.push_back(given + " is not published yet (pending)");
-      else if (s.type && *s.type != r["message_type"].c_str())
-        problems.push_back(given + " is of type '" + outbox::one_line(r["message_type"].c_str(), 80) +
-                           "', not --type '" + outbox::one_line(*s.type, 80) + "'");
-      return;
-    }
-    problems.push_back(given + " not found");
-  };
-  for (auto id : s.ids)
-    describe(std::to_string(id), [&](const pqxx::row& r) { return r["id"].as<std::int64_t>() == id; });
-  for (const auto& m : s.message_ids) describe(m, [&](const pqxx::row& r) { return m == r["message_id"].c_str(); });
-  return problems;
+std::optional<std::string> replay_problem(const IdRow& r, const std::optional<std::string>& type) {
+  if (r.parked) return "is parked (use 'dead requeue')";
+  if (!r.published) return "is not published yet (pending)";
+  if (type && *type != r.message_type)
+    return "is of type '" + outbox::one_line(r.message_type, 80) + "', not --type '" + outbox::one_line(*type, 80) +
+           "'";
+  return std::nullopt;
 }
 
 // Makes the selected rows pending again and commits; returns their message ids.
@@ -218,7 +200,8 @@ int cmd_replay(const Args& raw) {
     // count repeats this bound, so rows published in between do not change it.
     if (by_time && !selection.until.given()) selection.until.time = server_now_utc(tx);
     if (!selection.ids.empty() || !selection.message_ids.empty()) {
-      auto problems = check_ids(tx, table, selection);
+      auto problems = check_ids(tx, table, IdSelection{selection.ids, selection.message_ids},
+                                [&](const IdRow& r) { return replay_problem(r, selection.type); });
       if (!problems.empty()) {
         for (const auto& p : problems) std::cerr << "replay: " << outbox::one_line(p) << "\n";
         std::cerr << "replay: nothing changed\n";

@@ -74,8 +74,9 @@ bool wait_and_preflight(const RelayConfig& config, const std::atomic<bool>& stop
       // 57 included) is waited for; any other SQL error is not.
       const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
       if (sql && sql->sqlstate().rfind("08", 0) != 0 && sql->sqlstate().rfind("57", 0) != 0) throw;
-      const auto failed = report_connect_failure(reconnect, metrics, ConnectTarget::kPostgres,
-                                                 outbox::one_line(e.what()), std::chrono::steady_clock::now());
+      const auto text = outbox::one_line(e.what());
+      const auto failed = report_connect_failure(reconnect, metrics, ConnectTarget::kPostgres, text,
+                                                 classify_postgres_failure(text), std::chrono::steady_clock::now());
       const auto until = std::chrono::steady_clock::now() + failed.wait;
       while (!stop && std::chrono::steady_clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));

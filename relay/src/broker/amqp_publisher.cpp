@@ -99,7 +99,8 @@ void AmqpPublisher::check_alternate_exchange() {
   } catch (const AmqpError& e) {
     disconnect();
     throw AmqpError("amqp.alternate_exchange: the exchange '" + outbox::one_line(alternate_exchange_, 80) +
-                    "' cannot be used on " + endpoint() + ": " + outbox::one_line(e.what()));
+                        "' cannot be used on " + endpoint() + ": " + outbox::one_line(e.what()),
+                    e.fields());  // the broker's 404 or 403 stays what decides
   }
 }
 
@@ -240,7 +241,8 @@ std::uint64_t AmqpPublisher::publish(const OutboundMessage& m) {
     disconnect();
     if (encoding_error(rc))
       throw UnencodableMessage(std::string("the AMQP client cannot encode it: ") + amqp_error_string2(rc));
-    throw AmqpError("publish to " + endpoint() + " failed: " + amqp_error_string2(rc));
+    throw AmqpError("publish to " + endpoint() + " failed: " + amqp_error_string2(rc),
+                    AmqpError::Fields::of_status(rc));
   }
   return next_tag_++;
 }

@@ -52,8 +52,8 @@ std::string ReconnectSupervisor::connected(const std::string& endpoints, Clock::
 
 ReconnectSupervisor::Failed report_connect_failure(ReconnectSupervisor& supervisor, RelayMetrics& metrics,
                                                    ConnectTarget target, const std::string& error,
+                                                   const ConnectFailure& kind,
                                                    ReconnectSupervisor::Clock::time_point now) {
-  const auto kind = classify_connect_failure(target, error);
   const auto what = describe_connect_failure(target, error, kind);
   metrics.connect_failed(target_label(target), kind.cause, what);
   const auto failed = supervisor.failed(what, now, kind.permanent);

@@ -67,12 +67,15 @@ class ReconnectSupervisor {
   Clock::time_point outage_began_{}, warned_at_{};
 };
 
-// One failed connection attempt, told everywhere it is told: classified
-// (classify_connect_failure), counted in `metrics` by target and cause (and named
-// on /readyz), passed to `supervisor`, and logged as it says (a first of its kind
-// or a repeat due at warn, else debug). Returns the supervisor's verdict: the wait.
+// One failed connection attempt, told everywhere it is told: `error` (one line, no
+// secret) as `kind` says, which the caller decided where it caught the exception
+// (classify_amqp_failure on the AmqpError's fields, classify_postgres_failure on
+// libpq's text); counted in `metrics` by target and cause (and named on /readyz),
+// passed to `supervisor`, and logged as it says (a first of its kind or a repeat due
+// at warn, else debug). Returns the supervisor's verdict: the wait.
 ReconnectSupervisor::Failed report_connect_failure(ReconnectSupervisor& supervisor, RelayMetrics& metrics,
                                                    ConnectTarget target, const std::string& error,
+                                                   const ConnectFailure& kind,
                                                    ReconnectSupervisor::Clock::time_point now);
 
 }  // namespace relay

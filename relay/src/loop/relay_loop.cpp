@@ -147,7 +147,8 @@ bool RelayLoop::ensure_connected() {
     last_claim_empty_ = false;  // rows may have come while disconnected
     return true;
   }
-  const auto failed = report_connect_failure(reconnect_, metrics_, error->target, error->text, clock_.now());
+  const auto failed = report_connect_failure(reconnect_, metrics_, error->target, error->text, error->kind,
+                                             clock_.now());
   wake_.pause(failed.wait);
   return false;
 }
@@ -163,7 +164,8 @@ std::optional<RelayLoop::ConnectError> RelayLoop::connect_missing() {
       if (i == 0) metrics_.connected_to("postgres");
     }
   } catch (const std::exception& e) {
-    return ConnectError{ConnectTarget::kPostgres, outbox::one_line(e.what())};
+    const auto text = outbox::one_line(e.what());
+    return ConnectError{ConnectTarget::kPostgres, text, classify_postgres_failure(text)};
   }
   try {
     if (!amqp_.connected()) {
@@ -171,8 +173,10 @@ std::optional<RelayLoop::ConnectError> RelayLoop::connect_missing() {
       metrics_.connected_to("amqp");
       metrics_.on_channel_reset();  // delivery tags start again from 1
     }
+  } catch (const outbox::amqp::AmqpError& e) {
+    return ConnectError{ConnectTarget::kAmqp, outbox::one_line(e.what()), classify_amqp_failure(e)};
   } catch (const std::exception& e) {
-    return ConnectError{ConnectTarget::kAmqp, outbox::one_line(e.what())};
+    return ConnectError{ConnectTarget::kAmqp, outbox::one_line(e.what()), ConnectFailure{}};
   }
   if (lanes_ && !lanes_->joined()) {
     try {
@@ -181,7 +185,8 @@ std::optional<RelayLoop::ConnectError> RelayLoop::connect_missing() {
       rebalance_lanes();
     } catch (const std::exception& e) {
       primary().disconnect();
-      return ConnectError{ConnectTarget::kPostgres, "(lanes) " + outbox::one_line(e.what())};
+      const auto text = outbox::one_line(e.what());
+      return ConnectError{ConnectTarget::kPostgres, "(lanes) " + text, classify_postgres_failure(text)};
     }
   }
   return std::nullopt;

@@ -93,6 +93,8 @@ class RelayLoop {
   struct ConnectError {
     ConnectTarget target;
     std::string text;  // one line, no secret
+    // Decided at the catch, on the exception's type (an AmqpError's fields).
+    ConnectFailure kind;
   };
   std::optional<ConnectError> connect_missing();
   BatchStore& primary() { return *stores_.front(); }

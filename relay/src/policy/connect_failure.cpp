@@ -1,10 +1,51 @@
 #include "policy/connect_failure.h"
 
+#include "outbox/rabbitmq_c.h"
+
 #include <algorithm>
 #include <cctype>
 #include <initializer_list>
 
 namespace relay {
+namespace {
+
+using outbox::amqp::SocketCause;
+
+// rabbitmq-c numbers its TLS statuses from AMQP_STATUS_SSL_ERROR down (0.11 to
+// -0x0204, later versions may add more below it, up to -0x02FF).
+bool tls_status(int status) { return status <= AMQP_STATUS_SSL_ERROR && status > -0x0300; }
+
+}  // namespace
+
+ConnectFailure classify_amqp_failure(const outbox::amqp::AmqpError& error) {
+  // The broker's verdict first: a login refused (rabbitmq-c announces
+  // authentication_failure_close, so RabbitMQ sends connection.close 403 rather than
+  // dropping the socket; a broker that drops it anyway leaves only
+  // AMQP_STATUS_CONNECTION_CLOSED, which no field tells from an ordinary loss: other)
+  // and a vhost that is missing or not permitted (530 at connection.open). A channel's
+  // 403 while connecting (the alternate exchange's passive declare) is a permission
+  // too.
+  switch (error.close().reply_code) {
+    case AMQP_ACCESS_REFUSED: return {"authentication", true};
+    case AMQP_NOT_ALLOWED: return {"vhost", true};
+    default: break;
+  }
+  // Then the socket, as our own TCP connection found it just after, and else the
+  // library's status. A TLS handshake that timed out is a timeout, as a refused one is
+  // refused: TLS is named only when nothing more precise is known.
+  switch (error.socket_cause()) {
+    case SocketCause::kDns: return {"dns", false};
+    case SocketCause::kRefused: return {"refused", false};
+    case SocketCause::kTimeout: return {"timeout", false};
+    default: break;
+  }
+  const int status = error.status();
+  if (status == AMQP_STATUS_HOSTNAME_RESOLUTION_FAILED) return {"dns", false};
+  if (status == AMQP_STATUS_TIMEOUT || status == AMQP_STATUS_HEARTBEAT_TIMEOUT) return {"timeout", false};
+  if (error.socket_cause() == SocketCause::kTls || tls_status(status)) return {"tls", false};
+  return {};
+}
+
 namespace {
 
 std::string lower(std::string s) {
@@ -16,8 +57,21 @@ bool has_any(const std::string& text, std::initializer_list<const char*> needles
   return std::any_of(needles.begin(), needles.end(), [&](const char* n) { return text.find(n) != std::string::npos; });
 }
 
-// libpq's messages (fe-connect.c) and the server's FATAL texts for a refused login.
-ConnectFailure postgres(const std::string& t) {
+}  // namespace
+
+// THE ONLY PLACE IN THE RELAY WHERE AN ERROR'S TEXT DECIDES ANYTHING (here: the
+// cause label and `permanent`, hence the backoff and the /readyz line). Every other
+// decision on a failure reads a type, a SQLSTATE, a status or a reply code.
+//
+// Why text here: libpq gives no code for a connection that fails. A failed
+// PQconnectdb leaves only PQerrorMessage: the server's SQLSTATE for a refused login
+// (28P01, 28000, 3D000, 57P03, 53300) arrives in its ErrorResponse, which libpq
+// folds into that message without handing out a PGresult to read the field from;
+// socket, DNS and TLS failures are libpq's own words (fe-connect.c), and libpqxx
+// passes the same text on. So libpq's and the server's wording is read, never the
+// relay's; an unknown text is "other", not permanent.
+ConnectFailure classify_postgres_failure(const std::string& libpq_message) {
+  const auto t = lower(libpq_message);
   if (has_any(t, {"password authentication failed", "no pg_hba.conf entry", "authentication failed",
                   "peer authentication", "fe_sendauth: no password supplied"}) ||
       (t.find("role \"") != std::string::npos && t.find("does not exist") != std::string::npos))
@@ -36,22 +90,6 @@ ConnectFailure postgres(const std::string& t) {
   return {};
 }
 
-// rabbitmq-c's texts, the broker's connection.close (reply text and code) and our
-// own connect diagnosis (amqp/src/socket_cause.h) in parentheses.
-ConnectFailure amqp(const std::string& t) {
-  // The broker's reply names, not its codes or the word vhost: a port (5300) or a
-  // vhost's name in the endpoint must not read as a refusal.
-  if (has_any(t, {"access_refused", "login was refused"})) return {"authentication", true};
-  if (t.find("not_allowed") != std::string::npos) return {"vhost", true};
-  if (t.find("cannot resolve") != std::string::npos) return {"dns", false};
-  if (t.find("connection refused") != std::string::npos) return {"refused", false};
-  if (has_any(t, {"timed out", "timeout"})) return {"timeout", false};
-  if (has_any(t, {"tls", "ssl", "certificate"})) return {"tls", false};
-  return {};
-}
-
-}  // namespace
-
 const char* target_label(ConnectTarget target) { return target == ConnectTarget::kPostgres ? "postgres" : "amqp"; }
 
 std::string describe_connect_failure(ConnectTarget target, const std::string& error, const ConnectFailure& kind) {
@@ -59,11 +97,6 @@ std::string describe_connect_failure(ConnectTarget target, const std::string& er
   if (kind.permanent)
     line += " (permanent: " + std::string(kind.cause) + "; no retry fixes this, fix the configuration or the server)";
   return line;
-}
-
-ConnectFailure classify_connect_failure(ConnectTarget target, const std::string& error) {
-  const auto t = lower(error);
-  return target == ConnectTarget::kPostgres ? postgres(t) : amqp(t);
 }
 
 }  // namespace relay

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "outbox/amqp/amqp_error.h"
+
 namespace relay {
 
 enum class ConnectTarget { kPostgres, kAmqp };
@@ -21,12 +23,16 @@ struct ConnectFailure {
   bool permanent = false;
 };
 
-// Classifies the client library's error text (libpq and rabbitmq-c give no code for
-// a failed connection: libpq keeps the server's SQLSTATE of a refused login to
-// itself, rabbitmq-c reports the broker's close as text). Only the libraries' own
-// wording is read, never the relay's; an unknown text is "other", not permanent.
-// Pure.
-ConnectFailure classify_connect_failure(ConnectTarget target, const std::string& error);
+// A failed AMQP connection, decided on the error's fields (rabbitmq-c's status, the
+// broker's close, our socket diagnosis), never on its text: the broker's reply code
+// (403 ACCESS_REFUSED: authentication, 530 NOT_ALLOWED: vhost; both permanent), then
+// the socket's cause or the library's status (dns, refused, timeout, tls). Anything
+// else is "other", not permanent. Pure.
+ConnectFailure classify_amqp_failure(const outbox::amqp::AmqpError& error);
+
+// A failed PostgreSQL connection, from libpq's message: the one decision on error
+// text in the relay (see connect_failure.cpp for why). Pure.
+ConnectFailure classify_postgres_failure(const std::string& libpq_message);
 
 // The line the log and /readyz give for a failed attempt: "PostgreSQL: <error>", and
 // for a permanent one " (permanent: <cause>; no retry fixes this, ...)". Pure.

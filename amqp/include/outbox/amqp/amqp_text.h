@@ -9,6 +9,8 @@
 #include <chrono>
 #include <string>
 
+#include "outbox/amqp/amqp_error.h"
+
 namespace outbox::amqp {
 
 // A view of `s` for rabbitmq-c. REQUIRES: `s` outlives the returned bytes.
@@ -24,5 +26,10 @@ timeval to_timeval(std::chrono::milliseconds ms);
 // code and text, never a credential. Raw broker text: put it on one line before
 // logging (AmqpConnection::check does).
 std::string describe(amqp_rpc_reply_t reply);
+
+// What describe() says, as AmqpError's fields: the library's status, or the
+// broker's close (channel or connection, reply code, the method it refused).
+// REQUIRES: the reply's decoded method is still alive (read it before a drop).
+AmqpError::Fields fields_of(amqp_rpc_reply_t reply);
 
 }  // namespace outbox::amqp
