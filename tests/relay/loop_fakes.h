@@ -4,6 +4,7 @@
 // server, no socket, no sleep. Each records what the loop did and plays what a test
 // scripts; time moves only when a test or a wait moves it.
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
